@@ -1,0 +1,448 @@
+//! `config.toml` `[sandbox]` → [`SandboxSettings`], and automatic policy construction
+//! (spec 3.3): [`build_sandbox_policy`] turns a mode and a workspace into a [`SandboxPolicy`].
+//!
+//! The config file is shared with the rest of LocalGPT, so only the `[sandbox]` table is read;
+//! inside it every key is checked and an unknown key is an error that names it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::SandboxError;
+use crate::policy::{
+    EnvPolicy, LevelSetting, NetworkPolicy, SandboxLevel, SandboxMode, SandboxPolicy,
+};
+
+/// System directories granted read + execute.
+pub const SYSTEM_READ_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys", "/proc",
+    "/nix/store",
+];
+
+/// Toolchains and tool configuration under `$HOME` granted read + execute.
+pub const HOME_TOOLCHAINS: &[&str] = &[
+    ".cargo", ".rustup", ".pyenv", ".nvm", ".rbenv", ".goenv", ".volta", ".bun", ".deno", ".sdkman",
+    "go", ".local/bin", ".local/lib", ".gitconfig", ".config/git",
+];
+
+/// Credential locations under `$HOME`: never readable, even when a parent is granted.
+/// Deliberately not the whole of `~/.config`: git reads `~/.config/git/config`.
+pub const HOME_CREDENTIALS: &[&str] = &[
+    ".ssh", ".aws", ".gnupg", ".docker", ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".kube",
+    ".azure", ".vault-token", ".password-store", ".terraform.d", ".config/gh", ".config/gcloud",
+    ".config/hub", ".config/op", ".config/git/credentials", ".local/share/keyrings",
+    ".cargo/credentials", ".cargo/credentials.toml", ".m2/settings.xml", ".gradle/gradle.properties",
+];
+
+/// Device nodes usable read-write in every confined mode.
+pub const DEVICE_PATHS: &[&str] = &[
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx",
+    "/dev/pts",
+];
+
+/// Writable scratch in `workspace-write` mode (spec mode table: workspace + `/tmp`; `/dev/shm`
+/// for POSIX semaphores, which Python multiprocessing needs).
+pub const SCRATCH_WRITE_DIRS: &[&str] = &["/tmp", "/dev/shm"];
+
+/// Settings resolved from `config.toml` and command-line overrides; the input of
+/// [`build_sandbox_policy`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxSettings {
+    /// Mode (default `workspace-write`).
+    pub mode: SandboxMode,
+    /// Level (default `auto`).
+    pub level: LevelSetting,
+    /// Minimum level; `None` means no minimum.
+    pub require: Option<SandboxLevel>,
+    /// Workspace from config (`workspace = "."` means the current directory).
+    pub workspace: Option<PathBuf>,
+    /// Timeout in seconds.
+    pub timeout_secs: u64,
+    /// Output cap per stream.
+    pub max_output_bytes: u64,
+    /// `RLIMIT_FSIZE`.
+    pub max_file_size_bytes: u64,
+    /// Process bound.
+    pub max_processes: u32,
+    /// `RLIMIT_NOFILE`.
+    pub max_open_files: u64,
+    /// Extra read + execute paths.
+    pub extra_read: Vec<PathBuf>,
+    /// Extra read-write paths.
+    pub extra_write: Vec<PathBuf>,
+    /// Extra denied paths.
+    pub extra_deny: Vec<PathBuf>,
+    /// Environment handling.
+    pub env: EnvPolicy,
+    /// Acknowledgment for full-access mode / level none.
+    pub dangerously_allow_full_access: bool,
+    /// `$HOME` to derive toolchain and credential paths from (default: the environment's).
+    pub home: Option<PathBuf>,
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        SandboxSettings {
+            mode: SandboxMode::WorkspaceWrite,
+            level: LevelSetting::Auto,
+            require: None,
+            workspace: None,
+            timeout_secs: 120,
+            max_output_bytes: 1 << 20,
+            max_file_size_bytes: 50 << 20,
+            max_processes: 64,
+            max_open_files: 256,
+            extra_read: Vec::new(),
+            extra_write: Vec::new(),
+            extra_deny: Vec::new(),
+            env: EnvPolicy { keep: Vec::new(), set: Vec::new(), redirect_caches: true },
+            dangerously_allow_full_access: false,
+            home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct ConfigFile {
+    #[serde(default)]
+    sandbox: Option<SandboxSection>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct SandboxSection {
+    enabled: Option<bool>,
+    level: Option<String>,
+    mode: Option<String>,
+    require: Option<String>,
+    workspace: Option<PathBuf>,
+    timeout_secs: Option<u64>,
+    max_output_bytes: Option<u64>,
+    max_file_size_bytes: Option<u64>,
+    max_processes: Option<u32>,
+    max_open_files: Option<u64>,
+    dangerously_allow_full_access: Option<bool>,
+    allow_paths: Option<AllowPaths>,
+    network: Option<NetworkSection>,
+    env: Option<EnvSection>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct AllowPaths {
+    #[serde(default)]
+    read: Vec<PathBuf>,
+    #[serde(default)]
+    write: Vec<PathBuf>,
+    #[serde(default)]
+    deny: Vec<PathBuf>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct NetworkSection {
+    policy: Option<String>,
+    proxy_socket: Option<PathBuf>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EnvSection {
+    #[serde(default)]
+    keep: Vec<String>,
+    #[serde(default)]
+    set: BTreeMap<String, String>,
+    redirect_caches: Option<bool>,
+}
+
+/// Where the config file is looked up: `$LOCALGPT_CONFIG` (must exist when set), else
+/// `$XDG_CONFIG_HOME/localgpt/config.toml` or `~/.config/localgpt/config.toml` (optional).
+#[must_use]
+pub fn config_location() -> (Option<PathBuf>, bool) {
+    if let Some(p) = std::env::var_os("LOCALGPT_CONFIG").filter(|p| !p.is_empty()) {
+        return (Some(PathBuf::from(p)), true);
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").filter(|p| !p.is_empty()).map(|h| Path::new(&h).join(".config")));
+    (base.map(|b| b.join("localgpt").join("config.toml")), false)
+}
+
+impl SandboxSettings {
+    /// Loads the settings from the default config location (see [`config_location`]) and
+    /// applies `LOCALGPT_REQUIRE_SANDBOX`.
+    ///
+    /// # Errors
+    /// [`SandboxError::Config`] when `$LOCALGPT_CONFIG` names a missing file, or the file is
+    /// unreadable, malformed, or has an unknown key or value.
+    pub fn load() -> Result<(Self, Option<PathBuf>), SandboxError> {
+        let (path, required) = config_location();
+        let mut settings = match &path {
+            Some(p) if required || p.exists() => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| SandboxError::Config(format!("{}: {e}", p.display())))?;
+                Self::from_toml(&text).map_err(|e| match e {
+                    SandboxError::Config(m) => SandboxError::Config(format!("{}: {m}", p.display())),
+                    other => other,
+                })?
+            }
+            _ => SandboxSettings::default(),
+        };
+        settings.apply_require_env(std::env::var("LOCALGPT_REQUIRE_SANDBOX").ok().as_deref())?;
+        let used = path.filter(|p| p.exists());
+        Ok((settings, used))
+    }
+
+    /// Applies the value of `LOCALGPT_REQUIRE_SANDBOX`: `1`/`true` means at least standard, a
+    /// level name means at least that level, `0`/empty means nothing.
+    ///
+    /// # Errors
+    /// [`SandboxError::Config`] for any other value.
+    pub fn apply_require_env(&mut self, value: Option<&str>) -> Result<(), SandboxError> {
+        let level = match value.map(str::trim) {
+            None | Some("") | Some("0") | Some("false") => return Ok(()),
+            Some("1") | Some("true") | Some("yes") => SandboxLevel::Standard,
+            Some(other) => SandboxLevel::parse(other)
+                .map_err(|_| SandboxError::Config(format!("LOCALGPT_REQUIRE_SANDBOX={other:?}: expected 1, minimal, standard or full")))?,
+        };
+        self.require = Some(self.require.map_or(level, |r| r.max(level)));
+        Ok(())
+    }
+
+    /// Parses a `config.toml` text (only its `[sandbox]` table).
+    ///
+    /// # Errors
+    /// [`SandboxError::Config`] for malformed TOML, an unknown key (named in the message), a
+    /// bad value, or the not-yet-implemented `proxy` network policy.
+    pub fn from_toml(text: &str) -> Result<Self, SandboxError> {
+        let file: ConfigFile = toml::from_str(text).map_err(|e| SandboxError::Config(one_line(&e.to_string())))?;
+        let mut s = SandboxSettings::default();
+        let Some(sec) = file.sandbox else { return Ok(s) };
+        let cfg = |e: SandboxError| match e {
+            SandboxError::Policy(m) => SandboxError::Config(m),
+            other => other,
+        };
+        if let Some(m) = sec.mode {
+            s.mode = SandboxMode::parse(&m).map_err(cfg)?;
+        }
+        if let Some(l) = sec.level {
+            // The spec's example config also accepts mode names under `level`.
+            match SandboxMode::parse(&l) {
+                Ok(mode) => s.mode = mode,
+                Err(_) => s.level = LevelSetting::parse(&l).map_err(cfg)?,
+            }
+        }
+        if let Some(r) = sec.require {
+            s.require = Some(SandboxLevel::parse(&r).map_err(cfg)?);
+        }
+        if let Some(false) = sec.enabled {
+            s.mode = SandboxMode::FullAccess;
+        }
+        s.workspace = sec.workspace.map(|p| expand_home(&p, s.home.as_deref())).transpose()?;
+        macro_rules! take {
+            ($($f:ident),*) => { $( if let Some(v) = sec.$f { s.$f = v; } )* };
+        }
+        take!(timeout_secs, max_output_bytes, max_file_size_bytes, max_processes, max_open_files);
+        s.dangerously_allow_full_access = sec.dangerously_allow_full_access.unwrap_or(false);
+        if let Some(a) = sec.allow_paths {
+            let home = s.home.clone();
+            let abs = |v: Vec<PathBuf>| -> Result<Vec<PathBuf>, SandboxError> {
+                v.iter().map(|p| expand_home(p, home.as_deref())).collect()
+            };
+            s.extra_read = abs(a.read)?;
+            s.extra_write = abs(a.write)?;
+            s.extra_deny = abs(a.deny)?;
+        }
+        if let Some(n) = sec.network {
+            match n.policy.as_deref() {
+                None | Some("deny") => {}
+                Some("proxy") => {
+                    return Err(SandboxError::Config(
+                        "[sandbox.network] policy = \"proxy\" is not implemented yet; only \"deny\" is supported".into(),
+                    ))
+                }
+                Some(other) => {
+                    return Err(SandboxError::Config(format!("[sandbox.network] policy = {other:?}: expected \"deny\"")))
+                }
+            }
+            if n.proxy_socket.is_some() {
+                return Err(SandboxError::Config("[sandbox.network] proxy_socket needs policy = \"proxy\", which is not implemented yet".into()));
+            }
+        }
+        if let Some(e) = sec.env {
+            s.env.keep = e.keep;
+            s.env.set = e.set.into_iter().collect();
+            if let Some(r) = e.redirect_caches {
+                s.env.redirect_caches = r;
+            }
+        }
+        Ok(s)
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Expands a leading `~/` and requires the result to be absolute.
+fn expand_home(p: &Path, home: Option<&Path>) -> Result<PathBuf, SandboxError> {
+    if p == Path::new(".") {
+        return Ok(p.to_path_buf());
+    }
+    let expanded = match p.strip_prefix("~") {
+        Ok(rest) => match home {
+            Some(h) => h.join(rest),
+            None => return Err(SandboxError::Config(format!("{}: ~ used but $HOME is not set", p.display()))),
+        },
+        Err(_) => p.to_path_buf(),
+    };
+    if expanded.is_absolute() {
+        Ok(expanded)
+    } else {
+        Err(SandboxError::Config(format!("path {} must be absolute or start with ~/", p.display())))
+    }
+}
+
+/// Makes `p` absolute against `base` (no symlink resolution).
+#[must_use]
+pub fn absolutize(p: &Path, base: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+/// Builds the policy for `workspace` from the settings: the zero-configuration path of spec 3.3.
+///
+/// System dirs and `$HOME` toolchains are read + execute, the workspace (and `/tmp`, `/dev/shm`
+/// in `workspace-write`) read-write, credentials denied, network denied.
+///
+/// # Errors
+/// [`SandboxError::Policy`] when the workspace does not exist or is not a directory, when a
+/// setting conflicts with the mode, or when the resulting policy fails validation.
+pub fn build_sandbox_policy(workspace: &Path, settings: &SandboxSettings) -> Result<SandboxPolicy, SandboxError> {
+    let ws = std::fs::canonicalize(workspace)
+        .map_err(|e| SandboxError::Policy(format!("workspace {}: {e}", workspace.display())))?;
+    if !ws.is_dir() {
+        return Err(SandboxError::Policy(format!("workspace {} is not a directory", ws.display())));
+    }
+    let home = settings.home.clone().filter(|h| h.is_absolute());
+    let mut read_only_paths: Vec<PathBuf> = SYSTEM_READ_DIRS.iter().map(PathBuf::from).collect();
+    let mut deny_paths = Vec::new();
+    if let Some(h) = &home {
+        read_only_paths.extend(HOME_TOOLCHAINS.iter().map(|t| h.join(t)));
+        deny_paths.extend(HOME_CREDENTIALS.iter().map(|c| h.join(c)));
+    }
+    read_only_paths.extend(settings.extra_read.iter().cloned());
+    deny_paths.extend(settings.extra_deny.iter().cloned());
+    let mut writable_paths = Vec::new();
+    match settings.mode {
+        SandboxMode::WorkspaceWrite => {
+            writable_paths.extend(SCRATCH_WRITE_DIRS.iter().map(PathBuf::from));
+            writable_paths.extend(settings.extra_write.iter().cloned());
+        }
+        SandboxMode::ReadOnly => {
+            if !settings.extra_write.is_empty() {
+                return Err(SandboxError::Policy("extra writable paths conflict with read-only mode".into()));
+            }
+        }
+        SandboxMode::FullAccess => {}
+    }
+    let policy = SandboxPolicy {
+        workspace_path: ws,
+        mode: settings.mode,
+        read_only_paths,
+        writable_paths,
+        device_paths: DEVICE_PATHS.iter().map(PathBuf::from).collect(),
+        deny_paths,
+        home,
+        network_access: NetworkPolicy::Deny,
+        timeout_secs: settings.timeout_secs,
+        max_output_bytes: settings.max_output_bytes,
+        max_file_size_bytes: settings.max_file_size_bytes,
+        max_processes: settings.max_processes,
+        max_open_files: settings.max_open_files,
+        level: settings.level,
+        require_level: settings.require,
+        environment: settings.env.clone(),
+        unconfined_acknowledged: settings.dangerously_allow_full_access,
+    };
+    policy.validate()?;
+    Ok(policy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_key_is_named() {
+        let e = SandboxSettings::from_toml("[sandbox]\ntimeout_sec = 3\n").unwrap_err().to_string();
+        assert!(e.contains("timeout_sec"), "{e}");
+        let e = SandboxSettings::from_toml("[sandbox.allow_paths]\nreed = []\n").unwrap_err().to_string();
+        assert!(e.contains("reed"), "{e}");
+    }
+
+    #[test]
+    fn other_tables_are_ignored_and_values_read() {
+        let s = SandboxSettings::from_toml(
+            "[agent]\nmodel='x'\n[sandbox]\nlevel='standard'\ntimeout_secs=7\n[sandbox.allow_paths]\nread=['/data']\nwrite=['/tmp/builds']\n[sandbox.network]\npolicy='deny'\n",
+        )
+        .unwrap();
+        assert_eq!(s.level, LevelSetting::Exactly(SandboxLevel::Standard));
+        assert_eq!(s.timeout_secs, 7);
+        assert_eq!(s.extra_read, vec![PathBuf::from("/data")]);
+        assert_eq!(s.extra_write, vec![PathBuf::from("/tmp/builds")]);
+    }
+
+    #[test]
+    fn proxy_and_bad_values_are_refused() {
+        assert!(SandboxSettings::from_toml("[sandbox.network]\npolicy='proxy'\n").is_err());
+        assert!(SandboxSettings::from_toml("[sandbox]\nmode='yolo'\n").is_err());
+        assert!(SandboxSettings::from_toml("[sandbox\n").is_err());
+        assert!(SandboxSettings::from_toml("[sandbox.allow_paths]\nread=['rel/dir']\n").is_err());
+    }
+
+    #[test]
+    fn mode_word_under_level_and_enabled_false() {
+        let s = SandboxSettings::from_toml("[sandbox]\nlevel='read-only'\n").unwrap();
+        assert_eq!(s.mode, SandboxMode::ReadOnly);
+        let s = SandboxSettings::from_toml("[sandbox]\nenabled=false\n").unwrap();
+        assert_eq!(s.mode, SandboxMode::FullAccess);
+    }
+
+    #[test]
+    fn require_env_values() {
+        let mut s = SandboxSettings::default();
+        s.apply_require_env(Some("1")).unwrap();
+        assert_eq!(s.require, Some(SandboxLevel::Standard));
+        s.apply_require_env(Some("full")).unwrap();
+        assert_eq!(s.require, Some(SandboxLevel::Full));
+        assert!(s.apply_require_env(Some("maybe")).is_err());
+    }
+
+    #[test]
+    fn default_policy_per_mode() {
+        let d = crate::test_dir();
+        let mut settings = SandboxSettings { home: Some("/home/u".into()), ..Default::default() };
+        let p = build_sandbox_policy(d.path(), &settings).unwrap();
+        assert!(p.writable_paths.contains(&PathBuf::from("/tmp")));
+        assert!(p.deny_paths.contains(&PathBuf::from("/home/u/.ssh")));
+        assert!(p.read_only_paths.contains(&PathBuf::from("/home/u/.cargo")));
+        assert!(!p.deny_paths.contains(&PathBuf::from("/home/u/.config")));
+        settings.mode = SandboxMode::ReadOnly;
+        let p = build_sandbox_policy(d.path(), &settings).unwrap();
+        assert!(p.writable_paths.is_empty());
+        settings.extra_write.push("/x".into());
+        assert!(build_sandbox_policy(d.path(), &settings).is_err());
+        settings.mode = SandboxMode::FullAccess;
+        settings.extra_write.clear();
+        assert!(build_sandbox_policy(d.path(), &settings).is_err());
+        settings.dangerously_allow_full_access = true;
+        build_sandbox_policy(d.path(), &settings).unwrap();
+        assert!(build_sandbox_policy(&d.path().join("nope"), &settings).is_err());
+    }
+}

@@ -1,0 +1,328 @@
+//! Capability detection (spec 3.5, 6.3): Landlock ABI, seccomp, user namespaces, and a cgroup
+//! the caller can use to bound the sandbox's process count.
+//!
+//! Landlock is detected with `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`
+//! (mainline kernels have no sysfs file for it): ENOSYS means not built, EOPNOTSUPP disabled at
+//! boot. User namespaces are detected by a real probe (a throwaway `unshare` in a child), cached
+//! for the process.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::SandboxLevel;
+
+/// State of Landlock on this kernel.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct LandlockSupport {
+    /// ABI version, 0 when unavailable.
+    pub abi: u32,
+    /// `available`, `not-built` (ENOSYS), `disabled` (EOPNOTSUPP) or `error`.
+    pub state: String,
+    /// Detail (errno text).
+    pub detail: String,
+}
+
+/// State of a yes/no feature with an explanation.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Feature {
+    /// Usable.
+    pub available: bool,
+    /// Why (or why not).
+    pub detail: String,
+}
+
+/// A cgroup directory under which the caller can create a child with a `pids.max`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct CgroupPids {
+    /// The parent directory for per-run cgroups.
+    pub base: PathBuf,
+    /// `v1` or `v2`.
+    pub version: String,
+}
+
+/// Everything detected about this machine.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// Landlock.
+    pub landlock: LandlockSupport,
+    /// seccomp filter mode.
+    pub seccomp: Feature,
+    /// Unprivileged user namespaces (probed; `None` when not probed).
+    pub user_namespaces: Option<Feature>,
+    /// A usable pids cgroup.
+    pub cgroup_pids: Option<CgroupPids>,
+    /// Effective uid is 0.
+    pub is_root: bool,
+    /// Effective uid.
+    pub uid: u32,
+}
+
+/// Levels implemented by this build (Full arrives with the namespace backend).
+pub const MAX_LEVEL_IN_BUILD: SandboxLevel = SandboxLevel::Standard;
+
+impl Capabilities {
+    /// The highest level the kernel could support, ignoring what this build implements.
+    #[must_use]
+    pub fn kernel_level(&self) -> SandboxLevel {
+        let userns = self.user_namespaces.as_ref().is_some_and(|u| u.available);
+        match (self.landlock.abi, self.seccomp.available) {
+            (abi, true) if abi >= 1 && userns => SandboxLevel::Full,
+            (abi, true) if abi >= 1 => SandboxLevel::Standard,
+            (_, true) => SandboxLevel::Minimal,
+            _ => SandboxLevel::None,
+        }
+    }
+
+    /// The highest level this build can enforce here.
+    #[must_use]
+    pub fn best_level(&self) -> SandboxLevel {
+        self.kernel_level().min(MAX_LEVEL_IN_BUILD)
+    }
+
+    /// What is missing for `level`, as "what" and "how to get it" sentences.
+    #[must_use]
+    pub fn missing_for(&self, level: SandboxLevel) -> Vec<String> {
+        let mut m = Vec::new();
+        if level >= SandboxLevel::Minimal && !self.seccomp.available {
+            m.push(format!("seccomp filters are unavailable ({}); use a kernel built with CONFIG_SECCOMP_FILTER", self.seccomp.detail));
+        }
+        if level >= SandboxLevel::Standard && self.landlock.abi == 0 {
+            let how = match self.landlock.state.as_str() {
+                "disabled" => "add landlock to the kernel's lsm= boot parameter (e.g. lsm=landlock,lockdown,yama,apparmor,bpf)",
+                "not-built" => "use a kernel ≥ 5.13 built with CONFIG_SECURITY_LANDLOCK (Debian/Ubuntu cloud kernels ≥ 6.1 have it)",
+                _ => "check the kernel's Landlock support",
+            };
+            m.push(format!("Landlock is {} ({}); {how}", self.landlock.state, self.landlock.detail));
+        }
+        if level >= SandboxLevel::Full {
+            match &self.user_namespaces {
+                Some(u) if u.available => {}
+                Some(u) => m.push(format!("user namespaces are unavailable ({}); allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone, or the AppArmor userns restriction)", u.detail)),
+                None => m.push("user namespaces were not probed".into()),
+            }
+            if MAX_LEVEL_IN_BUILD < SandboxLevel::Full {
+                m.push("Full level (namespaces) is not implemented in this build yet".into());
+            }
+        }
+        m
+    }
+}
+
+fn errno_text(e: i32) -> String {
+    std::io::Error::from_raw_os_error(e).to_string()
+}
+
+/// Detects the Landlock ABI.
+#[must_use]
+pub fn detect_landlock() -> LandlockSupport {
+    #[cfg(target_os = "linux")]
+    {
+        const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+        // SAFETY: a NULL attribute with size 0 and the VERSION flag only queries the ABI.
+        let r = unsafe {
+            libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, LANDLOCK_CREATE_RULESET_VERSION)
+        };
+        if r >= 0 {
+            return LandlockSupport { abi: r as u32, state: "available".into(), detail: format!("ABI {r}") };
+        }
+        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        let state = match e {
+            libc::ENOSYS => "not-built",
+            libc::EOPNOTSUPP => "disabled",
+            _ => "error",
+        };
+        LandlockSupport { abi: 0, state: state.into(), detail: errno_text(e) }
+    }
+    #[cfg(not(target_os = "linux"))]
+    LandlockSupport { abi: 0, state: "not-built".into(), detail: "not Linux".into() }
+}
+
+/// Detects seccomp filter support.
+#[must_use]
+pub fn detect_seccomp() -> Feature {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: PR_GET_SECCOMP takes no pointer arguments.
+        let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
+        if mode < 0 {
+            return Feature { available: false, detail: format!("PR_GET_SECCOMP: {}", std::io::Error::last_os_error()) };
+        }
+        let action: u32 = libc::SECCOMP_RET_ERRNO;
+        // SAFETY: SECCOMP_GET_ACTION_AVAIL reads one u32 from the pointer.
+        let r = unsafe { libc::syscall(libc::SYS_seccomp, libc::SECCOMP_GET_ACTION_AVAIL, 0, &action as *const u32) };
+        if r == 0 {
+            let already = if mode == 2 { " (this process already runs under a filter; filters stack)" } else { "" };
+            Feature { available: true, detail: format!("filter mode{already}") }
+        } else {
+            Feature { available: false, detail: format!("SECCOMP_GET_ACTION_AVAIL: {}", std::io::Error::last_os_error()) }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    Feature { available: false, detail: "not Linux".into() }
+}
+
+/// Probes unprivileged user namespaces with a throwaway `unshare(CLONE_NEWUSER)` in a child.
+#[must_use]
+pub fn probe_user_namespaces() -> Feature {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: the child only calls async-signal-safe functions (unshare, _exit).
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Feature { available: false, detail: format!("fork: {}", std::io::Error::last_os_error()) };
+        }
+        if pid == 0 {
+            // SAFETY: child side of fork.
+            unsafe {
+                let r = libc::unshare(libc::CLONE_NEWUSER);
+                let code = if r == 0 { 0 } else { *libc::__errno_location() & 0x7f };
+                libc::_exit(code);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+            return Feature { available: true, detail: "unshare(CLONE_NEWUSER) succeeded in a probe".into() };
+        }
+        let e = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 0 };
+        let mut why = format!("unshare(CLONE_NEWUSER): {}", errno_text(e));
+        if let Ok(v) = std::fs::read_to_string("/proc/sys/user/max_user_namespaces") {
+            if v.trim() == "0" {
+                why.push_str("; user.max_user_namespaces = 0");
+            }
+        }
+        if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone") {
+            if v.trim() == "0" {
+                why.push_str("; kernel.unprivileged_userns_clone = 0");
+            }
+        }
+        if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") {
+            if v.trim() == "1" {
+                why.push_str("; AppArmor restricts unprivileged user namespaces");
+            }
+        }
+        Feature { available: false, detail: why }
+    }
+    #[cfg(not(target_os = "linux"))]
+    Feature { available: false, detail: "not Linux".into() }
+}
+
+/// Finds a pids cgroup the caller may create children in.
+#[must_use]
+pub fn detect_cgroup_pids() -> Option<CgroupPids> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let writable = |p: &PathBuf| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok();
+        // SAFETY: access() with a valid C string.
+        c.is_some_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
+    };
+    for line in mountinfo.lines() {
+        let Some((pre, post)) = line.split_once(" - ") else { continue };
+        let mut post = post.split_whitespace();
+        let fstype = post.next().unwrap_or("");
+        let _src = post.next();
+        let superopts = post.next().unwrap_or("");
+        let mount_point = pre.split_whitespace().nth(4).unwrap_or("");
+        if fstype == "cgroup" && superopts.split(',').any(|o| o == "pids") {
+            let rel = own.lines().find_map(|l| {
+                let mut f = l.splitn(3, ':');
+                let _id = f.next();
+                let ctrls = f.next()?;
+                let path = f.next()?;
+                ctrls.split(',').any(|c| c == "pids").then(|| path.to_string())
+            })?;
+            let base = PathBuf::from(mount_point).join(rel.trim_start_matches('/'));
+            if base.join("pids.max").exists() || base.join("cgroup.procs").exists() {
+                if writable(&base) {
+                    return Some(CgroupPids { base, version: "v1".into() });
+                }
+            }
+        }
+        if fstype == "cgroup2" {
+            let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+            let base = PathBuf::from(mount_point).join(rel.trim_start_matches('/'));
+            let ctl = std::fs::read_to_string(base.join("cgroup.subtree_control")).unwrap_or_default();
+            // Only where pids is already delegated to children of our own cgroup and we may write.
+            if ctl.split_whitespace().any(|c| c == "pids") && writable(&base) && rel.trim() == "/" {
+                return Some(CgroupPids { base, version: "v2".into() });
+            }
+        }
+    }
+    None
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// Detects everything except user namespaces (no fork): what a Standard-level run needs.
+#[must_use]
+pub fn detect_quick() -> Capabilities {
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    Capabilities {
+        kernel: kernel_release(),
+        landlock: detect_landlock(),
+        seccomp: detect_seccomp(),
+        user_namespaces: None,
+        cgroup_pids: detect_cgroup_pids(),
+        is_root: uid == 0,
+        uid,
+    }
+}
+
+/// Detects every capability, probing user namespaces once per process (cached).
+#[must_use]
+pub fn detect_sandbox_capabilities() -> Capabilities {
+    static CACHE: OnceLock<Capabilities> = OnceLock::new();
+    CACHE
+        .get_or_init(|| {
+            let mut c = detect_quick();
+            c.user_namespaces = Some(probe_user_namespaces());
+            c
+        })
+        .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(abi: u32, seccomp: bool, userns: bool) -> Capabilities {
+        Capabilities {
+            kernel: "x".into(),
+            landlock: LandlockSupport { abi, state: if abi > 0 { "available" } else { "disabled" }.into(), detail: String::new() },
+            seccomp: Feature { available: seccomp, detail: String::new() },
+            user_namespaces: Some(Feature { available: userns, detail: "probe".into() }),
+            cgroup_pids: None,
+            is_root: false,
+            uid: 1000,
+        }
+    }
+
+    #[test]
+    fn levels_from_features() {
+        assert_eq!(caps(7, true, true).kernel_level(), SandboxLevel::Full);
+        assert_eq!(caps(7, true, true).best_level(), MAX_LEVEL_IN_BUILD);
+        assert_eq!(caps(7, true, false).kernel_level(), SandboxLevel::Standard);
+        assert_eq!(caps(0, true, true).kernel_level(), SandboxLevel::Minimal);
+        assert_eq!(caps(0, false, false).kernel_level(), SandboxLevel::None);
+        let m = caps(0, true, false).missing_for(SandboxLevel::Standard);
+        assert!(m[0].contains("lsm="), "{m:?}");
+    }
+
+    #[test]
+    fn detection_runs_here() {
+        let c = detect_quick();
+        assert!(!c.kernel.is_empty());
+        if c.landlock.abi == 0 {
+            assert_ne!(c.landlock.state, "available");
+        }
+    }
+}

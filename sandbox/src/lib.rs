@@ -1,0 +1,69 @@
+//! # localgpt-sandbox
+//!
+//! A kernel-enforced sandbox for the shell commands AI agents run.
+//!
+//! ## Model
+//!
+//! * **Policy** ([`policy::SandboxPolicy`]) — what the user wants: a workspace, a mode
+//!   (`workspace-write`, `read-only`, `full-access`), extra paths, limits. Built automatically by
+//!   [`build_sandbox_policy`] from a mode and a workspace (spec 3.3).
+//! * **Plan** ([`plan::Plan`]) — pure data computed from policy + detected capabilities
+//!   ([`detect_sandbox_capabilities`]): the Landlock rules, the seccomp table and its compiled
+//!   program, rlimits, environment, and for every protection whether it is enforced, degraded or
+//!   off. All decisions live there and are unit-tested.
+//! * **Apply** ([`linux`]) — the re-executed helper (`argv[0] = localgpt-sandbox`) applies the
+//!   plan in one fixed order and decides nothing: new session and parent-death signal → rlimits →
+//!   fds above 2 closed → `no_new_privs` → Landlock → capabilities dropped → seccomp → exec.
+//!
+//! The parent ([`runner`]) is never restricted: it spawns the helper, caps output, enforces the
+//! timeout and reports what ran at which level. The helper stays as a subreaper *supervisor* that
+//! kills every leftover descendant, so nothing outlives the command.
+//!
+//! ## Embedding
+//!
+//! The host binary must call [`dispatch`] first thing in `main()`; then
+//! [`run_sandboxed`] runs `bash -c CMD` under a policy, and [`SandboxPolicy::check_read`] /
+//! [`SandboxPolicy::check_write`] apply the same policy to file tools.
+
+pub mod config;
+pub mod detect;
+pub mod error;
+#[cfg(target_os = "linux")]
+pub mod helper;
+#[cfg(target_os = "linux")]
+pub mod linux;
+pub mod paths;
+pub mod plan;
+pub mod policy;
+#[cfg(target_os = "linux")]
+pub mod runner;
+
+pub use config::{build_sandbox_policy, SandboxSettings};
+pub use detect::{detect_sandbox_capabilities, Capabilities};
+pub use error::SandboxError;
+pub use plan::{make_plan, Plan, Protection, ProtectionState};
+pub use policy::{SandboxLevel, SandboxMode, SandboxPolicy};
+#[cfg(target_os = "linux")]
+pub use runner::{prepare, run_argv, run_sandboxed, PreparedRun, RunOptions, RunResult};
+
+/// If this process was started as the sandbox helper (`argv[0]` is `localgpt-sandbox`), becomes
+/// the helper and never returns. Call it first in the host's `main()`.
+pub fn dispatch() {
+    #[cfg(target_os = "linux")]
+    {
+        let is_helper = std::env::args_os()
+            .next()
+            .map(std::path::PathBuf::from)
+            .and_then(|p| p.file_name().map(|f| f == helper::HELPER_ARGV0))
+            .unwrap_or(false);
+        if is_helper {
+            helper::helper_main();
+        }
+    }
+}
+
+/// A scratch dir for unit tests, outside `/tmp` (which the default policy grants read-write).
+#[cfg(test)]
+pub(crate) fn test_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in("/var/tmp").expect("tempdir in /var/tmp")
+}

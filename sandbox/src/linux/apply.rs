@@ -1,0 +1,211 @@
+//! Apply a [`HelperPlan`] to the calling process. Thin and ordered once: rlimits → close fds →
+//! `no_new_privs` → Landlock → drop capabilities → seccomp. Decides nothing; every failure is an
+//! error (fail closed), and the caller must not exec when this fails.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::seccomp::unpack;
+use crate::plan::{HelperLandlock, HelperPlan};
+
+/// The fd the helper reports on (setup errors, exec errors, what was applied).
+pub const REPORT_FD: i32 = 3;
+
+/// What the helper actually applied, as reported to the runner before exec.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct AppliedReport {
+    /// `fully_enforced` or `not_applied`.
+    pub landlock: String,
+    /// Number of Landlock path rules added.
+    pub landlock_rules: usize,
+    /// The seccomp filter was loaded.
+    pub seccomp: bool,
+    /// Capabilities were dropped (root).
+    pub capabilities_dropped: bool,
+    /// `no_new_privs` is set.
+    pub no_new_privs: bool,
+    /// The process joined the per-run cgroup.
+    pub cgroup: bool,
+}
+
+fn os_err(step: &str) -> String {
+    format!("{step}: {}", std::io::Error::last_os_error())
+}
+
+/// Sets every rlimit (soft = hard = value, capped at the current hard limit).
+///
+/// # Errors
+/// The failing step.
+pub fn apply_rlimits(rlimits: &[(i32, u64)]) -> Result<(), String> {
+    for &(res, value) in rlimits {
+        let mut cur = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: valid pointer to an rlimit struct.
+        if unsafe { libc::getrlimit(res as _, &mut cur) } != 0 {
+            return Err(os_err("getrlimit"));
+        }
+        let v = if cur.rlim_max == libc::RLIM_INFINITY { value } else { value.min(cur.rlim_max) };
+        let lim = libc::rlimit { rlim_cur: v, rlim_max: v };
+        // SAFETY: valid pointer to an rlimit struct.
+        if unsafe { libc::setrlimit(res as _, &lim) } != 0 {
+            return Err(os_err(&format!("setrlimit({res})")));
+        }
+    }
+    Ok(())
+}
+
+/// Closes every fd from `first` up.
+///
+/// # Errors
+/// When neither `close_range` nor the `/proc/self/fd` fallback works.
+pub fn close_fds_from(first: u32) -> Result<(), String> {
+    // SAFETY: close_range only closes descriptors.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) };
+    if r == 0 {
+        return Ok(());
+    }
+    let dir = std::fs::read_dir("/proc/self/fd").map_err(|e| format!("close fds: {e}"))?;
+    let fds: Vec<i32> = dir
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+        .filter(|&fd: &i32| fd >= first as i32)
+        .collect();
+    for fd in fds {
+        // SAFETY: closing a descriptor number; the read_dir fd is already gone or harmlessly closed.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
+}
+
+fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
+    use landlock::{
+        AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, RulesetStatus, Scope,
+    };
+    let fs = BitFlags::<AccessFs>::from_bits(ll.fs as _).map_err(|e| format!("landlock fs rights: {e}"))?;
+    let mut rs = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(fs)
+        .map_err(|e| format!("landlock handle fs: {e}"))?;
+    if ll.net != 0 {
+        let net = BitFlags::<AccessNet>::from_bits(ll.net as _).map_err(|e| format!("landlock net rights: {e}"))?;
+        rs = rs.handle_access(net).map_err(|e| format!("landlock handle net: {e}"))?;
+    }
+    if ll.scopes != 0 {
+        let sc = BitFlags::<Scope>::from_bits(ll.scopes as _).map_err(|e| format!("landlock scopes: {e}"))?;
+        rs = rs.scope(sc).map_err(|e| format!("landlock scope: {e}"))?;
+    }
+    let mut created = rs.create().map_err(|e| format!("landlock create: {e}"))?;
+    for (path, access) in &ll.rules {
+        let a = BitFlags::<AccessFs>::from_bits(*access as _).map_err(|e| format!("landlock rule rights: {e}"))?;
+        let fd = PathFd::new(path).map_err(|e| format!("landlock open {}: {e}", path.display()))?;
+        created = created
+            .add_rule(PathBeneath::new(fd, a))
+            .map_err(|e| format!("landlock rule {}: {e}", path.display()))?;
+    }
+    let status = created.restrict_self().map_err(|e| format!("landlock restrict_self: {e}"))?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(format!("landlock ruleset not fully enforced: {:?}", status.ruleset));
+    }
+    if !status.no_new_privs {
+        return Err("landlock: no_new_privs not set".into());
+    }
+    Ok(ll.rules.len())
+}
+
+/// Drops every capability: bounding set, ambient set, then effective/permitted/inheritable.
+///
+/// # Errors
+/// The failing prctl/capset.
+pub fn drop_capabilities() -> Result<(), String> {
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63);
+    for cap in 0..=last {
+        // SAFETY: PR_CAPBSET_DROP takes an integer.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINVAL) {
+                return Err(format!("PR_CAPBSET_DROP({cap}): {e}"));
+            }
+        }
+    }
+    // SAFETY: integer arguments.
+    if unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(os_err("PR_CAP_AMBIENT_CLEAR_ALL"));
+    }
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let hdr = Header { version: 0x2008_0522, pid: 0 };
+    let data = [Data { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    // SAFETY: capset with a v3 header and two data elements.
+    if unsafe { libc::syscall(libc::SYS_capset, &hdr as *const Header, data.as_ptr()) } != 0 {
+        return Err(os_err("capset"));
+    }
+    Ok(())
+}
+
+fn load_seccomp(program: &[u64]) -> Result<(), String> {
+    let filter: Vec<libc::sock_filter> = program
+        .iter()
+        .map(|&i| {
+            let (code, jt, jf, k) = unpack(i);
+            libc::sock_filter { code, jt, jf, k }
+        })
+        .collect();
+    let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut _ };
+    // SAFETY: the kernel copies the program; `filter` outlives the call.
+    let r = unsafe { libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, &prog as *const libc::sock_fprog) };
+    if r != 0 {
+        return Err(os_err("seccomp(SET_MODE_FILTER)"));
+    }
+    Ok(())
+}
+
+/// Confines the calling process according to `plan` (the order is the security design).
+///
+/// # Errors
+/// A message naming the step that failed; the process must then exit without exec.
+pub fn apply_confinement(plan: &HelperPlan) -> Result<AppliedReport, String> {
+    let mut rep = AppliedReport { landlock: "not_applied".into(), ..Default::default() };
+    let cwd = CString::new(plan.cwd.as_os_str().as_bytes()).map_err(|e| format!("cwd: {e}"))?;
+    // SAFETY: valid C string.
+    if unsafe { libc::chdir(cwd.as_ptr()) } != 0 {
+        return Err(os_err(&format!("chdir {}", plan.cwd.display())));
+    }
+    if !plan.confine {
+        return Ok(rep);
+    }
+    apply_rlimits(&plan.rlimits)?;
+    close_fds_from(REPORT_FD as u32 + 1)?;
+    // SAFETY: integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(os_err("PR_SET_NO_NEW_PRIVS"));
+    }
+    rep.no_new_privs = true;
+    if let Some(ll) = &plan.landlock {
+        rep.landlock_rules = landlock(ll)?;
+        rep.landlock = "fully_enforced".into();
+    }
+    if plan.drop_capabilities {
+        drop_capabilities()?;
+        rep.capabilities_dropped = true;
+    }
+    if let Some(p) = &plan.seccomp {
+        load_seccomp(p)?;
+        rep.seccomp = true;
+    }
+    Ok(rep)
+}

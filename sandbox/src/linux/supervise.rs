@@ -1,0 +1,154 @@
+//! The supervisor half of the helper: a child subreaper that waits for the command, kills every
+//! remaining descendant (setsid'd and double-forked ones included, since they are reparented to
+//! it) when the command exits or when it is told to stop, and exits with the command's status.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_stop(sig: libc::c_int) {
+    STOP_SIGNAL.store(sig, Ordering::SeqCst);
+}
+
+/// Installs handlers (without `SA_RESTART`) for the signals that mean "stop the sandbox".
+pub fn install_stop_handlers() {
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: installing a handler that only stores to an atomic.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_stop as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            sa.sa_flags = 0;
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Restores default dispositions (in the command's process, before exec).
+pub fn reset_stop_handlers() {
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: resetting a disposition.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+}
+
+/// Direct children of `pid`, read from `/proc/<pid>/task/*/children`.
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return out };
+    for t in tasks.filter_map(Result::ok) {
+        if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(s.split_whitespace().filter_map(|x| x.parse::<i32>().ok()));
+        }
+    }
+    out
+}
+
+/// Every descendant of `root` (breadth first).
+#[must_use]
+pub fn descendants(root: i32) -> Vec<i32> {
+    let mut all = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for c in children_of(p) {
+            if !all.contains(&c) && all.len() < 1_000_000 {
+                all.push(c);
+                frontier.push(c);
+            }
+        }
+    }
+    all
+}
+
+/// Reaps whatever has exited, without blocking. Returns `None` when there are no children.
+fn reap_nonblocking() -> Option<usize> {
+    let mut n = 0;
+    loop {
+        let mut st = 0;
+        // SAFETY: waitpid with a valid status pointer.
+        let r = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) };
+        if r > 0 {
+            n += 1;
+            continue;
+        }
+        if r == 0 {
+            return Some(n);
+        }
+        return if n > 0 { Some(n) } else { None };
+    }
+}
+
+/// Kills every descendant of the calling process and reaps them all.
+pub fn kill_all_descendants() {
+    // SAFETY: getpid cannot fail.
+    let me = unsafe { libc::getpid() };
+    loop {
+        if reap_nonblocking().is_none() {
+            return; // no children at all: nothing can be left below us
+        }
+        let d = descendants(me);
+        for pid in &d {
+            // SAFETY: signalling a pid of our own subtree.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        if reap_nonblocking() == Some(0) {
+            // Killed processes are dying; give the kernel a moment.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+/// Waits for `child`, then cleans up the tree and exits with the child's status.
+pub fn supervise(child: i32) -> ! {
+    let mut status: Option<i32> = None;
+    let mut stopped = false;
+    loop {
+        let sig = STOP_SIGNAL.load(Ordering::SeqCst);
+        if sig != 0 && !stopped {
+            stopped = true;
+            kill_all_descendants();
+        }
+        let mut st = 0;
+        // SAFETY: waitpid with a valid status pointer.
+        let r = unsafe { libc::waitpid(-1, &mut st, 0) };
+        if r == child {
+            status = Some(st);
+            break;
+        }
+        if r < 0 {
+            let e = std::io::Error::last_os_error().raw_os_error();
+            if e == Some(libc::EINTR) {
+                continue;
+            }
+            break; // ECHILD
+        }
+    }
+    kill_all_descendants();
+    let sig = STOP_SIGNAL.load(Ordering::SeqCst);
+    match status {
+        Some(st) if libc::WIFEXITED(st) => exit_now(libc::WEXITSTATUS(st)),
+        Some(st) if libc::WIFSIGNALED(st) => die_by_signal(libc::WTERMSIG(st)),
+        _ if sig != 0 => die_by_signal(sig),
+        _ => exit_now(125),
+    }
+}
+
+fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns; nothing needs flushing in the supervisor.
+    unsafe { libc::_exit(code) }
+}
+
+fn die_by_signal(sig: i32) -> ! {
+    // SAFETY: restoring the default action, no core file, then re-raising the command's signal.
+    unsafe {
+        let lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        libc::setrlimit(libc::RLIMIT_CORE, &lim);
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::kill(libc::getpid(), sig);
+        libc::_exit(128 + sig)
+    }
+}

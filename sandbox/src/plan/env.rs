@@ -1,0 +1,153 @@
+//! The environment a sandboxed command gets: a small allowlist, minus anything that looks like a
+//! secret, plus what the policy keeps and sets, plus cache directories redirected to a per-run
+//! scratch directory so that nothing persists in `$HOME`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::EnvPolicy;
+
+/// Variables passed through when they don't look like secrets.
+pub const ENV_ALLOWLIST: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "COLORTERM", "TZ", "EDITOR",
+    "VISUAL", "PAGER", "COLUMNS", "LINES", "NO_COLOR", "CLICOLOR", "HOSTNAME", "TMPDIR", "CI",
+    "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "RUST_BACKTRACE", "RUST_LOG", "CARGO_TERM_COLOR",
+    "PYENV_ROOT", "PYENV_VERSION", "PYENV_SHELL", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE",
+    "NVM_DIR", "NVM_BIN", "NODE_PATH", "GOPATH", "GOROOT", "GOFLAGS", "JAVA_HOME", "CC", "CXX", "CFLAGS",
+    "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "MAKEFLAGS", "PKG_CONFIG_PATH", "LD_LIBRARY_PATH", "MANPATH",
+    "DEBIAN_FRONTEND", "SOURCE_DATE_EPOCH", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+];
+
+/// Name fragments that mark a variable as a secret (matched case-insensitively).
+pub const SECRET_MARKERS: &[&str] = &[
+    "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION", "PRIVATE",
+];
+
+/// Name prefixes of cloud and service credentials.
+pub const SECRET_PREFIXES: &[&str] = &[
+    "AWS_", "AZURE_", "GOOGLE_", "GCP_", "GCLOUD_", "GH_", "GITHUB_", "GITLAB_", "OPENAI_", "ANTHROPIC_",
+    "HF_", "HUGGING", "NPM_", "DOCKER_", "KUBE", "VAULT_", "SSH_", "DBUS_", "DIGITALOCEAN_", "HEROKU_",
+];
+
+/// Cache variables redirected to the per-run scratch directory.
+pub const CACHE_VARS: &[(&str, &str)] = &[
+    ("XDG_CACHE_HOME", "xdg-cache"),
+    ("npm_config_cache", "npm-cache"),
+    ("PIP_CACHE_DIR", "pip-cache"),
+    ("YARN_CACHE_FOLDER", "yarn-cache"),
+    ("PNPM_HOME", "pnpm"),
+];
+
+/// True when a variable name looks like it carries a secret.
+#[must_use]
+pub fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_MARKERS.iter().any(|m| upper.contains(m)) || SECRET_PREFIXES.iter().any(|p| upper.starts_with(p))
+}
+
+fn allowlisted(name: &str) -> bool {
+    ENV_ALLOWLIST.contains(&name) || name.starts_with("LC_")
+}
+
+/// The computed environment.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvPlan {
+    /// The full environment given to the helper and the command.
+    pub vars: Vec<(String, String)>,
+    /// Names of the caller's variables that were dropped (values never recorded).
+    pub dropped: Vec<String>,
+    /// Variables pointed at the scratch directory.
+    pub redirected: Vec<String>,
+}
+
+/// Computes the sandbox environment from the caller's. `scratch` is the per-run scratch
+/// directory, when the plan has one.
+#[must_use]
+pub fn plan_environment(caller: &[(String, String)], policy: &EnvPolicy, workspace: &Path, scratch: Option<&Path>) -> EnvPlan {
+    let mut out = EnvPlan::default();
+    for (k, v) in caller {
+        let keep = policy.keep.iter().any(|x| x == k) || (allowlisted(k) && !looks_secret(k));
+        if keep {
+            out.vars.push((k.clone(), v.clone()));
+        } else {
+            out.dropped.push(k.clone());
+        }
+    }
+    let mut set = |k: &str, v: String| {
+        out.vars.retain(|(n, _)| n != k);
+        out.vars.push((k.to_string(), v));
+    };
+    if !caller.iter().any(|(k, _)| k == "PATH") {
+        set("PATH", "/usr/local/bin:/usr/bin:/bin".into());
+    }
+    set("PWD", workspace.display().to_string());
+    set("LOCALGPT_SANDBOX", "1".into());
+    if policy.redirect_caches {
+        if let Some(s) = scratch {
+            for (var, sub) in CACHE_VARS {
+                set(var, s.join(sub).display().to_string());
+                out.redirected.push((*var).to_string());
+            }
+        }
+    }
+    for (k, v) in &policy.set {
+        set(k, v.clone());
+    }
+    out.dropped.sort();
+    out.dropped.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn secrets_and_unknowns_are_dropped() {
+        let caller = vars(&[
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/u"),
+            ("LC_ALL", "C"),
+            ("AWS_SECRET_ACCESS_KEY", "x"),
+            ("GITHUB_TOKEN", "x"),
+            ("MY_API_KEY", "x"),
+            ("SSH_AUTH_SOCK", "/run/ssh"),
+            ("RANDOM_THING", "y"),
+            ("DISPLAY", ":0"),
+        ]);
+        let p = plan_environment(&caller, &EnvPolicy::default(), Path::new("/w"), None);
+        let names: Vec<_> = p.vars.iter().map(|(k, _)| k.as_str()).collect();
+        assert!(names.contains(&"PATH") && names.contains(&"HOME") && names.contains(&"LC_ALL"));
+        for gone in ["AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "MY_API_KEY", "SSH_AUTH_SOCK", "RANDOM_THING", "DISPLAY"] {
+            assert!(!names.contains(&gone), "{gone}");
+            assert!(p.dropped.iter().any(|d| d == gone));
+        }
+        assert!(p.vars.contains(&("PWD".into(), "/w".into())));
+    }
+
+    #[test]
+    fn keep_and_set_and_caches() {
+        let caller = vars(&[("MY_API_KEY", "k"), ("XDG_CACHE_HOME", "/home/u/.cache")]);
+        let policy = EnvPolicy { keep: vec!["MY_API_KEY".into()], set: vec![("CI".into(), "1".into())], redirect_caches: true };
+        let p = plan_environment(&caller, &policy, Path::new("/w"), Some(Path::new("/tmp/s")));
+        assert!(p.vars.contains(&("MY_API_KEY".into(), "k".into())));
+        assert!(p.vars.contains(&("CI".into(), "1".into())));
+        assert!(p.vars.contains(&("XDG_CACHE_HOME".into(), "/tmp/s/xdg-cache".into())));
+        assert!(p.vars.contains(&("npm_config_cache".into(), "/tmp/s/npm-cache".into())));
+        assert!(p.vars.iter().any(|(k, _)| k == "PATH"));
+    }
+
+    #[test]
+    fn secret_detection() {
+        assert!(looks_secret("OPENAI_API_KEY"));
+        assert!(looks_secret("db_password"));
+        assert!(!looks_secret("PATH"));
+        assert!(!looks_secret("LANG"));
+    }
+}

@@ -1,0 +1,636 @@
+//! Policy + capabilities → [`Plan`]: pure data saying exactly what the helper will apply, and for
+//! each protection whether it is enforced, degraded (and why) or off. Every decision lives here;
+//! `apply` decides nothing. `localgpt sandbox explain` prints a plan.
+
+pub mod env;
+pub mod landlock;
+pub mod seccomp;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::detect::Capabilities;
+use crate::error::SandboxError;
+use crate::policy::{LevelSetting, SandboxLevel, SandboxMode, SandboxPolicy};
+use env::EnvPlan;
+use landlock::{Grant, PathRule, SkippedPath};
+use seccomp::{PackedInsn, SeccompRuleSpec};
+
+/// Whether a protection holds.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtectionState {
+    /// Enforced by the kernel (or by the supervisor, for lifetime and output).
+    Enforced,
+    /// Only partly enforced, or not at this level/kernel; `detail` says why.
+    Degraded,
+    /// Not enforced at all (full-access mode, or the mechanism is missing).
+    Off,
+}
+
+/// One line of the protection table (`status`, `explain`, run results).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Protection {
+    /// Stable identifier, e.g. `fs-write-outside`.
+    pub id: String,
+    /// State.
+    pub state: ProtectionState,
+    /// What enforces it.
+    pub mechanism: String,
+    /// Why degraded/off, or a precise statement of what is enforced.
+    pub detail: String,
+}
+
+/// The Landlock part of a plan.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct LandlockPlan {
+    /// The kernel's ABI.
+    pub abi: u32,
+    /// The ABI whose rights are handled (capped at what this build knows).
+    pub handled_abi: u32,
+    /// Handled filesystem rights.
+    pub handled_fs: u64,
+    /// Handled network rights (TCP bind/connect, none granted).
+    pub handled_net: u64,
+    /// Scopes (abstract unix sockets, signals).
+    pub scopes: u64,
+    /// Path rules.
+    pub rules: Vec<PathRule>,
+    /// Grants that produced no rule.
+    pub skipped: Vec<SkippedPath>,
+    /// Directories expanded into siblings around a deny: (granted dir, denied path).
+    pub expanded: Vec<(PathBuf, PathBuf)>,
+}
+
+/// The seccomp part of a plan.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct SeccompPlan {
+    /// The rule table, with reasons.
+    pub rules: Vec<SeccompRuleSpec>,
+    /// The compiled program.
+    pub program: Vec<PackedInsn>,
+}
+
+/// How the sandbox's own process count is bounded.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ProcessLimit {
+    /// A per-run child of this cgroup with `pids.max`.
+    Cgroup {
+        /// Parent directory for the per-run cgroup.
+        base: PathBuf,
+        /// `v1` or `v2`.
+        version: String,
+        /// `pids.max` (the supervisor counts as one).
+        max: u32,
+    },
+    /// `RLIMIT_NPROC` (counts every process of the uid, system-wide).
+    Rlimit {
+        /// The limit.
+        max: u64,
+    },
+    /// No bound (root without a usable cgroup).
+    Unbounded,
+}
+
+/// One resource limit.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct RlimitSetting {
+    /// Name (`RLIMIT_FSIZE`, …).
+    pub name: String,
+    /// `libc` resource number.
+    pub resource: i32,
+    /// Soft and hard value.
+    pub value: u64,
+}
+
+/// Everything the helper will do, and why.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The level the command runs at.
+    pub level: SandboxLevel,
+    /// The highest level the kernel offers (may exceed what this build implements).
+    pub kernel_level: SandboxLevel,
+    /// Mode.
+    pub mode: SandboxMode,
+    /// Workspace (cwd of the command).
+    pub workspace: PathBuf,
+    /// Landlock, when applied.
+    pub landlock: Option<LandlockPlan>,
+    /// seccomp, when applied.
+    pub seccomp: Option<SeccompPlan>,
+    /// rlimits applied to the command.
+    pub rlimits: Vec<RlimitSetting>,
+    /// Process count mechanism.
+    pub process_limit: ProcessLimit,
+    /// Environment.
+    pub env: EnvPlan,
+    /// Per-run scratch directory (caches), removed after the run.
+    pub scratch: Option<PathBuf>,
+    /// Drop every capability (running as root).
+    pub drop_capabilities: bool,
+    /// Timeout in seconds.
+    pub timeout_secs: u64,
+    /// Output cap per stream.
+    pub max_output_bytes: u64,
+    /// The protection table.
+    pub protections: Vec<Protection>,
+    /// Warnings to show (degraded level, unconfined run).
+    pub warnings: Vec<String>,
+}
+
+/// Chooses the level for `policy` on `caps`.
+///
+/// # Errors
+/// [`SandboxError::LevelUnavailable`] when the requested or required level cannot be met here,
+/// naming what is missing and how to get it.
+pub fn choose_level(policy: &SandboxPolicy, caps: &Capabilities) -> Result<SandboxLevel, SandboxError> {
+    let best = caps.best_level();
+    let level = if policy.mode == SandboxMode::FullAccess {
+        SandboxLevel::None
+    } else {
+        match policy.level {
+            LevelSetting::Auto => best,
+            LevelSetting::Exactly(l) if l <= best => l,
+            LevelSetting::Exactly(l) => {
+                return Err(SandboxError::LevelUnavailable(format!(
+                    "sandbox level {l} is not available here (best: {best}): {}",
+                    caps.missing_for(l).join("; ")
+                )))
+            }
+        }
+    };
+    if let Some(req) = policy.require_level {
+        if level < req {
+            let mut why = caps.missing_for(req);
+            if why.is_empty() {
+                why.push(format!("the policy selects level {level}"));
+            }
+            return Err(SandboxError::LevelUnavailable(format!(
+                "required sandbox level {req} cannot be met (would run at {level}): {}",
+                why.join("; ")
+            )));
+        }
+    }
+    if level == SandboxLevel::None && !policy.unconfined_acknowledged {
+        return Err(SandboxError::LevelUnavailable(format!(
+            "no kernel sandbox is available here ({}); refusing to run unconfined without --dangerously-allow-full-access",
+            caps.missing_for(SandboxLevel::Minimal).join("; ")
+        )));
+    }
+    Ok(level)
+}
+
+/// Inputs of [`make_plan`] that come from the run rather than the policy.
+#[derive(Clone, Debug, Default)]
+pub struct RunContext {
+    /// The caller's environment.
+    pub caller_env: Vec<(String, String)>,
+    /// The per-run scratch directory, if one was created.
+    pub scratch: Option<PathBuf>,
+    /// Processes the caller's uid already has (for a relative `RLIMIT_NPROC`).
+    pub uid_tasks: Option<u64>,
+}
+
+/// Builds the plan.
+///
+/// # Errors
+/// [`SandboxError::LevelUnavailable`] (see [`choose_level`]), [`SandboxError::Plan`] when a
+/// user-requested path does not exist or the seccomp table fails to compile.
+pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) -> Result<Plan, SandboxError> {
+    let level = choose_level(policy, caps)?;
+    let confined = level > SandboxLevel::None;
+    let landlock = if level >= SandboxLevel::Standard { Some(landlock_plan(policy, caps.landlock.abi, ctx)?) } else { None };
+    let seccomp = if level >= SandboxLevel::Minimal {
+        let rules = seccomp::seccomp_table();
+        let program = seccomp::compile(&rules).map_err(SandboxError::Plan)?;
+        Some(SeccompPlan { rules, program })
+    } else {
+        None
+    };
+    let process_limit = if !confined {
+        ProcessLimit::Unbounded
+    } else if let Some(cg) = &caps.cgroup_pids {
+        ProcessLimit::Cgroup { base: cg.base.clone(), version: cg.version.clone(), max: policy.max_processes + 1 }
+    } else if caps.is_root {
+        ProcessLimit::Unbounded
+    } else {
+        ProcessLimit::Rlimit { max: ctx.uid_tasks.unwrap_or(0) + u64::from(policy.max_processes) }
+    };
+    let mut rlimits = Vec::new();
+    if confined {
+        rlimits.push(RlimitSetting { name: "RLIMIT_FSIZE".into(), resource: libc::RLIMIT_FSIZE as i32, value: policy.max_file_size_bytes });
+        rlimits.push(RlimitSetting { name: "RLIMIT_NOFILE".into(), resource: libc::RLIMIT_NOFILE as i32, value: policy.max_open_files });
+        rlimits.push(RlimitSetting { name: "RLIMIT_CORE".into(), resource: libc::RLIMIT_CORE as i32, value: 0 });
+        if let ProcessLimit::Rlimit { max } = process_limit {
+            rlimits.push(RlimitSetting { name: "RLIMIT_NPROC".into(), resource: libc::RLIMIT_NPROC as i32, value: max });
+        }
+    }
+    let env = if confined {
+        env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, ctx.scratch.as_deref())
+    } else {
+        EnvPlan { vars: ctx.caller_env.clone(), dropped: Vec::new(), redirected: Vec::new() }
+    };
+    let mut plan = Plan {
+        level,
+        kernel_level: caps.kernel_level(),
+        mode: policy.mode,
+        workspace: policy.workspace_path.clone(),
+        landlock,
+        seccomp,
+        rlimits,
+        process_limit,
+        env,
+        scratch: ctx.scratch.clone(),
+        drop_capabilities: confined && caps.is_root,
+        timeout_secs: policy.timeout_secs,
+        max_output_bytes: policy.max_output_bytes,
+        protections: Vec::new(),
+        warnings: Vec::new(),
+    };
+    plan.protections = protections(&plan, caps);
+    plan.warnings = warnings(&plan, caps);
+    Ok(plan)
+}
+
+fn landlock_plan(policy: &SandboxPolicy, abi: u32, _ctx: &RunContext) -> Result<LandlockPlan, SandboxError> {
+    use landlock::{device, read_exec, read_only, read_write};
+    let handled_abi = abi.min(landlock::MAX_KNOWN_ABI);
+    let mut grants = Vec::new();
+    let mut push = |paths: &[PathBuf], access: u64, reason: &str, must_exist: bool| {
+        for p in paths {
+            grants.push(Grant { path: p.clone(), access, reason: reason.into(), must_exist });
+        }
+    };
+    let defaults_read: Vec<PathBuf> = crate::config::SYSTEM_READ_DIRS.iter().map(PathBuf::from).collect();
+    let (system, user_read): (Vec<PathBuf>, Vec<PathBuf>) =
+        policy.read_only_paths.iter().cloned().partition(|p| is_default_read(p, policy.home.as_deref(), &defaults_read));
+    for p in &system {
+        let access = if p == Path::new("/proc") || p == Path::new("/sys") { read_only(handled_abi) } else { read_exec(handled_abi) };
+        push(std::slice::from_ref(p), access, "system or toolchain (read + execute)", false);
+    }
+    push(&user_read, read_exec(handled_abi), "allow_paths.read (read + execute)", true);
+    push(&policy.device_paths, device(handled_abi), "device node", false);
+    let (scratch_dirs, user_write): (Vec<PathBuf>, Vec<PathBuf>) = policy
+        .writable_paths
+        .iter()
+        .cloned()
+        .partition(|p| crate::config::SCRATCH_WRITE_DIRS.iter().any(|s| Path::new(s) == p));
+    push(&scratch_dirs, read_write(handled_abi), "scratch (read-write, shared with the host)", false);
+    push(&user_write, read_write(handled_abi), "allow_paths.write (read-write)", true);
+    let ws_access = if policy.mode == SandboxMode::ReadOnly { read_exec(handled_abi) } else { read_write(handled_abi) };
+    push(std::slice::from_ref(&policy.workspace_path), ws_access, "workspace", true);
+    let resolved = landlock::resolve_rules(&grants, &policy.deny_paths).map_err(SandboxError::Plan)?;
+    Ok(LandlockPlan {
+        abi,
+        handled_abi,
+        handled_fs: landlock::fs_rights_for_abi(handled_abi),
+        handled_net: landlock::net_rights_for_abi(handled_abi),
+        scopes: landlock::scopes_for_abi(handled_abi),
+        rules: resolved.rules,
+        skipped: resolved.skipped,
+        expanded: resolved.expanded,
+    })
+}
+
+fn is_default_read(p: &Path, home: Option<&Path>, system: &[PathBuf]) -> bool {
+    system.iter().any(|s| s == p)
+        || home.is_some_and(|h| crate::config::HOME_TOOLCHAINS.iter().any(|t| h.join(t) == p))
+}
+
+fn prot(id: &str, state: ProtectionState, mechanism: &str, detail: impl Into<String>) -> Protection {
+    Protection { id: id.into(), state, mechanism: mechanism.into(), detail: detail.into() }
+}
+
+/// The protection table for a plan.
+#[must_use]
+pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
+    use ProtectionState::{Degraded, Enforced, Off};
+    let mut v = Vec::new();
+    if plan.level == SandboxLevel::None {
+        let why = if plan.mode == SandboxMode::FullAccess { "full-access mode: no confinement" } else { "level none: no kernel confinement" };
+        for id in ["fs-write-outside", "fs-read-credentials", "network", "signals-outside", "ptrace", "syscall-filter", "env-secrets", "inherited-fds", "process-count"] {
+            v.push(prot(id, Off, "none", why));
+        }
+        v.push(prot("timeout-kill-tree", Enforced, "supervisor (subreaper)", "every descendant is killed at the timeout and when the command exits"));
+        v.push(prot("output-cap", Enforced, "runner", format!("{} bytes per stream, head kept", plan.max_output_bytes)));
+        return v;
+    }
+    let abi = plan.landlock.as_ref().map_or(0, |l| l.handled_abi);
+    let ll = plan.landlock.is_some();
+    let fs_off = |id: &str, what: &str| prot(id, Off, "none", format!("{what}: no Landlock at level {}", plan.level));
+    if ll {
+        v.push(prot("fs-write-outside", Enforced, "landlock", "writes only in the workspace and granted paths"));
+        v.push(prot("fs-read-credentials", Enforced, "landlock", "credential paths get no rule (siblings granted instead, snapshot at launch)"));
+        v.push(if abi >= 3 {
+            prot("fs-truncate-outside", Enforced, "landlock (ABI 3 truncate)", "truncate(2) needs the truncate right")
+        } else {
+            prot("fs-truncate-outside", Degraded, "landlock", format!("Landlock ABI {abi} < 3 does not control truncate(2) on readable files"))
+        });
+        v.push(prot("fs-link-rename-out", Enforced, if abi >= 2 { "landlock (ABI 2 refer)" } else { "landlock (ABI 1 forbids reparenting)" },
+            "files cannot be linked or renamed out of the workspace"));
+        v.push(if abi >= 5 {
+            prot("fs-device-ioctl", Enforced, "landlock (ABI 5 ioctl_dev)", "ioctl only on granted device nodes")
+        } else {
+            prot("fs-device-ioctl", Degraded, "landlock", format!("Landlock ABI {abi} < 5 does not control device ioctls"))
+        });
+    } else {
+        v.push(fs_off("fs-write-outside", "writes outside the workspace are not confined"));
+        v.push(fs_off("fs-read-credentials", "credentials are readable"));
+    }
+    v.push(prot("fs-metadata-outside", Degraded, if ll { "landlock (partial)" } else { "none" },
+        "Landlock does not control chmod, chown, utimensat or xattrs outside the workspace; Full level's read-only mounts do"));
+    v.push(prot("fs-stat-secrets", Degraded, "none", "stat() of credential files still works (existence and size leak); Full level hides them"));
+    v.push(prot("workspace-persistence", Degraded, "none",
+        ".git/hooks, .git/config and .vscode inside the workspace stay writable and may run later outside; Full level binds them read-only"));
+    v.push(prot("tmp-private", Degraded, "none", "/tmp and /dev/shm are shared with the host (read-write); Full level gives a private /tmp"));
+    let mut net_mech = "seccomp (socket family, connect/bind/listen/accept)".to_string();
+    if abi >= 4 {
+        net_mech.push_str(" + landlock TCP (ABI 4)");
+    }
+    v.push(prot("network", Enforced, &net_mech, "no AF_INET/AF_INET6/netlink/packet sockets; no connect, bind, listen or accept on any socket"));
+    let unix_mech = if abi >= 9 { "seccomp (connect) + landlock resolve_unix (ABI 9)" } else { "seccomp (connect)" };
+    v.push(prot("unix-sockets-outside", Enforced, unix_mech, "pathname sockets (docker.sock, D-Bus, systemd) are unreachable"));
+    v.push(prot("abstract-sockets-outside", Enforced, if abi >= 6 { "seccomp (connect) + landlock scope (ABI 6)" } else { "seccomp (connect)" },
+        "abstract unix sockets outside are unreachable"));
+    v.push(if abi >= 6 {
+        prot("signals-outside", Enforced, "landlock scope (ABI 6)", "no signals to processes outside the sandbox")
+    } else {
+        prot("signals-outside", Degraded, "none", format!("Landlock ABI {abi} < 6 has no signal scoping: kill of same-uid processes outside works; only a PID namespace (Full level) stops it"))
+    });
+    v.push(prot("ptrace", Enforced, if ll { "seccomp + landlock" } else { "seccomp" }, "no ptrace, process_vm_readv/writev"));
+    v.push(prot("syscall-abi", Enforced, "seccomp (arch check, x32 deny)", "i386 int 0x80 kills the process; x32 syscalls fail"));
+    v.push(prot("io-uring", Enforced, "seccomp", "io_uring_setup/enter/register fail"));
+    v.push(prot("tty-injection", Enforced, "seccomp + setsid", "TIOCSTI and TIOCLINUX fail; the command has no controlling terminal"));
+    v.push(prot("keyring", Enforced, "seccomp", "keyctl/add_key/request_key fail"));
+    v.push(prot("sysv-ipc", Enforced, "seccomp", "SysV shm/msg/sem calls fail"));
+    v.push(prot("namespaces-mount", Enforced, "seccomp", "unshare, setns, namespace clone flags, clone3 and the mount family fail"));
+    v.push(prot("kernel-surface", Enforced, "seccomp", "bpf, perf_event_open, userfaultfd, open_by_handle_at, kexec, modules fail"));
+    v.push(prot("pid-isolation", Degraded, "none", format!("no PID namespace at level {}: ps shows host processes", plan.level)));
+    v.push(prot("inherited-fds", Enforced, "helper (close_range)", "every fd above 2 is closed before exec"));
+    v.push(prot("env-secrets", Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env.dropped.len())));
+    v.push(if plan.drop_capabilities {
+        prot("capabilities", Enforced, "capset + bounding set + no_new_privs", "running as root: every capability dropped")
+    } else {
+        prot("capabilities", Enforced, "no_new_privs", "no capabilities held; setuid binaries cannot gain privileges")
+    });
+    v.push(match &plan.process_limit {
+        ProcessLimit::Cgroup { max, version, .. } => prot("process-count", Enforced, &format!("cgroup {version} pids.max"), format!("at most {} processes", max - 1)),
+        ProcessLimit::Rlimit { max } => prot("process-count", Degraded, "RLIMIT_NPROC",
+            format!("RLIMIT_NPROC = {max} counts every process of uid {} system-wide (its current ones + the sandbox's)", caps.uid)),
+        ProcessLimit::Unbounded => prot("process-count", Degraded, "none", "running as root without a writable pids cgroup: RLIMIT_NPROC does not apply to root"),
+    });
+    v.push(prot("file-size", Enforced, "RLIMIT_FSIZE", "large writes fail with EFBIG"));
+    v.push(prot("open-files", Enforced, "RLIMIT_NOFILE", "bounded descriptors"));
+    v.push(prot("core-dumps", Enforced, "RLIMIT_CORE=0", "no core files"));
+    let tree = if matches!(plan.process_limit, ProcessLimit::Cgroup { .. }) || abi >= 6 {
+        prot("timeout-kill-tree", Enforced, "supervisor subreaper (+ cgroup when available)",
+            "every descendant, including setsid'd and double-forked ones, is killed at the timeout and when the command exits")
+    } else {
+        prot("timeout-kill-tree", Degraded, "supervisor subreaper",
+            "without signal scoping or a cgroup, a sandboxed process can kill the supervisor and orphan its descendants")
+    };
+    v.push(tree);
+    v.push(prot("output-cap", Enforced, "runner", format!("{} bytes per stream, head kept", plan.max_output_bytes)));
+    v
+}
+
+fn warnings(plan: &Plan, caps: &Capabilities) -> Vec<String> {
+    let mut w = Vec::new();
+    match plan.level {
+        SandboxLevel::None => w.push(if plan.mode == SandboxMode::FullAccess {
+            "FULL ACCESS: this command runs with no sandbox at all (acknowledged with --dangerously-allow-full-access)".to_string()
+        } else {
+            "UNSANDBOXED: no kernel confinement is available; only the timeout and output caps apply".to_string()
+        }),
+        SandboxLevel::Minimal => w.push(format!(
+            "degraded to minimal: network and dangerous syscalls are blocked but the filesystem is NOT confined ({})",
+            caps.missing_for(SandboxLevel::Standard).join("; ")
+        )),
+        _ => {}
+    }
+    if plan.kernel_level > plan.level && plan.level >= SandboxLevel::Standard && plan.kernel_level == SandboxLevel::Full {
+        w.push(format!("running at {}: Full level (namespaces) is possible on this kernel but not implemented in this build", plan.level));
+    }
+    w
+}
+
+/// What the helper needs, and nothing else: compact and cheap to decode.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct HelperPlan {
+    /// The runner's pid (the supervisor checks it is still its parent).
+    pub parent_pid: i32,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Landlock: (handled_fs, handled_net, scopes, rules as (path, access)).
+    pub landlock: Option<HelperLandlock>,
+    /// seccomp program.
+    pub seccomp: Option<Vec<PackedInsn>>,
+    /// (resource, value).
+    pub rlimits: Vec<(i32, u64)>,
+    /// The per-run cgroup's `cgroup.procs` to join.
+    pub cgroup_procs: Option<PathBuf>,
+    /// Drop all capabilities.
+    pub drop_capabilities: bool,
+    /// Apply `no_new_privs`, close fds, new session (false only for full-access).
+    pub confine: bool,
+}
+
+/// Landlock in the helper plan.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct HelperLandlock {
+    /// Handled filesystem rights.
+    pub fs: u64,
+    /// Handled network rights.
+    pub net: u64,
+    /// Scopes.
+    pub scopes: u64,
+    /// (path, access).
+    pub rules: Vec<(PathBuf, u64)>,
+}
+
+impl Plan {
+    /// The part of the plan the helper applies.
+    #[must_use]
+    pub fn helper_plan(&self, parent_pid: i32, cgroup_procs: Option<PathBuf>) -> HelperPlan {
+        HelperPlan {
+            parent_pid,
+            cwd: self.workspace.clone(),
+            landlock: self.landlock.as_ref().map(|l| HelperLandlock {
+                fs: l.handled_fs,
+                net: l.handled_net,
+                scopes: l.scopes,
+                rules: l.rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
+            }),
+            seccomp: self.seccomp.as_ref().map(|s| s.program.clone()),
+            rlimits: self.rlimits.iter().map(|r| (r.resource, r.value)).collect(),
+            cgroup_procs,
+            drop_capabilities: self.drop_capabilities,
+            confine: self.level > SandboxLevel::None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{build_sandbox_policy, SandboxSettings};
+    use crate::detect::{Feature, LandlockSupport};
+
+    fn caps(abi: u32, root: bool) -> Capabilities {
+        Capabilities {
+            kernel: "test".into(),
+            landlock: LandlockSupport { abi, state: if abi > 0 { "available".into() } else { "not-built".into() }, detail: String::new() },
+            seccomp: Feature { available: true, detail: String::new() },
+            user_namespaces: Some(Feature { available: true, detail: String::new() }),
+            cgroup_pids: None,
+            is_root: root,
+            uid: if root { 0 } else { 1000 },
+        }
+    }
+
+    fn policy(mode: SandboxMode, home: &Path, ws: &Path) -> SandboxPolicy {
+        let s = SandboxSettings { mode, home: Some(home.to_path_buf()), dangerously_allow_full_access: true, ..Default::default() };
+        build_sandbox_policy(ws, &s).unwrap()
+    }
+
+    fn world() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let d = crate::test_dir();
+        let home = d.path().join("home");
+        let ws = d.path().join("ws");
+        for p in [".ssh", ".cargo/bin", ".config/git", "ws-other"] {
+            std::fs::create_dir_all(home.join(p)).unwrap();
+        }
+        std::fs::write(home.join(".cargo/credentials.toml"), "token").unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        let home = std::fs::canonicalize(home).unwrap();
+        let ws = std::fs::canonicalize(ws).unwrap();
+        (d, home, ws)
+    }
+
+    fn rule<'a>(p: &'a Plan, path: &Path) -> Option<&'a PathRule> {
+        p.landlock.as_ref().unwrap().rules.iter().find(|r| r.path == path)
+    }
+
+    #[test]
+    fn workspace_write_plan() {
+        let (_d, home, ws) = world();
+        let p = make_plan(&policy(SandboxMode::WorkspaceWrite, &home, &ws), &caps(7, false), &RunContext::default()).unwrap();
+        assert_eq!(p.level, SandboxLevel::Standard);
+        let ll = p.landlock.as_ref().unwrap();
+        assert_eq!(ll.handled_net, 3);
+        assert_eq!(ll.scopes, 3);
+        assert_eq!(rule(&p, &ws).unwrap().access, landlock::read_write(7));
+        assert_eq!(rule(&p, Path::new("/tmp")).unwrap().access, landlock::read_write(7));
+        assert!(rule(&p, &home).is_none());
+        assert!(rule(&p, &home.join(".ssh")).is_none());
+        // ~/.cargo holds a credential file: granted by siblings.
+        assert!(rule(&p, &home.join(".cargo")).is_none());
+        assert!(rule(&p, &home.join(".cargo/bin")).is_some());
+        assert!(rule(&p, &home.join(".cargo/credentials.toml")).is_none());
+        assert!(rule(&p, Path::new("/proc")).unwrap().access & landlock::fs::EXECUTE == 0);
+        assert!(p.seccomp.as_ref().unwrap().program.len() > 10);
+        assert!(p.rlimits.iter().any(|r| r.name == "RLIMIT_CORE" && r.value == 0));
+        assert!(matches!(p.process_limit, ProcessLimit::Rlimit { .. }));
+        assert!(!p.drop_capabilities);
+    }
+
+    #[test]
+    fn read_only_plan_has_no_writable_dirs() {
+        let (_d, home, ws) = world();
+        let p = make_plan(&policy(SandboxMode::ReadOnly, &home, &ws), &caps(7, true), &RunContext::default()).unwrap();
+        let ll = p.landlock.as_ref().unwrap();
+        for r in &ll.rules {
+            if r.reason != "device node" {
+                assert_eq!(r.access & (landlock::fs::WRITE_FILE | landlock::fs::MAKE_REG), 0, "{r:?}");
+            }
+        }
+        assert!(rule(&p, Path::new("/tmp")).is_none());
+        assert!(p.drop_capabilities);
+        assert!(matches!(p.process_limit, ProcessLimit::Unbounded));
+        let pc = p.protections.iter().find(|x| x.id == "process-count").unwrap();
+        assert_eq!(pc.state, ProtectionState::Degraded);
+    }
+
+    #[test]
+    fn full_access_plan_is_unconfined_and_labelled() {
+        let (_d, home, ws) = world();
+        let p = make_plan(&policy(SandboxMode::FullAccess, &home, &ws), &caps(7, false), &RunContext::default()).unwrap();
+        assert_eq!(p.level, SandboxLevel::None);
+        assert!(p.landlock.is_none() && p.seccomp.is_none());
+        assert!(p.warnings[0].contains("FULL ACCESS"));
+        assert!(!p.helper_plan(1, None).confine);
+    }
+
+    #[test]
+    fn abi_dependent_rights_and_degradations() {
+        let (_d, home, ws) = world();
+        let pol = policy(SandboxMode::WorkspaceWrite, &home, &ws);
+        let p2 = make_plan(&pol, &caps(2, false), &RunContext::default()).unwrap();
+        let ll = p2.landlock.as_ref().unwrap();
+        assert_eq!(ll.handled_net, 0);
+        assert_eq!(ll.scopes, 0);
+        assert_eq!(ll.handled_fs & landlock::fs::TRUNCATE, 0);
+        let state = |p: &Plan, id: &str| p.protections.iter().find(|x| x.id == id).unwrap().state;
+        assert_eq!(state(&p2, "signals-outside"), ProtectionState::Degraded);
+        assert_eq!(state(&p2, "fs-truncate-outside"), ProtectionState::Degraded);
+        assert_eq!(state(&p2, "network"), ProtectionState::Enforced);
+        let p7 = make_plan(&pol, &caps(7, false), &RunContext::default()).unwrap();
+        assert_eq!(state(&p7, "signals-outside"), ProtectionState::Enforced);
+        assert_eq!(state(&p7, "fs-metadata-outside"), ProtectionState::Degraded);
+        let p11 = make_plan(&pol, &caps(11, false), &RunContext::default()).unwrap();
+        assert_eq!(p11.landlock.as_ref().unwrap().handled_abi, landlock::MAX_KNOWN_ABI);
+    }
+
+    #[test]
+    fn levels_requirements_and_fallbacks() {
+        let (_d, home, ws) = world();
+        let mut pol = policy(SandboxMode::WorkspaceWrite, &home, &ws);
+        let p = make_plan(&pol, &caps(0, false), &RunContext::default()).unwrap();
+        assert_eq!(p.level, SandboxLevel::Minimal);
+        assert!(p.landlock.is_none() && p.seccomp.is_some());
+        assert!(p.warnings[0].contains("minimal"));
+        pol.require_level = Some(SandboxLevel::Standard);
+        let e = make_plan(&pol, &caps(0, false), &RunContext::default()).unwrap_err().to_string();
+        assert!(e.contains("Landlock"), "{e}");
+        pol.require_level = None;
+        pol.level = LevelSetting::Exactly(SandboxLevel::Full);
+        assert!(make_plan(&pol, &caps(7, false), &RunContext::default()).is_err());
+        pol.level = LevelSetting::Exactly(SandboxLevel::Minimal);
+        assert_eq!(make_plan(&pol, &caps(7, false), &RunContext::default()).unwrap().level, SandboxLevel::Minimal);
+        let mut none_caps = caps(0, false);
+        none_caps.seccomp.available = false;
+        pol.level = LevelSetting::Auto;
+        pol.unconfined_acknowledged = false;
+        assert!(make_plan(&pol, &none_caps, &RunContext::default()).is_err());
+    }
+
+    #[test]
+    fn user_paths_must_exist_and_deny_wins() {
+        let (d, home, ws) = world();
+        let s = SandboxSettings {
+            home: Some(home.clone()),
+            extra_read: vec![d.path().join("missing")],
+            ..Default::default()
+        };
+        let pol = build_sandbox_policy(&ws, &s).unwrap();
+        assert!(make_plan(&pol, &caps(7, false), &RunContext::default()).is_err());
+        let s = SandboxSettings { home: Some(home.clone()), extra_read: vec![home.clone()], ..Default::default() };
+        let pol = build_sandbox_policy(&ws, &s).unwrap();
+        let p = make_plan(&pol, &caps(7, false), &RunContext::default()).unwrap();
+        assert!(rule(&p, &home).is_none());
+        assert!(rule(&p, &home.join("ws-other")).is_some());
+        assert!(!p.landlock.as_ref().unwrap().rules.iter().any(|r| r.path.starts_with(home.join(".ssh"))));
+    }
+
+    #[test]
+    fn cgroup_process_limit_when_available() {
+        let (_d, home, ws) = world();
+        let mut c = caps(7, true);
+        c.cgroup_pids = Some(crate::detect::CgroupPids { base: "/sys/fs/cgroup/pids".into(), version: "v1".into() });
+        let p = make_plan(&policy(SandboxMode::WorkspaceWrite, &home, &ws), &c, &RunContext::default()).unwrap();
+        assert!(matches!(p.process_limit, ProcessLimit::Cgroup { max: 65, .. }));
+        assert!(!p.rlimits.iter().any(|r| r.name == "RLIMIT_NPROC"));
+    }
+}

@@ -1,0 +1,388 @@
+//! The sandbox policy: what the user wants confined, independent of how.
+//!
+//! A [`SandboxPolicy`] is plain, serialisable data (JSON through serde, unknown fields rejected).
+//! It is normally built by [`crate::config::build_sandbox_policy`] from a mode and a workspace;
+//! [`SandboxPolicy::validate`] checks it before any plan is made from it.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SandboxError;
+
+/// How much the kernel confines a command. Ordered: `None < Minimal < Standard < Full`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxLevel {
+    /// No kernel confinement: rlimits, timeout and output caps only.
+    None,
+    /// seccomp only: network and dangerous syscalls blocked, filesystem open.
+    Minimal,
+    /// Landlock + seccomp: filesystem and network confinement.
+    Standard,
+    /// Standard plus user, PID, network, mount and IPC namespaces.
+    Full,
+}
+
+impl SandboxLevel {
+    /// The lowercase name used in config, CLI and JSON.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxLevel::None => "none",
+            SandboxLevel::Minimal => "minimal",
+            SandboxLevel::Standard => "standard",
+            SandboxLevel::Full => "full",
+        }
+    }
+
+    /// Parses `none|minimal|standard|full`.
+    ///
+    /// # Errors
+    /// [`SandboxError::Policy`] for any other word.
+    pub fn parse(s: &str) -> Result<Self, SandboxError> {
+        match s {
+            "none" => Ok(SandboxLevel::None),
+            "minimal" => Ok(SandboxLevel::Minimal),
+            "standard" => Ok(SandboxLevel::Standard),
+            "full" => Ok(SandboxLevel::Full),
+            other => Err(SandboxError::Policy(format!(
+                "unknown sandbox level {other:?} (expected none, minimal, standard or full)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which level the user asked for: the best available (`auto`) or one exact level.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(try_from = "String", into = "String")]
+pub enum LevelSetting {
+    /// The highest level this kernel and build can enforce.
+    #[default]
+    Auto,
+    /// Exactly this level; refused when the machine cannot reach it.
+    Exactly(SandboxLevel),
+}
+
+impl TryFrom<String> for LevelSetting {
+    type Error = SandboxError;
+    fn try_from(s: String) -> Result<Self, SandboxError> {
+        LevelSetting::parse(&s)
+    }
+}
+
+impl From<LevelSetting> for String {
+    fn from(l: LevelSetting) -> String {
+        match l {
+            LevelSetting::Auto => "auto".into(),
+            LevelSetting::Exactly(level) => level.as_str().into(),
+        }
+    }
+}
+
+impl LevelSetting {
+    /// Parses `auto` or a level name.
+    ///
+    /// # Errors
+    /// [`SandboxError::Policy`] for an unknown word.
+    pub fn parse(s: &str) -> Result<Self, SandboxError> {
+        if s == "auto" {
+            Ok(LevelSetting::Auto)
+        } else {
+            SandboxLevel::parse(s).map(LevelSetting::Exactly)
+        }
+    }
+}
+
+/// The high-level mode (spec 3.3).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Read-write in the workspace and `/tmp`, read-only system, credentials denied. The default.
+    #[default]
+    WorkspaceWrite,
+    /// Read-only everywhere that is readable; no writes anywhere (devices excepted).
+    ReadOnly,
+    /// No confinement at all. Refused unless explicitly acknowledged.
+    FullAccess,
+}
+
+impl SandboxMode {
+    /// The kebab-case name used in config, CLI and JSON.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::FullAccess => "full-access",
+        }
+    }
+
+    /// Parses a mode name.
+    ///
+    /// # Errors
+    /// [`SandboxError::Policy`] naming the accepted modes.
+    pub fn parse(s: &str) -> Result<Self, SandboxError> {
+        match s {
+            "workspace-write" => Ok(SandboxMode::WorkspaceWrite),
+            "read-only" => Ok(SandboxMode::ReadOnly),
+            "full-access" => Ok(SandboxMode::FullAccess),
+            other => Err(SandboxError::Policy(format!(
+                "unknown sandbox mode {other:?} (expected workspace-write, read-only or full-access)"
+            ))),
+        }
+    }
+}
+
+/// Network access. Only `deny` is implemented; the spec's proxy mode is future work and is
+/// refused at config time rather than silently treated as deny or allow.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkPolicy {
+    /// No network at all (unix socketpairs excepted).
+    #[default]
+    Deny,
+}
+
+/// What happens to the caller's environment.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EnvPolicy {
+    /// Variables kept even though they are not on the allowlist or look like secrets.
+    #[serde(default)]
+    pub keep: Vec<String>,
+    /// Variables set (after scrubbing), e.g. `CI=1`.
+    #[serde(default)]
+    pub set: Vec<(String, String)>,
+    /// Point tool caches (`XDG_CACHE_HOME`, `npm_config_cache`, `PIP_CACHE_DIR`, …) at a per-run
+    /// scratch directory instead of `$HOME`, so nothing persists outside the workspace.
+    #[serde(default = "default_true")]
+    pub redirect_caches: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Everything the sandbox needs to know about one command's confinement (spec 3.2).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxPolicy {
+    /// The workspace: read-write (read-only in `read-only` mode); the command's cwd.
+    pub workspace_path: PathBuf,
+    /// The mode the policy was built from.
+    pub mode: SandboxMode,
+    /// Read + execute (system dirs, toolchains, user `allow_paths.read`).
+    pub read_only_paths: Vec<PathBuf>,
+    /// Read-write besides the workspace (`/tmp`, `/dev/shm`, user `allow_paths.write`).
+    pub writable_paths: Vec<PathBuf>,
+    /// Device nodes opened read-write (`/dev/null`, `/dev/tty`, `/dev/pts`, …).
+    pub device_paths: Vec<PathBuf>,
+    /// Never readable nor writable, even under a granted parent.
+    pub deny_paths: Vec<PathBuf>,
+    /// The user's `$HOME` at policy construction, for display and checks.
+    pub home: Option<PathBuf>,
+    /// Network policy.
+    pub network_access: NetworkPolicy,
+    /// Kill the whole process tree after this many seconds.
+    pub timeout_secs: u64,
+    /// Per stream (stdout, stderr) cap; the head is kept.
+    pub max_output_bytes: u64,
+    /// `RLIMIT_FSIZE`.
+    pub max_file_size_bytes: u64,
+    /// Bound on the sandbox's own process count.
+    pub max_processes: u32,
+    /// `RLIMIT_NOFILE`.
+    pub max_open_files: u64,
+    /// Which level to run at.
+    pub level: LevelSetting,
+    /// Refuse to run below this level (`--require`, `LOCALGPT_REQUIRE_SANDBOX`).
+    pub require_level: Option<SandboxLevel>,
+    /// Environment handling.
+    pub environment: EnvPolicy,
+    /// The user explicitly acknowledged running without kernel confinement
+    /// (`full-access` mode or level `none`).
+    pub unconfined_acknowledged: bool,
+}
+
+/// Limits accepted by [`SandboxPolicy::validate`], shared with config parsing.
+pub mod limits {
+    /// Longest timeout: one day.
+    pub const MAX_TIMEOUT_SECS: u64 = 86_400;
+    /// Largest output cap per stream: 1 GiB.
+    pub const MAX_OUTPUT_BYTES: u64 = 1 << 30;
+    /// Smallest file size limit (bash needs to write here-doc temp files).
+    pub const MIN_FILE_SIZE_BYTES: u64 = 4096;
+    /// Process count range.
+    pub const MIN_PROCESSES: u32 = 4;
+    /// Process count range.
+    pub const MAX_PROCESSES: u32 = 100_000;
+    /// Open files range.
+    pub const MIN_OPEN_FILES: u64 = 16;
+    /// Open files range.
+    pub const MAX_OPEN_FILES: u64 = 1 << 20;
+}
+
+impl SandboxPolicy {
+    /// Checks the policy: absolute paths, an existing workspace directory, limits in range, and
+    /// the acknowledgment that unconfined runs require.
+    ///
+    /// # Errors
+    /// [`SandboxError::Policy`] with a one-line message naming the offending field.
+    pub fn validate(&self) -> Result<(), SandboxError> {
+        use limits::*;
+        let ws = &self.workspace_path;
+        check_absolute("workspace_path", ws)?;
+        match std::fs::metadata(ws) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(SandboxError::Policy(format!("workspace {} is not a directory", ws.display()))),
+            Err(e) => return Err(SandboxError::Policy(format!("workspace {}: {e}", ws.display()))),
+        }
+        for (field, list) in [
+            ("read_only_paths", &self.read_only_paths),
+            ("writable_paths", &self.writable_paths),
+            ("device_paths", &self.device_paths),
+            ("deny_paths", &self.deny_paths),
+        ] {
+            for p in list {
+                check_absolute(field, p)?;
+            }
+        }
+        in_range("timeout_secs", self.timeout_secs, 1, MAX_TIMEOUT_SECS)?;
+        in_range("max_output_bytes", self.max_output_bytes, 1, MAX_OUTPUT_BYTES)?;
+        in_range("max_file_size_bytes", self.max_file_size_bytes, MIN_FILE_SIZE_BYTES, u64::MAX / 2)?;
+        in_range("max_processes", u64::from(self.max_processes), u64::from(MIN_PROCESSES), u64::from(MAX_PROCESSES))?;
+        in_range("max_open_files", self.max_open_files, MIN_OPEN_FILES, MAX_OPEN_FILES)?;
+        let unconfined = self.mode == SandboxMode::FullAccess || self.level == LevelSetting::Exactly(SandboxLevel::None);
+        if unconfined && !self.unconfined_acknowledged {
+            return Err(SandboxError::Policy(
+                "running without kernel confinement (full-access mode or level none) requires --dangerously-allow-full-access or `dangerously_allow_full_access = true` in [sandbox]".into(),
+            ));
+        }
+        if self.mode == SandboxMode::FullAccess {
+            if let Some(req) = self.require_level {
+                if req > SandboxLevel::None {
+                    return Err(SandboxError::Policy(format!(
+                        "full-access mode cannot satisfy the required level {req}"
+                    )));
+                }
+            }
+        }
+        for name in &self.environment.keep {
+            if name.is_empty() || name.contains('=') {
+                return Err(SandboxError::Policy(format!("environment.keep: invalid variable name {name:?}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses a policy from JSON and validates it.
+    ///
+    /// # Errors
+    /// [`SandboxError::Policy`] for malformed JSON, unknown fields or a failed validation.
+    pub fn from_json(text: &str) -> Result<Self, SandboxError> {
+        let p: SandboxPolicy =
+            serde_json::from_str(text).map_err(|e| SandboxError::Policy(format!("policy JSON: {e}")))?;
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+fn check_absolute(field: &str, p: &Path) -> Result<(), SandboxError> {
+    if p.is_absolute() {
+        Ok(())
+    } else {
+        Err(SandboxError::Policy(format!("{field}: path {} is not absolute", p.display())))
+    }
+}
+
+fn in_range(field: &str, v: u64, lo: u64, hi: u64) -> Result<(), SandboxError> {
+    if (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(SandboxError::Policy(format!("{field} = {v} is out of range ({lo}..={hi})")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(ws: &Path) -> SandboxPolicy {
+        SandboxPolicy {
+            workspace_path: ws.to_path_buf(),
+            mode: SandboxMode::WorkspaceWrite,
+            read_only_paths: vec!["/usr".into()],
+            writable_paths: vec![],
+            device_paths: vec![],
+            deny_paths: vec![],
+            home: None,
+            network_access: NetworkPolicy::Deny,
+            timeout_secs: 120,
+            max_output_bytes: 1 << 20,
+            max_file_size_bytes: 50 << 20,
+            max_processes: 64,
+            max_open_files: 256,
+            level: LevelSetting::Auto,
+            require_level: None,
+            environment: EnvPolicy::default(),
+            unconfined_acknowledged: false,
+        }
+    }
+
+    #[test]
+    fn levels_are_ordered() {
+        assert!(SandboxLevel::None < SandboxLevel::Minimal);
+        assert!(SandboxLevel::Minimal < SandboxLevel::Standard);
+        assert!(SandboxLevel::Standard < SandboxLevel::Full);
+    }
+
+    #[test]
+    fn json_round_trip_and_unknown_fields() {
+        let d = crate::test_dir();
+        let p = sample(d.path());
+        let j = serde_json::to_string(&p).unwrap();
+        assert_eq!(SandboxPolicy::from_json(&j).unwrap(), p);
+        let mut v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        v["surprise"] = serde_json::json!(1);
+        let err = SandboxPolicy::from_json(&v.to_string()).unwrap_err().to_string();
+        assert!(err.contains("surprise"), "{err}");
+    }
+
+    #[test]
+    fn validation_rejects_bad_values() {
+        let d = crate::test_dir();
+        let mut p = sample(d.path());
+        p.read_only_paths.push("relative/dir".into());
+        assert!(p.validate().unwrap_err().to_string().contains("not absolute"));
+        let mut p = sample(d.path());
+        p.timeout_secs = 0;
+        assert!(p.validate().unwrap_err().to_string().contains("timeout_secs"));
+        let mut p = sample(&d.path().join("missing"));
+        p.workspace_path = d.path().join("missing");
+        assert!(p.validate().is_err());
+        let mut p = sample(d.path());
+        p.mode = SandboxMode::FullAccess;
+        assert!(p.validate().unwrap_err().to_string().contains("dangerously"));
+        p.unconfined_acknowledged = true;
+        p.validate().unwrap();
+        let mut p = sample(d.path());
+        p.level = LevelSetting::Exactly(SandboxLevel::None);
+        assert!(p.validate().is_err());
+    }
+
+    #[test]
+    fn parse_names() {
+        assert_eq!(SandboxMode::parse("read-only").unwrap(), SandboxMode::ReadOnly);
+        assert!(SandboxMode::parse("yolo").is_err());
+        assert_eq!(LevelSetting::parse("auto").unwrap(), LevelSetting::Auto);
+        assert_eq!(LevelSetting::parse("full").unwrap(), LevelSetting::Exactly(SandboxLevel::Full));
+        assert!(LevelSetting::parse("max").is_err());
+    }
+}

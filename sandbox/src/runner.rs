@@ -1,0 +1,656 @@
+//! The parent side (spec 7.1): spawn the helper, stream stdout/stderr with a cap, enforce the
+//! timeout, clean up (cgroup, scratch dir), and report what ran at which level.
+//!
+//! The parent is never restricted. It spawns `/proc/self/exe` with `argv[0] = localgpt-sandbox`
+//! through `posix_spawn` (no `pre_exec` code runs in a forked copy of a possibly multithreaded
+//! parent), with the scrubbed environment, default signal dispositions, and exactly four fds:
+//! stdin, the stdout and stderr pipes, and the report pipe as fd 3.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::detect::Capabilities;
+use crate::error::SandboxError;
+use crate::linux::apply::AppliedReport;
+use crate::plan::{make_plan, Plan, ProcessLimit, Protection, ProtectionState, RunContext};
+use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};
+
+/// Which output stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// stdout
+    Stdout,
+    /// stderr
+    Stderr,
+}
+
+/// Receives the command's output as it arrives (already capped).
+pub trait OutputSink {
+    /// A chunk of output within the cap.
+    fn output(&mut self, stream: Stream, data: &[u8]);
+    /// Called once per stream that exceeded the cap, after its last chunk.
+    fn truncated(&mut self, stream: Stream, dropped: u64) {
+        let marker = format!("\n[localgpt-sandbox: output truncated: {dropped} more bytes dropped]\n");
+        self.output(stream, marker.as_bytes());
+    }
+}
+
+/// Collects output in memory.
+#[derive(Default, Debug)]
+pub struct CaptureSink {
+    /// Captured stdout.
+    pub stdout: Vec<u8>,
+    /// Captured stderr.
+    pub stderr: Vec<u8>,
+}
+
+impl OutputSink for CaptureSink {
+    fn output(&mut self, stream: Stream, data: &[u8]) {
+        match stream {
+            Stream::Stdout => self.stdout.extend_from_slice(data),
+            Stream::Stderr => self.stderr.extend_from_slice(data),
+        }
+    }
+}
+
+/// What the command's stdin is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StdinMode {
+    /// `/dev/null` (agents).
+    #[default]
+    Null,
+    /// The caller's stdin (CLI pipelines).
+    Inherit,
+}
+
+/// Options of a run that are not policy.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// stdin handling.
+    pub stdin: StdinMode,
+    /// The binary that dispatches `localgpt-sandbox` (default `/proc/self/exe`).
+    pub helper_exe: Option<PathBuf>,
+    /// Set to true to stop the command (e.g. Ctrl-C in the CLI).
+    pub cancel: Option<&'static AtomicBool>,
+}
+
+/// How the command ended.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ExitKind {
+    /// Exited with a code.
+    Exited {
+        /// Exit code.
+        code: i32,
+    },
+    /// Killed by a signal.
+    Signaled {
+        /// Signal number.
+        signal: i32,
+    },
+}
+
+/// The outcome of a sandboxed run.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct RunResult {
+    /// The argv that ran.
+    pub command: Vec<String>,
+    /// Workspace.
+    pub workspace: PathBuf,
+    /// Level it ran at.
+    pub level: SandboxLevel,
+    /// Mode.
+    pub mode: SandboxMode,
+    /// How the sandbox's process ended.
+    pub status: ExitKind,
+    /// Shell-style exit code: the command's code, 128+signal, 124 on timeout, 130 on cancel.
+    pub exit_code: i32,
+    /// The timeout fired.
+    pub timed_out: bool,
+    /// The run was cancelled.
+    pub cancelled: bool,
+    /// Wall time.
+    pub duration_ms: f64,
+    /// Captured stdout (only with a capturing sink; lossy UTF-8).
+    pub stdout: String,
+    /// Captured stderr.
+    pub stderr: String,
+    /// Total stdout bytes produced.
+    pub stdout_bytes: u64,
+    /// Total stderr bytes produced.
+    pub stderr_bytes: u64,
+    /// stdout exceeded the cap.
+    pub stdout_truncated: bool,
+    /// stderr exceeded the cap.
+    pub stderr_truncated: bool,
+    /// Protections in force.
+    pub protections: Vec<Protection>,
+    /// Warnings (degraded level, unconfined run).
+    pub warnings: Vec<String>,
+    /// What the helper reported it applied.
+    pub applied: Option<AppliedReport>,
+}
+
+static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `command` with `bash -c` under `policy`, capturing the output.
+///
+/// # Errors
+/// See [`run_argv`].
+pub fn run_sandboxed(command: &str, policy: &SandboxPolicy) -> Result<RunResult, SandboxError> {
+    let argv = vec!["bash".to_string(), "-c".to_string(), command.to_string()];
+    let mut sink = CaptureSink::default();
+    let mut r = run_argv(&argv, policy, &RunOptions::default(), &mut sink)?;
+    r.stdout = String::from_utf8_lossy(&sink.stdout).into_owned();
+    r.stderr = String::from_utf8_lossy(&sink.stderr).into_owned();
+    Ok(r)
+}
+
+/// Counts the tasks (threads) of a uid, for a relative `RLIMIT_NPROC`.
+fn count_uid_tasks(uid: u32) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    let mut n = 0;
+    for e in dir.filter_map(Result::ok) {
+        let name = e.file_name();
+        if !name.as_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        if e.metadata().is_ok_and(|m| m.uid() == uid) {
+            n += std::fs::read_dir(e.path().join("task")).map(|t| t.count() as u64).unwrap_or(1);
+        }
+    }
+    n
+}
+
+/// A per-run scratch directory under `/tmp`, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn create() -> Result<Self, SandboxError> {
+        let mut template = b"/tmp/localgpt-sandbox-XXXXXX\0".to_vec();
+        // SAFETY: mkdtemp writes into the NUL-terminated template.
+        let p = unsafe { libc::mkdtemp(template.as_mut_ptr().cast()) };
+        if p.is_null() {
+            return Err(SandboxError::io("create scratch dir", std::io::Error::last_os_error()));
+        }
+        template.pop();
+        Ok(Scratch(PathBuf::from(std::ffi::OsStr::from_bytes(&template))))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A per-run cgroup, killed and removed on drop.
+struct RunCgroup(PathBuf);
+
+impl RunCgroup {
+    fn create(base: &Path, max: u32) -> Result<Self, SandboxError> {
+        let n = RUN_SEQ.fetch_add(1, Ordering::SeqCst);
+        let dir = base.join(format!("localgpt-sandbox-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir).map_err(|e| SandboxError::io(format!("create cgroup {}", dir.display()), e))?;
+        let cg = RunCgroup(dir);
+        std::fs::write(cg.0.join("pids.max"), max.to_string())
+            .map_err(|e| SandboxError::io(format!("write {}/pids.max", cg.0.display()), e))?;
+        Ok(cg)
+    }
+
+    fn kill_all(&self) {
+        if std::fs::write(self.0.join("cgroup.kill"), b"1").is_ok() {
+            return;
+        }
+        for _ in 0..100 {
+            let procs = std::fs::read_to_string(self.0.join("cgroup.procs")).unwrap_or_default();
+            let pids: Vec<i32> = procs.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+            if pids.is_empty() {
+                return;
+            }
+            for p in pids {
+                // SAFETY: signalling a process in our own per-run cgroup.
+                unsafe { libc::kill(p, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+impl Drop for RunCgroup {
+    fn drop(&mut self) {
+        for _ in 0..200 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            self.kill_all();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// A plan made for this machine, with its per-run scratch directory; run it once.
+pub struct PreparedRun {
+    /// The plan (print it, show a banner, then [`PreparedRun::run`]).
+    pub plan: Plan,
+    /// What was detected.
+    pub caps: Capabilities,
+    _scratch: Option<Scratch>,
+}
+
+/// Detects capabilities, creates the per-run scratch directory and builds the plan.
+///
+/// # Errors
+/// [`SandboxError::Policy`] for an invalid policy, [`SandboxError::LevelUnavailable`] /
+/// [`SandboxError::Plan`] when the plan cannot be made; nothing runs in either case.
+pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
+    policy.validate()?;
+    let caps = crate::detect::detect_quick();
+    let scratch = if policy.mode == SandboxMode::WorkspaceWrite && policy.environment.redirect_caches {
+        Some(Scratch::create()?)
+    } else {
+        None
+    };
+    let uid_tasks = if !caps.is_root && caps.cgroup_pids.is_none() { Some(count_uid_tasks(caps.uid)) } else { None };
+    let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks };
+    let plan = make_plan(policy, &caps, &ctx)?;
+    Ok(PreparedRun { plan, caps, _scratch: scratch })
+}
+
+impl PreparedRun {
+    /// Runs `argv` under the plan, streaming capped output into `sink`.
+    ///
+    /// # Errors
+    /// As [`run_argv`].
+    pub fn run(self, argv: &[String], opts: &RunOptions, sink: &mut dyn OutputSink) -> Result<RunResult, SandboxError> {
+        run_plan(&self.plan, argv, opts, sink)
+    }
+}
+
+/// Builds the plan for `policy` here and runs `argv` under it.
+///
+/// # Errors
+/// [`SandboxError::LevelUnavailable`] / [`SandboxError::Plan`] before anything runs;
+/// [`SandboxError::Setup`] when the helper could not apply the plan (nothing was executed);
+/// [`SandboxError::Io`] for spawn/pipe failures in the parent.
+pub fn run_argv(argv: &[String], policy: &SandboxPolicy, opts: &RunOptions, sink: &mut dyn OutputSink) -> Result<RunResult, SandboxError> {
+    prepare(policy)?.run(argv, opts, sink)
+}
+
+/// The caller's environment as UTF-8 pairs (non-UTF-8 variables are dropped).
+#[must_use]
+pub fn caller_env() -> Vec<(String, String)> {
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect()
+}
+
+struct Pipe {
+    read: i32,
+    write: i32,
+}
+
+fn pipe() -> Result<Pipe, SandboxError> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two fds.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(SandboxError::io("pipe", std::io::Error::last_os_error()));
+    }
+    Ok(Pipe { read: fds[0], write: fds[1] })
+}
+
+fn close(fd: i32) {
+    if fd >= 0 {
+        // SAFETY: closing an fd we own.
+        unsafe { libc::close(fd) };
+    }
+}
+
+fn cstr(s: &[u8], what: &str) -> Result<CString, SandboxError> {
+    CString::new(s).map_err(|_| SandboxError::Policy(format!("{what} contains a NUL byte")))
+}
+
+/// Spawns the helper; returns its pid.
+fn spawn_helper(exe: &Path, args: &[CString], env: &[CString], stdin_fd: Option<i32>, out: i32, err: i32, rep: i32) -> Result<i32, SandboxError> {
+    let exe_c = cstr(exe.as_os_str().as_bytes(), "helper path")?;
+    let mut argv: Vec<*mut libc::c_char> = args.iter().map(|a| a.as_ptr() as *mut _).collect();
+    argv.push(std::ptr::null_mut());
+    let mut envp: Vec<*mut libc::c_char> = env.iter().map(|a| a.as_ptr() as *mut _).collect();
+    envp.push(std::ptr::null_mut());
+    // SAFETY: posix_spawn file actions and attributes are initialised, used and destroyed here;
+    // every pointer stays valid for the duration of the call.
+    unsafe {
+        let mut fa: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        libc::posix_spawn_file_actions_init(&mut fa);
+        libc::posix_spawnattr_init(&mut attr);
+        if let Some(fd) = stdin_fd {
+            libc::posix_spawn_file_actions_adddup2(&mut fa, fd, 0);
+        }
+        libc::posix_spawn_file_actions_adddup2(&mut fa, out, 1);
+        libc::posix_spawn_file_actions_adddup2(&mut fa, err, 2);
+        libc::posix_spawn_file_actions_adddup2(&mut fa, rep, 3);
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::sigdelset(&mut all, libc::SIGKILL);
+        libc::sigdelset(&mut all, libc::SIGSTOP);
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::posix_spawnattr_setsigdefault(&mut attr, &all);
+        libc::posix_spawnattr_setsigmask(&mut attr, &none);
+        libc::posix_spawnattr_setflags(&mut attr, (libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETSIGMASK) as _);
+        let mut pid: libc::pid_t = 0;
+        let r = libc::posix_spawn(&mut pid, exe_c.as_ptr(), &fa, &attr, argv.as_ptr(), envp.as_ptr());
+        libc::posix_spawn_file_actions_destroy(&mut fa);
+        libc::posix_spawnattr_destroy(&mut attr);
+        if r != 0 {
+            return Err(SandboxError::io("spawn sandbox helper", std::io::Error::from_raw_os_error(r)));
+        }
+        Ok(pid)
+    }
+}
+
+struct StreamState {
+    fd: i32,
+    stream: Stream,
+    total: u64,
+    open: bool,
+}
+
+/// Runs `argv` under an already built plan.
+///
+/// # Errors
+/// As [`run_argv`].
+pub fn run_plan(plan: &Plan, argv: &[String], opts: &RunOptions, sink: &mut dyn OutputSink) -> Result<RunResult, SandboxError> {
+    if argv.is_empty() {
+        return Err(SandboxError::Policy("no command given".into()));
+    }
+    let start = Instant::now();
+    let cgroup = match &plan.process_limit {
+        ProcessLimit::Cgroup { base, max, .. } => Some(RunCgroup::create(base, *max)?),
+        _ => None,
+    };
+    // SAFETY: getpid cannot fail.
+    let me = unsafe { libc::getpid() };
+    let helper_plan = plan.helper_plan(me, cgroup.as_ref().map(|c| c.0.join("cgroup.procs")));
+    let plan_json = serde_json::to_vec(&helper_plan).map_err(|e| SandboxError::Plan(e.to_string()))?;
+    let mut args = vec![cstr(crate::helper::HELPER_ARGV0.as_bytes(), "argv0")?, cstr(&plan_json, "plan")?];
+    for a in argv {
+        args.push(cstr(a.as_bytes(), "command argument")?);
+    }
+    let env: Vec<CString> = plan
+        .env
+        .vars
+        .iter()
+        .map(|(k, v)| cstr(format!("{k}={v}").as_bytes(), "environment variable"))
+        .collect::<Result<_, _>>()?;
+    let exe = opts.helper_exe.clone().unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+    let out = pipe()?;
+    let err = pipe()?;
+    let rep = pipe()?;
+    let devnull = match opts.stdin {
+        StdinMode::Null => {
+            // SAFETY: open with a static C string.
+            let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            if fd < 0 {
+                return Err(SandboxError::io("open /dev/null", std::io::Error::last_os_error()));
+            }
+            Some(fd)
+        }
+        StdinMode::Inherit => None,
+    };
+    let spawned = spawn_helper(&exe, &args, &env, devnull, out.write, err.write, rep.write);
+    for fd in [out.write, err.write, rep.write, devnull.unwrap_or(-1)] {
+        close(fd);
+    }
+    let pid = match spawned {
+        Ok(p) => p,
+        Err(e) => {
+            for fd in [out.read, err.read, rep.read] {
+                close(fd);
+            }
+            return Err(e);
+        }
+    };
+    let outcome = supervise_run(pid, plan, &out, &err, &rep, cgroup.as_ref(), opts, sink, start);
+    for fd in [out.read, err.read, rep.read] {
+        close(fd);
+    }
+    let mut r = outcome?;
+    r.command = argv.to_vec();
+    drop(cgroup);
+    Ok(r)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn supervise_run(
+    pid: i32,
+    plan: &Plan,
+    out: &Pipe,
+    err: &Pipe,
+    rep: &Pipe,
+    cgroup: Option<&RunCgroup>,
+    opts: &RunOptions,
+    sink: &mut dyn OutputSink,
+    start: Instant,
+) -> Result<RunResult, SandboxError> {
+    let cap = plan.max_output_bytes;
+    let mut streams = [
+        StreamState { fd: out.read, stream: Stream::Stdout, total: 0, open: true },
+        StreamState { fd: err.read, stream: Stream::Stderr, total: 0, open: true },
+    ];
+    let mut report = Vec::new();
+    let mut report_open = true;
+    // SAFETY: pidfd_open on our own child.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    let deadline = start + Duration::from_secs(plan.timeout_secs);
+    let mut timed_out = false;
+    let mut cancelled = false;
+    let mut kill_deadline: Option<Instant> = None;
+    let mut status: Option<i32> = None;
+    let mut drain_deadline: Option<Instant> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        if status.is_some() && !streams.iter().any(|s| s.open) && !report_open {
+            break;
+        }
+        let now = Instant::now();
+        if status.is_none() {
+            let cancel_now = opts.cancel.as_ref().is_some_and(|c| c.load(Ordering::SeqCst));
+            if (now >= deadline || cancel_now) && kill_deadline.is_none() {
+                timed_out = now >= deadline && !cancel_now;
+                cancelled = cancel_now;
+                // SAFETY: signalling our own child.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+                if let Some(cg) = cgroup {
+                    cg.kill_all();
+                }
+                kill_deadline = Some(now + Duration::from_secs(2));
+            }
+            if let Some(k) = kill_deadline {
+                if now >= k {
+                    // SAFETY: signalling our own child.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    if let Some(cg) = cgroup {
+                        cg.kill_all();
+                    }
+                    kill_deadline = Some(now + Duration::from_secs(3600));
+                }
+            }
+        } else if let Some(d) = drain_deadline {
+            if now >= d {
+                break; // something outside our tree holds the pipes; stop reading
+            }
+        }
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
+        for s in streams.iter().filter(|s| s.open) {
+            fds.push(libc::pollfd { fd: s.fd, events: libc::POLLIN, revents: 0 });
+        }
+        if report_open {
+            fds.push(libc::pollfd { fd: rep.read, events: libc::POLLIN, revents: 0 });
+        }
+        if status.is_none() && pidfd >= 0 {
+            fds.push(libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 });
+        }
+        let wait_ms: i32 = if status.is_none() && pidfd < 0 {
+            10
+        } else if opts.cancel.is_some() && status.is_none() {
+            100
+        } else {
+            let until = match (status, kill_deadline, drain_deadline) {
+                (None, Some(k), _) => k,
+                (None, None, _) => deadline,
+                (Some(_), _, Some(d)) => d,
+                (Some(_), _, None) => now + Duration::from_millis(100),
+            };
+            until.saturating_duration_since(now).as_millis().clamp(1, 1000) as i32
+        };
+        // SAFETY: fds is a valid array of pollfd.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(SandboxError::io("poll", e));
+        }
+        for p in &fds {
+            if p.revents == 0 {
+                continue;
+            }
+            if p.fd == pidfd {
+                continue;
+            }
+            // SAFETY: reading into our buffer.
+            let got = unsafe { libc::read(p.fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if p.fd == rep.read {
+                if got > 0 {
+                    if report.len() < 65536 {
+                        report.extend_from_slice(&buf[..got as usize]);
+                    }
+                } else {
+                    report_open = false;
+                }
+                continue;
+            }
+            let Some(s) = streams.iter_mut().find(|s| s.fd == p.fd) else { continue };
+            if got > 0 {
+                let got = got as u64;
+                let room = cap.saturating_sub(s.total);
+                let keep = got.min(room) as usize;
+                if keep > 0 {
+                    sink.output(s.stream, &buf[..keep]);
+                }
+                s.total += got;
+            } else {
+                s.open = false;
+            }
+        }
+        if status.is_none() {
+            let mut st = 0;
+            // SAFETY: non-blocking wait for our own child.
+            let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) };
+            if r == pid {
+                status = Some(st);
+                if let Some(cg) = cgroup {
+                    cg.kill_all();
+                }
+                drain_deadline = Some(Instant::now() + Duration::from_millis(500));
+            }
+        }
+    }
+    if pidfd >= 0 {
+        close(pidfd);
+    }
+    let st = match status {
+        Some(s) => s,
+        None => {
+            let mut st = 0;
+            // SAFETY: blocking wait for our own child.
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+            st
+        }
+    };
+    for s in &streams {
+        if s.total > cap {
+            sink.truncated(s.stream, s.total - cap);
+        }
+    }
+    let report = String::from_utf8_lossy(&report).into_owned();
+    let mut applied = None;
+    let mut exec_errno = None;
+    for line in report.lines() {
+        if let Some(msg) = line.strip_prefix('E') {
+            return Err(SandboxError::Setup(msg.to_string()));
+        }
+        if let Some(j) = line.strip_prefix('R') {
+            applied = serde_json::from_str::<AppliedReport>(j).ok();
+        }
+        if let Some(e) = line.strip_prefix('X') {
+            exec_errno = e.trim().parse::<i32>().ok();
+        }
+    }
+    if plan.level > SandboxLevel::None && applied.is_none() && exec_errno.is_none() && !timed_out && !cancelled {
+        return Err(SandboxError::Setup(format!("the helper ended without reporting its confinement (status {st:#x})")));
+    }
+    let status = if libc::WIFSIGNALED(st) {
+        ExitKind::Signaled { signal: libc::WTERMSIG(st) }
+    } else {
+        ExitKind::Exited { code: libc::WEXITSTATUS(st) }
+    };
+    if let Some(e) = exec_errno {
+        let msg = format!("localgpt-sandbox: {}: {}\n", "exec", std::io::Error::from_raw_os_error(e));
+        sink.output(Stream::Stderr, msg.as_bytes());
+    }
+    let exit_code = if timed_out {
+        124
+    } else if cancelled {
+        130
+    } else {
+        match status {
+            ExitKind::Exited { code } => code,
+            ExitKind::Signaled { signal } => 128 + signal,
+        }
+    };
+    let mut protections = plan.protections.clone();
+    if let Some(a) = &applied {
+        verify_applied(plan, a, &mut protections);
+    }
+    Ok(RunResult {
+        command: Vec::new(),
+        workspace: plan.workspace.clone(),
+        level: plan.level,
+        mode: plan.mode,
+        status,
+        exit_code,
+        timed_out,
+        cancelled,
+        duration_ms: start.elapsed().as_secs_f64() * 1000.0,
+        stdout: String::new(),
+        stderr: String::new(),
+        stdout_bytes: streams[0].total,
+        stderr_bytes: streams[1].total,
+        stdout_truncated: streams[0].total > cap,
+        stderr_truncated: streams[1].total > cap,
+        protections,
+        warnings: plan.warnings.clone(),
+        applied,
+    })
+}
+
+/// Marks protections off when the helper reports that a mechanism the plan relied on was not
+/// applied (defence in depth: the helper refuses to exec in that case anyway).
+fn verify_applied(plan: &Plan, a: &AppliedReport, protections: &mut [Protection]) {
+    let missing_landlock = plan.landlock.is_some() && a.landlock != "fully_enforced";
+    let missing_seccomp = plan.seccomp.is_some() && !a.seccomp;
+    for p in protections.iter_mut() {
+        if (missing_landlock && p.mechanism.contains("landlock")) || (missing_seccomp && p.mechanism.contains("seccomp")) {
+            p.state = ProtectionState::Off;
+            p.detail = format!("the helper reported the mechanism was not applied ({})", p.detail);
+        }
+    }
+}

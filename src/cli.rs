@@ -1,0 +1,270 @@
+//! `localgpt sandbox run|status|explain`: argument parsing and the glue from flags and
+//! config to a policy. Errors become one line on stderr and an exit code: 2 for usage, config
+//! and policy errors (nothing executed), 1 when the sandbox cannot be set up or a required level
+//! cannot be met (nothing executed); otherwise the command's own code (124 timeout, 128+N signal).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::{Args, Parser, Subcommand};
+use localgpt_sandbox::config::absolutize;
+use localgpt_sandbox::policy::{LevelSetting, SandboxLevel, SandboxMode};
+use localgpt_sandbox::runner::{OutputSink, RunOptions, StdinMode, Stream};
+use localgpt_sandbox::{build_sandbox_policy, SandboxError, SandboxPolicy, SandboxSettings};
+
+use crate::render;
+
+#[derive(Parser)]
+#[command(name = "localgpt", version, about = "LocalGPT: kernel-enforced sandbox for agent shell commands")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Top,
+}
+
+#[derive(Subcommand)]
+pub enum Top {
+    /// The shell sandbox.
+    #[command(subcommand)]
+    Sandbox(SandboxCmd),
+}
+
+#[derive(Subcommand)]
+pub enum SandboxCmd {
+    /// Run a command in the sandbox: one argument runs `bash -c ARG`, several exec that argv.
+    Run(RunArgs),
+    /// Show what this machine can enforce and at which level commands run.
+    Status(StatusArgs),
+    /// Show the resolved policy and plan (every Landlock path rule and seccomp rule).
+    Explain(ExplainArgs),
+}
+
+/// Flags that shape the policy (shared by `run` and `explain`).
+#[derive(Args, Clone, Default)]
+pub struct PolicyArgs {
+    /// workspace-write (default), read-only or full-access.
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// The workspace (default: `[sandbox] workspace` or the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Extra read + execute path (repeatable).
+    #[arg(long = "allow-read", value_name = "PATH")]
+    pub allow_read: Vec<PathBuf>,
+    /// Extra read-write path (repeatable).
+    #[arg(long = "allow-write", value_name = "PATH")]
+    pub allow_write: Vec<PathBuf>,
+    /// Extra denied path (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub deny: Vec<PathBuf>,
+    /// Timeout in seconds (default 120).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    /// Output cap per stream in bytes (default 1 MiB).
+    #[arg(long = "max-output", value_name = "BYTES")]
+    pub max_output: Option<u64>,
+    /// Refuse to run below this level: minimal, standard or full.
+    #[arg(long, value_name = "LEVEL")]
+    pub require: Option<String>,
+    /// Run at exactly this level (auto, full, standard, minimal, none).
+    #[arg(long, value_name = "LEVEL")]
+    pub level: Option<String>,
+    /// Acknowledge running without kernel confinement (full-access mode or level none).
+    #[arg(long = "dangerously-allow-full-access")]
+    pub dangerously_allow_full_access: bool,
+    /// Keep this environment variable even if it looks like a secret (repeatable).
+    #[arg(long = "keep-env", value_name = "NAME")]
+    pub keep_env: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Print one JSON result object on stdout (output captured into it).
+    #[arg(long)]
+    pub json: bool,
+    /// No banner.
+    #[arg(long)]
+    pub quiet: bool,
+    /// The command.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub cmd: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A failure that ends the CLI with a message and an exit code.
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+impl From<SandboxError> for Failure {
+    fn from(e: SandboxError) -> Self {
+        Failure { code: if e.is_usage() { 2 } else { 1 }, message: e.to_string() }
+    }
+}
+
+fn usage(msg: impl Into<String>) -> Failure {
+    Failure { code: 2, message: msg.into() }
+}
+
+/// Config + flags → policy.
+///
+/// # Errors
+/// A usage failure for bad config, flags or workspace.
+pub fn resolve_policy(args: &PolicyArgs) -> Result<SandboxPolicy, Failure> {
+    let (mut s, _path) = SandboxSettings::load()?;
+    let cwd = std::env::current_dir().map_err(|e| usage(format!("current directory: {e}")))?;
+    if let Some(m) = &args.mode {
+        s.mode = SandboxMode::parse(m).map_err(|e| usage(e.to_string()))?;
+    }
+    if let Some(l) = &args.level {
+        s.level = LevelSetting::parse(l).map_err(|e| usage(e.to_string()))?;
+    }
+    if let Some(r) = &args.require {
+        let lvl = SandboxLevel::parse(r).map_err(|e| usage(e.to_string()))?;
+        s.require = Some(s.require.map_or(lvl, |cur| cur.max(lvl)));
+    }
+    if let Some(t) = args.timeout {
+        s.timeout_secs = t;
+    }
+    if let Some(m) = args.max_output {
+        s.max_output_bytes = m;
+    }
+    s.extra_read.extend(args.allow_read.iter().map(|p| absolutize(p, &cwd)));
+    s.extra_write.extend(args.allow_write.iter().map(|p| absolutize(p, &cwd)));
+    s.extra_deny.extend(args.deny.iter().map(|p| absolutize(p, &cwd)));
+    s.env.keep.extend(args.keep_env.iter().cloned());
+    s.dangerously_allow_full_access |= args.dangerously_allow_full_access;
+    let ws = match (&args.workspace, &s.workspace) {
+        (Some(w), _) => absolutize(w, &cwd),
+        (None, Some(w)) if w.as_os_str() != "." => w.clone(),
+        _ => cwd,
+    };
+    Ok(build_sandbox_policy(&ws, &s)?)
+}
+
+static CANCEL: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_cancel(_: libc::c_int) {
+    CANCEL.store(true, Ordering::SeqCst);
+}
+
+fn install_cancel_handler() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_cancel as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Streams output straight to our own stdout/stderr.
+struct PassThrough;
+
+impl OutputSink for PassThrough {
+    fn output(&mut self, stream: Stream, data: &[u8]) {
+        let _ = match stream {
+            Stream::Stdout => std::io::stdout().lock().write_all(data).and_then(|()| std::io::stdout().flush()),
+            Stream::Stderr => std::io::stderr().lock().write_all(data),
+        };
+    }
+}
+
+/// `sandbox run`.
+///
+/// # Errors
+/// A failure with exit code 1 or 2 when nothing could be run.
+pub fn run(args: RunArgs) -> Result<i32, Failure> {
+    let policy = resolve_policy(&args.policy)?;
+    let argv = if args.cmd.len() == 1 {
+        vec!["bash".to_string(), "-c".to_string(), args.cmd[0].clone()]
+    } else {
+        args.cmd.clone()
+    };
+    let prepared = localgpt_sandbox::prepare(&policy)?;
+    if !args.json {
+        for w in &prepared.plan.warnings {
+            eprintln!("⚠ {w}");
+        }
+        if !args.quiet {
+            eprint!("{}", render::banner(&args.cmd.join(" "), &prepared.plan));
+        }
+    }
+    install_cancel_handler();
+    let opts = RunOptions { stdin: if args.json { StdinMode::Null } else { StdinMode::Inherit }, helper_exe: None, cancel: Some(&CANCEL) };
+    let result = if args.json {
+        let mut sink = localgpt_sandbox::runner::CaptureSink::default();
+        let mut r = prepared.run(&argv, &opts, &mut sink)?;
+        r.stdout = String::from_utf8_lossy(&sink.stdout).into_owned();
+        r.stderr = String::from_utf8_lossy(&sink.stderr).into_owned();
+        println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+        r
+    } else {
+        let r = prepared.run(&argv, &opts, &mut PassThrough)?;
+        if !args.quiet {
+            eprintln!("{}", render::completion(&r));
+        }
+        r
+    };
+    Ok(result.exit_code)
+}
+
+/// `sandbox status`.
+///
+/// # Errors
+/// Failures building the default policy's plan.
+pub fn status(args: StatusArgs) -> Result<i32, Failure> {
+    let caps = localgpt_sandbox::detect_sandbox_capabilities();
+    let policy = resolve_policy(&PolicyArgs::default())?;
+    let ctx = localgpt_sandbox::plan::RunContext { caller_env: localgpt_sandbox::runner::caller_env(), scratch: None, uid_tasks: None };
+    let plan = localgpt_sandbox::make_plan(&policy, &caps, &ctx);
+    if args.json {
+        let v = render::status_json(&caps, &plan);
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        print!("{}", render::status_text(&caps, &plan));
+    }
+    Ok(0)
+}
+
+/// `sandbox explain`.
+///
+/// # Errors
+/// Failures resolving the policy or building the plan.
+pub fn explain(args: ExplainArgs) -> Result<i32, Failure> {
+    let policy = resolve_policy(&args.policy)?;
+    let caps = localgpt_sandbox::detect_sandbox_capabilities();
+    let ctx = localgpt_sandbox::plan::RunContext {
+        caller_env: localgpt_sandbox::runner::caller_env(),
+        scratch: Some(PathBuf::from("/tmp/localgpt-sandbox-XXXXXX")),
+        uid_tasks: None,
+    };
+    let plan = localgpt_sandbox::make_plan(&policy, &caps, &ctx)?;
+    if args.json {
+        let v = serde_json::json!({ "policy": policy, "capabilities": caps, "plan": render::plan_json(&plan) });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        print!("{}", render::explain_text(&policy, &plan));
+    }
+    Ok(0)
+}

@@ -1,0 +1,24 @@
+//! `localgpt`: the CLI. The first thing `main` does is the argv[0] dispatch into the sandbox
+//! helper, so that the same binary serves as `localgpt-sandbox`.
+
+mod cli;
+mod render;
+
+use clap::Parser;
+
+fn main() {
+    localgpt_sandbox::dispatch();
+    let parsed = cli::Cli::parse();
+    let outcome = match parsed.command {
+        cli::Top::Sandbox(cli::SandboxCmd::Run(a)) => cli::run(a),
+        cli::Top::Sandbox(cli::SandboxCmd::Status(a)) => cli::status(a),
+        cli::Top::Sandbox(cli::SandboxCmd::Explain(a)) => cli::explain(a),
+    };
+    match outcome {
+        Ok(code) => std::process::exit(code),
+        Err(f) => {
+            eprintln!("localgpt: {}", f.message);
+            std::process::exit(f.code);
+        }
+    }
+}

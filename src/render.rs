@@ -1,0 +1,215 @@
+//! Human and JSON renderings of capabilities, plans and results.
+
+use std::fmt::Write;
+
+use localgpt_sandbox::plan::landlock::fs_right_names;
+use localgpt_sandbox::plan::{Plan, ProtectionState};
+use localgpt_sandbox::runner::RunResult;
+use localgpt_sandbox::{Capabilities, SandboxError, SandboxLevel, SandboxPolicy};
+use serde_json::{json, Value};
+
+/// What each Landlock ABI adds.
+pub const ABI_FEATURES: &[(u32, &str, &str)] = &[
+    (1, "5.13", "filesystem access control (read, write, execute, create, remove)"),
+    (2, "5.19", "refer: link/rename across directories"),
+    (3, "6.2", "truncate"),
+    (4, "6.7", "TCP bind/connect"),
+    (5, "6.10", "ioctl on device files"),
+    (6, "6.12", "scopes: abstract unix sockets and signals"),
+    (7, "6.15", "audit logging flags"),
+    (8, "7.0", "restrict all threads at once"),
+    (9, "7.1", "pathname unix socket connect (resolve_unix)"),
+];
+
+fn mark(state: ProtectionState) -> &'static str {
+    match state {
+        ProtectionState::Enforced => "✓",
+        ProtectionState::Degraded => "~",
+        ProtectionState::Off => "✗",
+    }
+}
+
+fn level_line(plan: &Plan) -> String {
+    let mut s = plan.level.to_string();
+    if let Some(l) = &plan.landlock {
+        let _ = write!(s, " (Landlock ABI {} + seccomp)", l.abi);
+    } else if plan.seccomp.is_some() {
+        s.push_str(" (seccomp only)");
+    }
+    s
+}
+
+/// The spec 6.1 banner.
+#[must_use]
+pub fn banner(cmd: &str, plan: &Plan) -> String {
+    let net = if plan.level > SandboxLevel::None { "denied" } else { "UNRESTRICTED" };
+    format!(
+        "🔒 Running sandboxed: {cmd}\n  Workspace: {}\n  Network: {net}\n  Level: {}\n\n",
+        plan.workspace.display(),
+        level_line(plan)
+    )
+}
+
+/// The line after the command.
+#[must_use]
+pub fn completion(r: &RunResult) -> String {
+    let secs = r.duration_ms / 1000.0;
+    let mut s = if r.timed_out {
+        format!("\n⏱ Timed out after {secs:.1}s: every process of the command was killed (sandbox: {})", r.level)
+    } else if r.cancelled {
+        format!("\n✗ Cancelled after {secs:.1}s (sandbox: {})", r.level)
+    } else if r.exit_code == 0 {
+        format!("\n✓ Completed in {secs:.1}s (sandbox: {})", r.level)
+    } else {
+        format!("\n✗ Exited with {} in {secs:.1}s (sandbox: {})", r.exit_code, r.level)
+    };
+    for (t, name) in [(r.stdout_truncated, "stdout"), (r.stderr_truncated, "stderr")] {
+        if t {
+            let _ = write!(s, "\n  {name} was truncated");
+        }
+    }
+    s
+}
+
+/// `status --json`.
+#[must_use]
+pub fn status_json(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> Value {
+    let abi = caps.landlock.abi;
+    let features: Vec<Value> = ABI_FEATURES
+        .iter()
+        .map(|(a, k, what)| json!({"abi": a, "kernel": k, "adds": what, "available": abi >= *a}))
+        .collect();
+    let (level, protections, warnings, error) = match plan {
+        Ok(p) => (Some(p.level), json!(p.protections), json!(p.warnings), Value::Null),
+        Err(e) => (None, json!([]), json!([]), json!(e.to_string())),
+    };
+    json!({
+        "kernel": caps.kernel,
+        "landlock": {"abi": abi, "state": caps.landlock.state, "detail": caps.landlock.detail, "features": features},
+        "seccomp": caps.seccomp,
+        "user_namespaces": caps.user_namespaces,
+        "cgroup_pids": caps.cgroup_pids,
+        "uid": caps.uid,
+        "kernel_level": caps.kernel_level(),
+        "level": level,
+        "protections": protections,
+        "warnings": warnings,
+        "error": error,
+    })
+}
+
+/// `status` for humans.
+#[must_use]
+pub fn status_text(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> String {
+    let mut s = String::from("Sandbox Capabilities:\n");
+    let ok = |b: bool| if b { "✓" } else { "✗" };
+    let _ = writeln!(s, "  Kernel:    {}", caps.kernel);
+    let ll = &caps.landlock;
+    if ll.abi > 0 {
+        let _ = writeln!(s, "  Landlock:  ABI {} {}", ll.abi, ok(true));
+    } else {
+        let _ = writeln!(s, "  Landlock:  {} ({}) {}", ll.state, ll.detail, ok(false));
+    }
+    for (a, k, what) in ABI_FEATURES {
+        let _ = writeln!(s, "    {} ABI {a} (Linux {k}): {what}", if ll.abi >= *a { "✓" } else { "·" });
+    }
+    let _ = writeln!(s, "  Seccomp:   {} {}", caps.seccomp.detail, ok(caps.seccomp.available));
+    if let Some(u) = &caps.user_namespaces {
+        let _ = writeln!(s, "  Userns:    {} {}", u.detail, ok(u.available));
+    }
+    match &caps.cgroup_pids {
+        Some(c) => {
+            let _ = writeln!(s, "  Cgroup:    pids ({}) at {} ✓", c.version, c.base.display());
+        }
+        None => {
+            let _ = writeln!(s, "  Cgroup:    no writable pids cgroup (process count falls back to RLIMIT_NPROC)");
+        }
+    }
+    match plan {
+        Ok(p) => {
+            let _ = writeln!(s, "  Level:     {}", level_line(p));
+            for w in &p.warnings {
+                let _ = writeln!(s, "  ⚠ {w}");
+            }
+            let _ = writeln!(s, "\nProtections (default policy, this user):");
+            for pr in &p.protections {
+                let _ = writeln!(s, "  {} {:<26} {:<10} {} — {}", mark(pr.state), pr.id, format!("{:?}", pr.state).to_lowercase(), pr.mechanism, pr.detail);
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(s, "  Level:     unavailable: {e}");
+        }
+    }
+    s
+}
+
+/// The plan as JSON, with right names added to every Landlock rule.
+#[must_use]
+pub fn plan_json(plan: &Plan) -> Value {
+    let mut v = json!(plan);
+    if let Some(ll) = &plan.landlock {
+        v["landlock"]["rules"] = ll
+            .rules
+            .iter()
+            .map(|r| json!({"path": r.path, "access": fs_right_names(r.access), "access_bits": r.access, "reason": r.reason}))
+            .collect();
+        v["landlock"]["handled_fs_names"] = json!(fs_right_names(ll.handled_fs));
+    }
+    if let Some(sc) = &plan.seccomp {
+        v["seccomp"]["program_len"] = json!(sc.program.len());
+        v["seccomp"]
+            .as_object_mut()
+            .map(|o| o.remove("program"));
+    }
+    v["env"] = json!({
+        "names": plan.env.vars.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+        "dropped": plan.env.dropped,
+        "redirected_to_scratch": plan.env.redirected,
+    });
+    v
+}
+
+/// `explain` for humans.
+#[must_use]
+pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "Policy: mode {}, workspace {}", policy.mode.as_str(), policy.workspace_path.display());
+    let _ = writeln!(s, "Level:  {}", level_line(plan));
+    for w in &plan.warnings {
+        let _ = writeln!(s, "  ⚠ {w}");
+    }
+    if let Some(ll) = &plan.landlock {
+        let _ = writeln!(s, "\nLandlock (ABI {}, rights handled up to ABI {}): handled fs rights: {}", ll.abi, ll.handled_abi, fs_right_names(ll.handled_fs).join(","));
+        let _ = writeln!(s, "  TCP bind/connect handled (none granted): {}; scopes: {:#x}", ll.handled_net != 0, ll.scopes);
+        for r in &ll.rules {
+            let _ = writeln!(s, "  {:<45} {:<60} {}", r.path.display(), fs_right_names(r.access).join(","), r.reason);
+        }
+        for (dir, denied) in &ll.expanded {
+            let _ = writeln!(s, "  expanded {} into its entries around denied {} (snapshot at launch)", dir.display(), denied.display());
+        }
+        for sk in &ll.skipped {
+            let _ = writeln!(s, "  skipped {}: {}", sk.path.display(), sk.reason);
+        }
+        let _ = writeln!(s, "  denied: {}", policy.deny_paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+    }
+    if let Some(sc) = &plan.seccomp {
+        let _ = writeln!(s, "\nseccomp ({} BPF instructions; default allow):", sc.program.len());
+        for r in &sc.rules {
+            let cond = r.condition_text.as_deref().unwrap_or("always");
+            let _ = writeln!(s, "  {:<28} {:<34} {:<12} {}", r.syscall, cond, format!("{:?}", r.action).to_lowercase(), r.reason);
+        }
+    }
+    let _ = writeln!(s, "\nResources:");
+    for r in &plan.rlimits {
+        let _ = writeln!(s, "  {} = {}", r.name, r.value);
+    }
+    let _ = writeln!(s, "  process count: {}", serde_json::to_string(&plan.process_limit).unwrap_or_default());
+    let _ = writeln!(s, "  timeout {} s, output cap {} bytes per stream", plan.timeout_secs, plan.max_output_bytes);
+    let _ = writeln!(s, "\nEnvironment: {} kept, {} dropped ({}); caches redirected to per-run scratch: {}",
+        plan.env.vars.len(), plan.env.dropped.len(), plan.env.dropped.join(","), plan.env.redirected.join(","));
+    let _ = writeln!(s, "\nProtections:");
+    for pr in &plan.protections {
+        let _ = writeln!(s, "  {} {:<26} {} — {}", mark(pr.state), pr.id, pr.mechanism, pr.detail);
+    }
+    s
+}

@@ -1,0 +1,350 @@
+//! Legitimate work that must succeed inside the default (workspace-write) sandbox, plus the
+//! resource contract: timeout, process-tree kill, output caps.
+
+mod support;
+
+use std::fs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use support::*;
+
+fn assert_ok(o: &Out) {
+    assert_eq!(o.code(), Some(0), "expected exit 0{}", o.describe());
+}
+
+#[test]
+fn write_and_read_a_file_in_the_workspace() {
+    let w = World::new();
+    let o = w.sandboxed("echo hi > f && cat f");
+    assert_ok(&o);
+    assert_eq!(o.stdout, "hi\n", "{}", o.describe());
+    assert_eq!(fs::read_to_string(w.ws.join("f")).ok().as_deref(), Some("hi\n"), "f must exist in the workspace afterwards");
+}
+
+#[test]
+fn multi_argument_command_is_execed_directly() {
+    let w = World::new();
+    // Several arguments → exec'd as an argv, not through `bash -c` (the `$HOME` stays literal).
+    let o = run(w.sandbox_cmd(&[], &["printf", "%s|%s\\n", "a b", "$HOME"]), "argv printf");
+    assert_ok(&o);
+    assert_eq!(o.stdout, "a b|$HOME\n", "{}", o.describe());
+}
+
+#[test]
+fn banner_on_stderr_unless_quiet() {
+    let w = World::new();
+    let o = w.sandboxed("true");
+    assert_ok(&o);
+    assert!(
+        o.stderr.lines().any(|l| l.starts_with("🔒 Running sandboxed")),
+        "expected the banner on stderr{}",
+        o.describe()
+    );
+    assert!(!o.stdout.contains("Running sandboxed"), "banner must not go to stdout{}", o.describe());
+    let q = w.sandboxed_with(&["--quiet"], "true");
+    assert_ok(&q);
+    assert!(!q.stderr.contains("Running sandboxed"), "--quiet must suppress the banner{}", q.describe());
+}
+
+#[test]
+fn tmp_and_dev_shm_and_devices_are_usable() {
+    let w = World::new();
+    let t = unique_token();
+    let o = w.sandboxed(&format!(
+        "set -e; echo x > /tmp/lg-{t}; cat /tmp/lg-{t}; rm /tmp/lg-{t}; \
+         if [ -d /dev/shm ]; then echo y > /dev/shm/lg-{t}; rm /dev/shm/lg-{t}; fi; \
+         echo z > /dev/null; head -c 4 /dev/zero | wc -c; head -c 4 /dev/urandom | wc -c; echo done"
+    ));
+    assert_ok(&o);
+    assert!(o.stdout.ends_with("done\n"), "{}", o.describe());
+}
+
+#[test]
+fn python_asyncio_runs() {
+    let name = "python_asyncio_runs";
+    let Some(py) = python3_or_skip(name) else { return };
+    let w = World::new();
+    let o = w.sandboxed(&format!(
+        "{} -c 'import asyncio; asyncio.run(asyncio.sleep(0)); print(\"asyncio-ok\")'",
+        sh_quote(py)
+    ));
+    assert_ok(&o);
+    assert!(o.stdout.contains("asyncio-ok"), "{}", o.describe());
+}
+
+#[test]
+fn unix_socketpair_works() {
+    let name = "unix_socketpair_works";
+    let Some(py) = python3_or_skip(name) else { return };
+    let w = World::new();
+    let o = w.sandboxed(&format!(
+        "{} -c 'import socket; a, b = socket.socketpair(); a.send(b\"ping\"); print(b.recv(4).decode())'",
+        sh_quote(py)
+    ));
+    assert_ok(&o);
+    assert_eq!(o.stdout, "ping\n", "{}", o.describe());
+}
+
+#[test]
+fn git_init_and_commit() {
+    let name = "git_init_and_commit";
+    let Some(git) = which("git") else {
+        skip(name, "git not installed");
+        return;
+    };
+    let w = World::new();
+    let o = w.sandboxed("git init -q && git -c user.name=a -c user.email=b@c commit -q --allow-empty -m x && echo committed");
+    assert_ok(&o);
+    assert!(o.stdout.contains("committed"), "{}", o.describe());
+    // From outside: the repository and its commit exist in the workspace.
+    let log = std::process::Command::new(git)
+        .args(["-c", "safe.directory=*", "log", "--format=%s|%an|%ae"])
+        .current_dir(&w.ws)
+        .env("HOME", &w.home)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&log.stdout), "x|a|b@c\n", "git log from outside: {log:?}");
+}
+
+#[test]
+fn cargo_version_runs() {
+    let name = "cargo_version_runs";
+    let Some(cargo) = which("cargo") else {
+        skip(name, "no cargo executable by this user on PATH");
+        return;
+    };
+    let real_home = std::env::var_os("HOME").map(PathBuf::from);
+    let w = World::new();
+    let mut cmd = w.sandbox_cmd(&[], &["cargo --version"]);
+    match &real_home {
+        // A rustup install under the real $HOME: give the sandbox that HOME so the default
+        // policy's toolchain rules (~/.cargo, ~/.rustup) cover it.
+        Some(h) if cargo.starts_with(h) => {
+            cmd.env("HOME", h);
+        }
+        _ if cargo.starts_with("/usr") || cargo.starts_with("/bin") || cargo.starts_with("/opt") => {}
+        _ => {
+            skip(name, &format!("cargo lives at {} (not under $HOME nor a system dir)", cargo.display()));
+            return;
+        }
+    }
+    let o = run(cmd, "sandboxed cargo --version");
+    assert_ok(&o);
+    assert!(o.stdout.starts_with("cargo "), "{}", o.describe());
+}
+
+#[test]
+fn make_with_a_tiny_makefile() {
+    let name = "make_with_a_tiny_makefile";
+    if which("make").is_none() {
+        skip(name, "make not installed");
+        return;
+    }
+    let w = World::new();
+    w.ws_file("Makefile", "all: out.txt\n\nout.txt:\n\techo made > out.txt\n");
+    let o = w.sandboxed("make");
+    assert_ok(&o);
+    assert_eq!(fs::read_to_string(w.ws.join("out.txt")).ok().as_deref(), Some("made\n"), "{}", o.describe());
+}
+
+#[test]
+fn ps_runs() {
+    let w = World::new();
+    let o = w.sandboxed("ps && ps -ef | grep -c 'ps -ef'");
+    assert_ok(&o);
+    assert!(o.stdout.contains("PID"), "{}", o.describe());
+}
+
+#[test]
+fn proc_self_fd_lists_only_stdio() {
+    let w = World::new();
+    let o = w.sandboxed("ls /proc/self/fd");
+    assert_ok(&o);
+    let fds: Vec<&str> = o.stdout.split_whitespace().collect();
+    assert!(fds.contains(&"0") && fds.contains(&"1") && fds.contains(&"2"), "{}", o.describe());
+    // 0,1,2 plus the directory fd ls itself opened; no leaked fds.
+    assert!(fds.len() <= 4, "unexpected extra fds in the sandboxed process: {fds:?}{}", o.describe());
+}
+
+#[test]
+fn pipeline_with_background_jobs_and_wait() {
+    let w = World::new();
+    let o = w.sandboxed("(sleep 0.3; echo bg-a) & (sleep 0.1; echo bg-b) & wait; echo done | tr a-z A-Z; seq 1 1000 | sort -rn | head -1");
+    assert_ok(&o);
+    for needle in ["bg-a\n", "bg-b\n", "DONE\n", "1000\n"] {
+        assert!(o.stdout.contains(needle), "missing {needle:?}{}", o.describe());
+    }
+}
+
+#[test]
+fn exit_code_is_passed_through() {
+    let w = World::new();
+    let o = w.sandboxed("exit 7");
+    assert_eq!(o.code(), Some(7), "{}", o.describe());
+    let o = w.sandboxed("kill -TERM $$");
+    assert_eq!(o.code(), Some(128 + libc::SIGTERM), "died of SIGTERM → 128+15{}", o.describe());
+}
+
+#[test]
+fn allow_write_and_allow_read_extend_the_policy() {
+    let w = World::new();
+    let extra = w.root.join("extra-rw");
+    fs::create_dir(&extra).unwrap();
+    let ro = w.root.join("extra-ro");
+    fs::create_dir(&ro).unwrap();
+    fs::write(ro.join("data.txt"), "readable-data\n").unwrap();
+    let extra_s = extra.to_string_lossy().into_owned();
+    let ro_s = ro.to_string_lossy().into_owned();
+    let o = w.sandboxed_with(
+        &["--allow-write", &extra_s, "--allow-read", &ro_s],
+        &format!(
+            "echo w > {}/new.txt && cat {}/data.txt; echo nope > {}/x.txt 2>/dev/null || echo ro-denied",
+            sh_quote(&extra),
+            sh_quote(&ro),
+            sh_quote(&ro)
+        ),
+    );
+    assert_ok(&o);
+    assert!(extra.join("new.txt").exists(), "--allow-write dir not writable{}", o.describe());
+    assert!(o.stdout.contains("readable-data"), "--allow-read file not readable{}", o.describe());
+    assert!(!ro.join("x.txt").exists(), "--allow-read dir must stay read-only{}", o.describe());
+    assert!(o.stdout.contains("ro-denied"), "{}", o.describe());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timeout and process-tree kill
+// ---------------------------------------------------------------------------------------------
+
+fn unique_sleep() -> String {
+    // e.g. "1234.48213": unique per call so parallel tests (and other users) never match.
+    let t = unique_token();
+    let digits: String = t.chars().filter(char::is_ascii_digit).collect();
+    format!("1234.{}", &digits[digits.len().saturating_sub(9)..])
+}
+
+/// Assert no `sleep <dur>` survives (checked right away, then after a 1 s grace for reaping).
+fn assert_no_survivor(dur: &str, o: &Out) {
+    let argv = ["sleep", dur];
+    let now = pids_with_cmdline(&argv);
+    if now.is_empty() {
+        return;
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let later = pids_with_cmdline(&argv);
+    assert!(
+        later.is_empty(),
+        "process(es) `sleep {dur}` survived the sandboxed command: pids {later:?} (ppid/session: {}){}",
+        later
+            .iter()
+            .map(|p| fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(" | "),
+        o.describe()
+    );
+    println!("note: `sleep {dur}` still visible right after exit (pids {now:?}) but gone 1 s later");
+}
+
+#[test]
+fn timeout_kills_the_whole_tree_including_setsid_children() {
+    let w = World::new();
+    let dur = unique_sleep();
+    let _cleanup = KillOnDrop(vec!["sleep".into(), dur.clone()]);
+    let o = w.sandboxed_with(
+        &["--timeout", "2"],
+        &format!("setsid sh -c \"sleep {dur} &\"; sleep {dur}"),
+    );
+    assert!(o.elapsed < Duration::from_secs(10), "took {:?}{}", o.elapsed, o.describe());
+    assert_eq!(o.code(), Some(124), "timeout must exit 124{}", o.describe());
+    assert_no_survivor(&dur, &o);
+}
+
+#[test]
+fn timeout_reported_in_json() {
+    let w = World::new();
+    let dur = unique_sleep();
+    let _cleanup = KillOnDrop(vec!["sleep".into(), dur.clone()]);
+    let (o, v) = w.sandboxed_json(&["--timeout", "1"], &format!("sleep {dur}"));
+    assert_eq!(o.code(), Some(124), "{}", o.describe());
+    assert_eq!(v["timed_out"], serde_json::json!(true), "{v:#}");
+    assert_eq!(v["exit_code"], serde_json::json!(124), "{v:#}");
+    assert_no_survivor(&dur, &o);
+}
+
+#[test]
+fn double_forked_daemon_is_killed_when_the_command_exits() {
+    let w = World::new();
+    let dur = unique_sleep();
+    let _cleanup = KillOnDrop(vec!["sleep".into(), dur.clone()]);
+    // The daemon's stdio goes to /dev/null: the command's exit alone must trigger the kill.
+    let o = w.sandboxed(&format!(
+        "setsid sh -c \"(sleep {dur} </dev/null >/dev/null 2>&1 &) &\"; sleep 0.2; echo parent-done"
+    ));
+    assert_ok(&o);
+    assert!(o.stdout.contains("parent-done"), "{}", o.describe());
+    assert_no_survivor(&dur, &o);
+}
+
+#[test]
+fn daemon_holding_stdout_does_not_hang_the_run() {
+    let w = World::new();
+    let dur = unique_sleep();
+    let _cleanup = KillOnDrop(vec!["sleep".into(), dur.clone()]);
+    // The daemon keeps the command's stdout/stderr open: the run must still end when the
+    // command exits (not at the 20 s timeout), with the command's exit code.
+    let o = w.sandboxed(&format!("setsid sh -c \"sleep {dur} &\"; echo parent-done"));
+    assert!(o.elapsed < Duration::from_secs(10), "run lasted {:?}{}", o.elapsed, o.describe());
+    assert_ok(&o);
+    assert!(o.stdout.contains("parent-done"), "{}", o.describe());
+    assert_no_survivor(&dur, &o);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output caps
+// ---------------------------------------------------------------------------------------------
+
+const MIB: usize = 1 << 20;
+const MARKER_SLACK: usize = 512;
+
+#[test]
+fn five_mib_of_stdout_is_cut_in_json() {
+    let w = World::new();
+    let (o, v) = w.sandboxed_json(&[], "head -c 5242880 /dev/zero | tr '\\0' a");
+    assert_eq!(o.code(), Some(0), "{}", o.describe());
+    let out = v["stdout"].as_str().unwrap_or_else(|| panic!("stdout not a string"));
+    assert!(out.len() <= MIB + MARKER_SLACK, "captured stdout is {} bytes", out.len());
+    assert!(out.starts_with(&"a".repeat(4096)), "the head must be kept");
+    assert!(out.bytes().filter(|b| *b == b'a').count() <= MIB, "more than 1 MiB of payload kept");
+    assert_eq!(v["stdout_truncated"], serde_json::json!(true));
+    assert_eq!(v["stderr_truncated"], serde_json::json!(false));
+    assert_eq!(v["stdout_bytes"], serde_json::json!(5242880u64), "stdout_bytes = total produced");
+    assert!(o.stdout_raw.len() <= MIB + 64 * 1024, "the JSON document itself is {} bytes", o.stdout_raw.len());
+}
+
+#[test]
+fn five_mib_of_stdout_is_cut_when_streaming() {
+    let w = World::new();
+    let o = w.sandboxed_with(&["--quiet"], "head -c 5242880 /dev/zero | tr '\\0' a");
+    assert_eq!(o.code(), Some(0), "{}", o.describe());
+    let payload = o.stdout_raw.iter().filter(|b| **b == b'a').count();
+    assert!(payload <= MIB, "{payload} bytes of payload streamed through");
+    assert!(payload >= 4096 && o.stdout_raw.starts_with(&[b'a'; 4096]), "the head must be kept");
+    assert!(o.stdout_raw.len() <= MIB + MARKER_SLACK, "stdout is {} bytes", o.stdout_raw.len());
+    assert!(o.stdout.contains("output truncated"), "missing the truncation marker line on stdout");
+}
+
+#[test]
+fn stderr_is_capped_separately() {
+    let w = World::new();
+    let (o, v) = w.sandboxed_json(
+        &["--max-output", "1000"],
+        "head -c 3000 /dev/zero | tr '\\0' e >&2; echo small-stdout",
+    );
+    assert_eq!(o.code(), Some(0), "{}", o.describe());
+    let err = v["stderr"].as_str().expect("stderr string");
+    assert!(err.len() <= 1000 + MARKER_SLACK, "stderr kept {} bytes{}", err.len(), o.describe());
+    assert_eq!(v["stderr_truncated"], serde_json::json!(true), "{v:#}");
+    assert_eq!(v["stderr_bytes"], serde_json::json!(3000u64), "{v:#}");
+    assert_eq!(v["stdout"], serde_json::json!("small-stdout\n"), "{v:#}");
+    assert_eq!(v["stdout_truncated"], serde_json::json!(false), "{v:#}");
+}
