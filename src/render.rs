@@ -91,11 +91,21 @@ pub fn status_json(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> Va
         "cgroup_pids": caps.cgroup_pids,
         "uid": caps.uid,
         "kernel_level": caps.kernel_level(),
+        "available_levels": available_levels(caps),
         "level": level,
         "protections": protections,
         "warnings": warnings,
         "error": error,
     })
+}
+
+/// Levels a command can be run at here with `--level` (best first; `none` excluded).
+#[must_use]
+pub fn available_levels(caps: &Capabilities) -> Vec<SandboxLevel> {
+    [SandboxLevel::Full, SandboxLevel::Standard, SandboxLevel::Minimal]
+        .into_iter()
+        .filter(|l| *l <= caps.best_level())
+        .collect()
 }
 
 /// `status` for humans.

@@ -410,6 +410,16 @@ fn warnings(plan: &Plan, caps: &Capabilities) -> Vec<String> {
         )),
         _ => {}
     }
+    if let Some(ll) = &plan.landlock {
+        let ws = &plan.workspace;
+        if let Some((_, denied)) = ll.expanded.iter().find(|(dir, _)| dir == ws || ws.starts_with(dir)) {
+            w.push(format!(
+                "the workspace contains the denied path {}: it is granted entry by entry (snapshot at launch), so new files directly in {} cannot be created at this level",
+                denied.display(),
+                ws.display()
+            ));
+        }
+    }
     if plan.kernel_level > plan.level && plan.level >= SandboxLevel::Standard && plan.kernel_level == SandboxLevel::Full {
         w.push(format!("running at {}: Full level (namespaces) is possible on this kernel but not implemented in this build", plan.level));
     }
