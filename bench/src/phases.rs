@@ -1,0 +1,268 @@
+//! Per-phase breakdown of one sandboxed run from a `perf trace` of it.
+//!
+//! `perf trace -e <syscalls> -o FILE -- localgpt sandbox run … -- /bin/true x` records, per
+//! syscall, the start time (ms since the trace began, which is right after the CLI's own
+//! `execve`), the duration and the pid. The CLI (pid P) spawns the helper H (`clone3`/`clone`
+//! returning H); H forks the command process C (`clone` returning C); C applies Landlock
+//! (`landlock_create_ruleset` with attributes … `landlock_restrict_self`) and seccomp, then
+//! execs. Those syscalls are the phase boundaries ([`MARKERS`]). A marker that is absent (no
+//! cgroup, no Landlock at Minimal level, …) merges its two neighbouring phases.
+//!
+//! Tracing adds a few microseconds to every traced syscall, so phases with many traced syscalls
+//! are overestimated; the untraced, interleaved end-to-end numbers are the reference.
+
+use serde::Serialize;
+
+/// One parsed `perf trace` line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// Start time (ms since the trace began), when printed.
+    pub ts: Option<f64>,
+    /// Duration (ms), when printed.
+    pub dur: Option<f64>,
+    /// Command name.
+    pub comm: String,
+    /// Thread id.
+    pub pid: i32,
+    /// Syscall name.
+    pub name: String,
+    /// The completion of a call whose start was printed earlier (`... [continued]:`).
+    pub continued: bool,
+    /// The return value text after ` = `, when printed.
+    pub ret: Option<String>,
+    /// The whole line.
+    pub line: String,
+}
+
+/// Parses one line of `perf trace` output; `None` for anything else.
+#[must_use]
+pub fn parse_line(line: &str) -> Option<Event> {
+    let t = line.trim_start();
+    let (ts_s, rest) = t.split_once(' ')?;
+    let ts = if ts_s == "?" { None } else { Some(ts_s.parse::<f64>().ok()?) };
+    let rest = rest.trim_start().strip_prefix('(')?;
+    let (dur_s, rest) = rest.split_once("):")?;
+    let dur = dur_s.trim().strip_suffix("ms").and_then(|d| d.trim().parse::<f64>().ok());
+    let rest = rest.trim_start();
+    let (who, call) = rest.split_once(' ')?;
+    let (comm, pid) = who.rsplit_once('/')?;
+    let pid: i32 = pid.parse().ok()?;
+    let call = call.trim_start();
+    let (continued, call) = match call.strip_prefix("... [continued]:") {
+        Some(c) => (true, c.trim_start()),
+        None => (false, call),
+    };
+    let name: String = call.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+    if name.is_empty() {
+        return None;
+    }
+    let ret = call.rsplit_once(" = ").map(|(_, r)| r.trim().to_string());
+    Some(Event { ts, dur, comm: comm.to_string(), pid, name, continued, ret, line: line.to_string() })
+}
+
+/// The phase boundaries, in order.
+pub const MARKERS: [&str; 14] = [
+    "trace start (CLI exec'd)",
+    "CLI calls posix_spawn",
+    "helper exec'd",
+    "helper starts cgroup join",
+    "helper joined cgroup",
+    "helper starts fork",
+    "fork returned",
+    "Landlock ruleset creation starts",
+    "landlock_restrict_self returned",
+    "seccomp load starts",
+    "seccomp load returned",
+    "command exited",
+    "supervisor exited",
+    "CLI exited",
+];
+
+/// The phase between marker i and marker i+1.
+pub const PHASES: [&str; 13] = [
+    "CLI: start-up, config, detection, policy, plan, scratch dir, cgroup mkdir",
+    "posix_spawn + execve of the helper",
+    "helper: dynamic loading, Rust runtime init, plan JSON decode, setsid, prctl",
+    "helper: join the per-run cgroup (write cgroup.procs)",
+    "helper: signal handlers",
+    "helper: fork of the command process",
+    "command process: chdir, rlimits, close fds, no_new_privs",
+    "Landlock: create ruleset, open + add each path rule, restrict_self",
+    "drop capabilities (root only)",
+    "seccomp filter load",
+    "report on fd 3, execve and run of the command",
+    "supervisor: reap, scan /proc for leftovers, exit",
+    "CLI: read report, remove cgroup and scratch dir, exit",
+];
+
+/// One phase of one run.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Phase {
+    /// What happens in it (merged names joined with " + " when a marker was absent).
+    pub name: String,
+    /// Duration (ms).
+    pub ms: f64,
+}
+
+fn first_int(s: &str) -> Option<i32> {
+    let d: String = s.trim().chars().take_while(char::is_ascii_digit).collect();
+    d.parse().ok().filter(|&p| p > 0)
+}
+
+/// The marker times of one traced run (see [`MARKERS`]); `None` where a marker is absent.
+#[must_use]
+pub fn markers(events: &[Event]) -> [Option<f64>; 14] {
+    let mut m: [Option<f64>; 14] = [None; 14];
+    m[0] = Some(0.0);
+    let Some(cli) = events.first().map(|e| e.pid) else { return m };
+    let is_fork = |n: &str| matches!(n, "clone" | "clone3" | "vfork");
+    let end = |e: &Event| e.ts.map(|t| t + e.dur.unwrap_or(0.0));
+    // CLI → helper
+    m[1] = events.iter().find(|e| e.pid == cli && is_fork(&e.name) && !e.continued && e.ts.is_some()).and_then(|e| e.ts);
+    let helper = events
+        .iter()
+        .filter(|e| e.pid == cli && is_fork(&e.name))
+        .find_map(|e| e.ret.as_deref().and_then(first_int));
+    let Some(helper) = helper else { return m };
+    let exec = events.iter().find(|e| e.pid == helper && e.name == "execve" && e.ts.is_some());
+    let exec_start = exec.and_then(|e| e.ts);
+    // The end of the helper's execve when perf printed it in one line, else its next event.
+    m[2] = exec.filter(|e| e.dur.is_some()).and_then(end).or_else(|| {
+        events
+            .iter()
+            .filter(|e| e.pid == helper && e.name != "execve" && !e.continued)
+            .filter_map(|e| e.ts)
+            .find(|&t| exec_start.map_or(true, |x| t > x))
+    });
+    let fork = events.iter().find(|e| e.pid == helper && is_fork(&e.name) && !e.continued && e.ts.is_some());
+    // The helper writes nothing before the fork but "0" to cgroup.procs (perf shows the fd's
+    // path only when it saw the open, so match on either).
+    if let Some(w) = events.iter().find(|e| {
+        e.pid == helper
+            && e.name == "write"
+            && (e.line.contains("cgroup.procs") || fork.and_then(|f| f.ts).zip(e.ts).is_some_and(|(f, t)| t < f))
+    }) {
+        m[3] = w.ts;
+        m[4] = end(w);
+    }
+    let Some(fork) = fork else { return m };
+    m[5] = fork.ts;
+    m[6] = end(fork);
+    let Some(cmd) = fork.ret.as_deref().and_then(first_int) else { return m };
+    let c = |name: &str| events.iter().find(|e| e.pid == cmd && e.name == name && e.ts.is_some());
+    m[7] = events
+        .iter()
+        .find(|e| e.pid == cmd && e.name == "landlock_create_ruleset" && e.line.contains("attr:"))
+        .and_then(|e| e.ts);
+    m[8] = c("landlock_restrict_self").and_then(end);
+    if let Some(s) = c("seccomp") {
+        m[9] = s.ts;
+        m[10] = end(s);
+    }
+    m[11] = c("exit_group").and_then(|e| e.ts);
+    m[12] = events.iter().find(|e| e.pid == helper && e.name == "exit_group").and_then(|e| e.ts);
+    m[13] = events.iter().find(|e| e.pid == cli && e.name == "exit_group").and_then(|e| e.ts);
+    m
+}
+
+/// Phases from marker times: consecutive present markers; a phase spanning absent markers gets
+/// the joined names. Negative spans (cross-CPU clock skew) are clamped to 0.
+#[must_use]
+pub fn phases(m: &[Option<f64>; 14]) -> Vec<Phase> {
+    let present: Vec<(usize, f64)> = m.iter().enumerate().filter_map(|(i, t)| t.map(|t| (i, t))).collect();
+    present
+        .windows(2)
+        .map(|w| {
+            let ((i, a), (j, b)) = (w[0], w[1]);
+            Phase { name: PHASES[i..j].join(" + "), ms: (b - a).max(0.0) }
+        })
+        .collect()
+}
+
+/// Parses a whole trace and returns its phases.
+#[must_use]
+pub fn phases_of_trace(text: &str) -> Vec<Phase> {
+    let events: Vec<Event> = text.lines().filter_map(parse_line).collect();
+    phases(&markers(&events))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"         ? (         ): localgpt/22282  ... [continued]: execve())                                           = 0
+     0.272 ( 0.016 ms): localgpt/22282 openat(dfd: CWD, filename: 0xbca380b1, flags: RDONLY|CLOEXEC)         = 4
+     1.365 ( 0.012 ms): localgpt/22282 landlock_create_ruleset(flags: 1)                                     = 7
+         ? (         ): :22283/22283  ... [continued]: clone3())                                           = 0
+     3.444 (         ): localgpt/22282 clone3(uargs: 0x7ffc541a9240, size: 88)                            ...
+         ? (         ): exe/22283  ... [continued]: execve())                                           = 0
+     3.444 ( 0.362 ms): localgpt/22282  ... [continued]: clone3())                                           = 22283
+     3.685 (         ): :22283/22283 execve(filename: 0xce129fc0, argv: 0x5594ce139990, envp: 0x5594ce1399f0) ...
+     4.226 ( 0.032 ms): exe/22283 openat(dfd: CWD, filename: 0xec5e10b1, flags: RDONLY|CLOEXEC)         = 4
+     5.264 ( 0.042 ms): exe/22283 setsid()                                                              = 22283
+     5.492 (12.590 ms): exe/22283 write(fd: 4</sys/fs/cgroup/pids/localgpt-sandbox-22282-0/cgroup.procs>, buf: 0x56348658ad79, count: 1) = 1
+    18.163 ( 0.263 ms): exe/22283 clone(clone_flags: CHILD_CLEARTID|CHILD_SETTID|0x11, child_tidptr: 0x7f12ec3a0a50) = 22284 (exe)
+         ? (         ): exe/22284  ... [continued]: clone())                                            = 
+    18.479 (         ): exe/22283 wait4(upid: -1, stat_addr: 0x7fffceebcc00)                         ...
+    18.661 ( 0.018 ms): exe/22284 landlock_create_ruleset(flags: 1)                                     = 7
+    18.700 ( 0.023 ms): exe/22284 landlock_create_ruleset(attr: 0x7fffceebc9c0, size: 24)               = 4
+    20.727 ( 0.025 ms): exe/22284 landlock_restrict_self(ruleset_fd: 4)                                 = 0
+    22.343 ( 0.195 ms): exe/22284 seccomp(op: FILTER, uargs: 0x7fffceebcb50)                            = 0
+    27.154 (         ): true/22284 exit_group()                                                          = ?
+    18.479 ( 8.845 ms): exe/22283  ... [continued]: wait4())                                            = 22284 (true)
+    27.382 (         ): exe/22283 exit_group()                                                          = ?
+    28.366 (         ): localgpt/22282 exit_group()                                                          = ?
+"#;
+
+    #[test]
+    fn parses_lines() {
+        let e = parse_line("    18.163 ( 0.263 ms): exe/22283 clone(clone_flags: 0x11) = 22284 (exe)").unwrap();
+        assert_eq!(e.ts, Some(18.163));
+        assert_eq!(e.dur, Some(0.263));
+        assert_eq!(e.comm, "exe");
+        assert_eq!(e.pid, 22283);
+        assert_eq!(e.name, "clone");
+        assert!(!e.continued);
+        assert_eq!(e.ret.as_deref(), Some("22284 (exe)"));
+        let c = parse_line("         ? (         ): :22283/22283  ... [continued]: clone3())   = 0").unwrap();
+        assert_eq!((c.ts, c.dur, c.pid, c.name.as_str(), c.continued), (None, None, 22283, "clone3", true));
+        assert!(parse_line("").is_none());
+        assert!(parse_line("garbage line").is_none());
+    }
+
+    #[test]
+    fn breakdown_of_a_standard_run() {
+        let ph = phases_of_trace(SAMPLE);
+        let get = |n: &str| ph.iter().find(|p| p.name == n).map(|p| p.ms);
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-6);
+        assert!(close(get(PHASES[0]), 3.444));
+        assert!(close(get(PHASES[1]), 4.226 - 3.444));
+        // Without the path of the fd: the helper's only write before the fork.
+        let anon = SAMPLE.replace("4</sys/fs/cgroup/pids/localgpt-sandbox-22282-0/cgroup.procs>", "4");
+        let ph2 = phases_of_trace(&anon);
+        assert!(ph2.iter().any(|p| p.name == PHASES[3] && (p.ms - 12.590).abs() < 1e-6));
+        assert!(close(get(PHASES[3]), 12.590));
+        assert!(close(get(PHASES[5]), 0.263));
+        assert!(close(get(PHASES[7]), 20.752 - 18.700));
+        assert!(close(get(PHASES[9]), 0.195));
+        assert!(close(get(PHASES[12]), 28.366 - 27.382));
+        let total: f64 = ph.iter().map(|p| p.ms).sum();
+        assert!((total - 28.366).abs() < 1e-6);
+    }
+
+    #[test]
+    fn absent_markers_merge_phases() {
+        // No cgroup, no Landlock, no seccomp (level none): fewer, merged phases.
+        let text: String = SAMPLE
+            .lines()
+            .filter(|l| !l.contains("cgroup.procs") && !l.contains("landlock_") && !l.contains("seccomp"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let ph = phases_of_trace(&text);
+        assert!(ph.iter().any(|p| p.name == format!("{} + {}", PHASES[2], PHASES[3]).as_str()
+            || p.name.starts_with(PHASES[2])));
+        assert!(ph.iter().any(|p| p.name.contains(PHASES[7]) && p.name.contains(PHASES[10])));
+        let total: f64 = ph.iter().map(|p| p.ms).sum();
+        assert!((total - 28.366).abs() < 1e-6);
+    }
+}
