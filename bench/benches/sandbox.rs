@@ -1,1 +1,143 @@
-fn main(){}
+//! Criterion benches of the sandbox's pure parts and of one whole sandboxed `/bin/true`.
+//!
+//! `cargo bench -p localgpt-bench` (add `-- --quick` for a short run). Benchmarks, not timed
+//! tests: nothing here asserts on time.
+//!
+//! * policy construction (`build_sandbox_policy`);
+//! * the plan for 10 / 100 / 1000 extra `allow_paths.read` directories (`make_plan`: Landlock
+//!   rule resolution with canonicalisation, seccomp table + compilation, environment);
+//! * seccomp table + compilation alone;
+//! * the helper plan's JSON encode (runner) and decode (helper);
+//! * Landlock ruleset construction (create + one `add_rule` per path rule; not applied, so the
+//!   bench process stays unconfined) for the default rules and for +100 paths;
+//! * a whole sandboxed `/bin/true` through the library (`run_argv`, best level), next to a bare
+//!   spawn of `/bin/true`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use criterion::{black_box, BenchmarkId, Criterion};
+use localgpt_sandbox::plan::{seccomp, HelperPlan, RunContext};
+use localgpt_sandbox::{build_sandbox_policy, detect::detect_quick, make_plan, SandboxPolicy, SandboxSettings};
+
+struct Fixture {
+    _root: tempfile::TempDir,
+    ws: PathBuf,
+    extra: Vec<PathBuf>,
+}
+
+/// A workspace and 1000 directories under /var/tmp (outside /tmp, which the policy grants).
+fn fixture() -> Fixture {
+    let root = tempfile::Builder::new().prefix("localgpt-bench-").tempdir_in("/var/tmp").expect("tempdir in /var/tmp");
+    let ws = root.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("create workspace");
+    let extra: Vec<PathBuf> = (0..1000)
+        .map(|i| {
+            let p = root.path().join("paths").join(format!("p{i:04}"));
+            std::fs::create_dir_all(&p).expect("create extra path");
+            p
+        })
+        .collect();
+    Fixture { _root: root, ws, extra }
+}
+
+fn policy_with(ws: &Path, extra: &[PathBuf]) -> SandboxPolicy {
+    let settings = SandboxSettings { extra_read: extra.to_vec(), ..Default::default() };
+    build_sandbox_policy(ws, &settings).expect("policy")
+}
+
+fn ctx() -> RunContext {
+    RunContext { caller_env: localgpt_sandbox::runner::caller_env(), scratch: None, uid_tasks: Some(100) }
+}
+
+fn bench_pure(c: &mut Criterion, fx: &Fixture) {
+    let caps = detect_quick();
+    c.bench_function("detect_quick", |b| b.iter(|| black_box(detect_quick())));
+    c.bench_function("policy/build_default", |b| {
+        b.iter(|| black_box(build_sandbox_policy(&fx.ws, &SandboxSettings::default()).expect("policy")))
+    });
+    let mut g = c.benchmark_group("plan/extra_read_paths");
+    for n in [0usize, 10, 100, 1000] {
+        let policy = policy_with(&fx.ws, &fx.extra[..n]);
+        let ctx = ctx();
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| b.iter(|| black_box(make_plan(&policy, &caps, &ctx).expect("plan"))));
+    }
+    g.finish();
+    c.bench_function("seccomp/table_and_compile", |b| {
+        b.iter(|| {
+            let t = seccomp::seccomp_table();
+            black_box(seccomp::compile(&t).expect("compile"))
+        })
+    });
+    let plan = make_plan(&policy_with(&fx.ws, &[]), &caps, &ctx()).expect("plan");
+    let hp = plan.helper_plan(1, None);
+    let json = serde_json::to_vec(&hp).expect("json");
+    c.bench_function("helper_plan/encode", |b| b.iter(|| black_box(serde_json::to_vec(&hp).expect("json"))));
+    c.bench_function("helper_plan/decode", |b| b.iter(|| black_box(serde_json::from_slice::<HelperPlan>(&json).expect("decode"))));
+}
+
+/// Landlock ruleset construction without `restrict_self`: the cost of the helper's rule loop.
+fn build_ruleset(hp: &HelperPlan) {
+    use landlock::{AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr};
+    let Some(ll) = &hp.landlock else { return };
+    let fs = BitFlags::<AccessFs>::from_bits(ll.fs as _).expect("fs rights");
+    let mut created = Ruleset::default().handle_access(fs).expect("handle").create().expect("create");
+    for (path, access) in &ll.rules {
+        let a = BitFlags::<AccessFs>::from_bits(*access as _).expect("rights");
+        let fd = PathFd::new(path).expect("open");
+        created = created.add_rule(PathBeneath::new(fd, a)).expect("add_rule");
+    }
+    black_box(created);
+}
+
+fn bench_landlock(c: &mut Criterion, fx: &Fixture) {
+    let caps = detect_quick();
+    if caps.landlock.abi == 0 {
+        eprintln!("landlock unavailable: skipping the ruleset benches");
+        return;
+    }
+    let mut g = c.benchmark_group("landlock/ruleset_build");
+    for n in [0usize, 100] {
+        let plan = make_plan(&policy_with(&fx.ws, &fx.extra[..n]), &caps, &ctx()).expect("plan");
+        let hp = plan.helper_plan(1, None);
+        let rules = hp.landlock.as_ref().map_or(0, |l| l.rules.len());
+        g.bench_with_input(BenchmarkId::new("extra_paths", format!("{n} ({rules} rules)")), &n, |b, _| b.iter(|| build_ruleset(&hp)));
+    }
+    g.finish();
+}
+
+struct Discard;
+impl localgpt_sandbox::runner::OutputSink for Discard {
+    fn output(&mut self, _: localgpt_sandbox::runner::Stream, _: &[u8]) {}
+}
+
+fn bench_whole(c: &mut Criterion, fx: &Fixture) {
+    let mut g = c.benchmark_group("whole_run");
+    g.sample_size(30).measurement_time(Duration::from_secs(4)).warm_up_time(Duration::from_millis(500));
+    g.bench_function("bare /bin/true", |b| {
+        b.iter(|| {
+            let st = std::process::Command::new("/bin/true").current_dir(&fx.ws).status().expect("spawn");
+            assert!(st.success());
+        })
+    });
+    let policy = policy_with(&fx.ws, &[]);
+    let argv = vec!["/bin/true".to_string()];
+    g.bench_function("run_argv /bin/true (best level)", |b| {
+        b.iter(|| {
+            let r = localgpt_sandbox::run_argv(&argv, &policy, &localgpt_sandbox::RunOptions::default(), &mut Discard).expect("run");
+            assert_eq!(r.exit_code, 0);
+        })
+    });
+    g.finish();
+}
+
+fn main() {
+    // run_argv re-executes this binary as the helper.
+    localgpt_sandbox::dispatch();
+    let fx = fixture();
+    let mut c = Criterion::default().measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500)).configure_from_args();
+    bench_pure(&mut c, &fx);
+    bench_landlock(&mut c, &fx);
+    bench_whole(&mut c, &fx);
+    c.final_summary();
+}
