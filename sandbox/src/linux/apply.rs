@@ -28,6 +28,8 @@ pub struct AppliedReport {
     pub no_new_privs: bool,
     /// The process joined the per-run cgroup.
     pub cgroup: bool,
+    /// The command runs in its own user, PID, mount, network, IPC and UTS namespaces.
+    pub namespaces: bool,
 }
 
 fn os_err(step: &str) -> String {
@@ -188,6 +190,8 @@ pub fn apply_confinement(plan: &HelperPlan) -> Result<AppliedReport, String> {
     if !plan.confine {
         return Ok(rep);
     }
+    rep.namespaces = plan.namespaces.is_some();
+    rep.cgroup = plan.cgroup_procs.is_some();
     apply_rlimits(&plan.rlimits)?;
     close_fds_from(REPORT_FD as u32 + 1)?;
     // SAFETY: integer arguments.
