@@ -269,17 +269,23 @@ pub fn predict_user_namespaces() -> Feature {
     if let Some(why) = USERNS_FAILURE.get() {
         return Feature { available: false, detail: why.clone() };
     }
-    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    predict_userns_from(|p| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()), root)
+}
+
+/// The prediction itself, over a sysctl reader (pure, for tests).
+pub fn predict_userns_from(read: impl Fn(&str) -> Option<String>, root: bool) -> Feature {
     if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
         return Feature { available: false, detail: "user.max_user_namespaces = 0".into() };
     }
-    if read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
-        // SAFETY: geteuid cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
-            return Feature { available: false, detail: "kernel.unprivileged_userns_clone = 0".into() };
-        }
+    if !root && read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        return Feature { available: false, detail: "kernel.unprivileged_userns_clone = 0".into() };
     }
-    if !std::path::Path::new("/proc/self/ns/user").exists() {
+    if !root && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        return Feature { available: false, detail: "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)".into() };
+    }
+    if read("/proc/self/ns/user").is_none() && read("/proc/sys/user/max_user_namespaces").is_none() {
         return Feature { available: false, detail: "kernel built without user namespaces".into() };
     }
     Feature { available: true, detail: "predicted from sysctls; confirmed by the helper's unshare at run time".into() }
@@ -350,6 +356,21 @@ mod tests {
         assert_eq!(caps(0, false, false).kernel_level(), SandboxLevel::None);
         let m = caps(0, true, false).missing_for(SandboxLevel::Standard);
         assert!(m[0].contains("lsm="), "{m:?}");
+    }
+
+    #[test]
+    fn userns_prediction_from_sysctls() {
+        let with = |pairs: &'static [(&'static str, &'static str)]| {
+            move |p: &str| pairs.iter().find(|(k, _)| p.ends_with(k)).map(|(_, v)| (*v).to_string())
+        };
+        assert!(predict_userns_from(with(&[("max_user_namespaces", "100")]), false).available);
+        let f = predict_userns_from(with(&[("max_user_namespaces", "0")]), true);
+        assert!(!f.available && f.detail.contains("max_user_namespaces = 0"));
+        assert!(!predict_userns_from(with(&[("max_user_namespaces", "9"), ("unprivileged_userns_clone", "0")]), false).available);
+        assert!(predict_userns_from(with(&[("max_user_namespaces", "9"), ("unprivileged_userns_clone", "0")]), true).available);
+        let a = predict_userns_from(with(&[("max_user_namespaces", "9"), ("apparmor_restrict_unprivileged_userns", "1")]), false);
+        assert!(!a.available && a.detail.contains("AppArmor"));
+        assert!(!predict_userns_from(with(&[]), false).available);
     }
 
     #[test]
