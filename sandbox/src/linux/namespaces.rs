@@ -204,6 +204,10 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
             }
         }
     }
+    if ns.private_devpts {
+        mount(Some("devpts"), Path::new("/dev/pts"), Some("devpts"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("newinstance,ptmxmode=0666,mode=0620"))?;
+        mount(Some("/dev/pts/ptmx"), Path::new("/dev/ptmx"), None, libc::MS_BIND, None)?;
+    }
     mount(Some("proc"), Path::new("/proc"), Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)?;
     let host = ns.hostname.as_bytes();
     // SAFETY: valid buffer and length.

@@ -438,6 +438,11 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v.push(prot("syscall-abi", Enforced, "seccomp (arch check, x32 deny)", "i386 int 0x80 kills the process; x32 syscalls fail"));
     v.push(prot("io-uring", Enforced, "seccomp", "io_uring_setup/enter/register fail"));
     v.push(prot("tty-injection", Enforced, "seccomp + setsid", "TIOCSTI and TIOCLINUX fail; the command has no controlling terminal"));
+    v.push(match ns {
+        Some(n) if n.private_devpts => prot("other-terminals", Enforced, "private devpts instance", "the user's own terminals under /dev/pts are not visible"),
+        _ => prot("other-terminals", Degraded, "none",
+            "/dev/pts must stay usable for script and pty-based tools, so the user's other terminals (same uid) can be opened, read and written; Full level mounts a private devpts"),
+    });
     v.push(prot("keyring", Enforced, "seccomp", "keyctl/add_key/request_key fail"));
     v.push(prot("sysv-ipc", Enforced, if ns.is_some() { "seccomp + IPC namespace" } else { "seccomp" }, "SysV shm/msg/sem calls fail"));
     v.push(prot("namespaces-mount", Enforced, if ns.is_some() { "seccomp + max_user_namespaces = 0 inside" } else { "seccomp" },

@@ -56,6 +56,9 @@ pub struct NamespacePlan {
     pub masks: Vec<Mask>,
     /// Hostname in the UTS namespace.
     pub hostname: String,
+    /// A private devpts instance on `/dev/pts` (and its `ptmx` on `/dev/ptmx`), so that the
+    /// user's own terminals are not reachable.
+    pub private_devpts: bool,
 }
 
 /// Builds the namespace plan.
@@ -119,6 +122,7 @@ pub fn namespace_plan(
         tmpfs,
         masks,
         hostname: "localgpt-sandbox".into(),
+        private_devpts: Path::new("/dev/pts").is_dir(),
     }
 }
 
