@@ -238,10 +238,8 @@ pub fn detect_cgroup_pids() -> Option<CgroupPids> {
                 ctrls.split(',').any(|c| c == "pids").then(|| path.to_string())
             })?;
             let base = PathBuf::from(mount_point).join(rel.trim_start_matches('/'));
-            if base.join("pids.max").exists() || base.join("cgroup.procs").exists() {
-                if writable(&base) {
-                    return Some(CgroupPids { base, version: "v1".into() });
-                }
+            if (base.join("pids.max").exists() || base.join("cgroup.procs").exists()) && writable(&base) {
+                return Some(CgroupPids { base, version: "v1".into() });
             }
         }
         if fstype == "cgroup2" {

@@ -119,7 +119,7 @@ fn remount_bind(target: &Path, readonly: bool) -> Result<(), String> {
             let f: Vec<&str> = l.split_whitespace().collect();
             (f.len() > 5 && Path::new(&unescape(f[4])) == target).then(|| f[5].to_string())
         })
-        .last()
+        .next_back()
         .unwrap_or_default();
     let ro = if readonly { libc::MS_RDONLY } else { 0 };
     mount(None, target, None, libc::MS_REMOUNT | libc::MS_BIND | ro | locked_flags(&opts), None)

@@ -10,18 +10,23 @@ extern "C" fn on_stop(sig: libc::c_int) {
     STOP_SIGNAL.store(sig, Ordering::SeqCst);
 }
 
-/// Installs handlers (without `SA_RESTART`) for the signals that mean "stop the sandbox".
-pub fn install_stop_handlers() {
-    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-        // SAFETY: installing a handler that only stores to an atomic.
+/// Installs `handler` for `signals` without `SA_RESTART`, so that a blocking `waitpid` or `poll`
+/// returns `EINTR`. The handler must be async-signal-safe (these only store to an atomic).
+pub fn set_handlers(signals: &[libc::c_int], handler: extern "C" fn(libc::c_int)) {
+    for &sig in signals {
+        // SAFETY: installing a handler with an empty mask and no flags.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_stop as *const () as usize;
+            sa.sa_sigaction = handler as *const () as usize;
             libc::sigemptyset(&mut sa.sa_mask);
-            sa.sa_flags = 0;
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
+}
+
+/// Installs handlers for the signals that mean "stop the sandbox".
+pub fn install_stop_handlers() {
+    set_handlers(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP], on_stop);
 }
 
 /// Restores default dispositions (in the command's process, before exec).
@@ -170,15 +175,7 @@ extern "C" fn on_forward(sig: libc::c_int) {
 /// PID 1 of the sandbox's PID namespace: reaps every zombie, forwards termination signals to
 /// the command, and exits with the command's status (the kernel then kills whatever is left).
 pub fn run_init(command: i32, status_fd: i32) -> ! {
-    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2] {
-        // SAFETY: the handler only stores to an atomic.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_forward as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
+    set_handlers(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2], on_forward);
     loop {
         let mut st = 0;
         // SAFETY: waitpid with a valid status pointer.

@@ -206,23 +206,7 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
     let level = choose_level(policy, caps)?;
     let confined = level > SandboxLevel::None;
     let full = level == SandboxLevel::Full;
-    let namespaces = full.then(|| {
-        let private_tmp: Vec<PathBuf> = if policy.mode == SandboxMode::WorkspaceWrite {
-            crate::config::SCRATCH_WRITE_DIRS.iter().map(PathBuf::from).collect()
-        } else {
-            Vec::new()
-        };
-        namespaces::namespace_plan(
-            caps.uid,
-            caps.gid,
-            &policy.writable_paths,
-            policy.mode == SandboxMode::WorkspaceWrite,
-            &policy.workspace_path,
-            &private_tmp,
-            &policy.deny_paths,
-            &policy.protected_workspace_paths,
-        )
-    });
+    let namespaces = full.then(|| namespaces::namespace_plan(policy, caps.uid, caps.gid));
     // At Full level existing credential paths are hidden by mounts, so Landlock grants need no
     // expansion around them; a credential path that does not exist at launch can only appear
     // during the run (written by the command itself or concurrently by the user), a race the

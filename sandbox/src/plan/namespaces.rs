@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::policy::{SandboxMode, SandboxPolicy};
+
 /// Workspace paths bound read-only at Full level by default (relative to the workspace).
 pub const DEFAULT_PROTECTED_WORKSPACE_PATHS: &[&str] = &[".git/hooks", ".git/config", ".vscode", ".localgpt", ".idea"];
 
@@ -61,18 +63,19 @@ pub struct NamespacePlan {
     pub private_devpts: bool,
 }
 
-/// Builds the namespace plan.
+/// Builds the namespace plan for `policy`, mapping `uid`/`gid` to themselves.
 #[must_use]
-pub fn namespace_plan(
-    uid: u32,
-    gid: u32,
-    writable: &[PathBuf],
-    workspace_writable: bool,
-    workspace: &Path,
-    private_tmp: &[PathBuf],
-    deny_paths: &[PathBuf],
-    protected: &[String],
-) -> NamespacePlan {
+pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePlan {
+    let workspace_writable = policy.mode == SandboxMode::WorkspaceWrite;
+    let workspace = policy.workspace_path.as_path();
+    let writable = &policy.writable_paths;
+    let private_tmp: Vec<PathBuf> = if workspace_writable {
+        crate::config::SCRATCH_WRITE_DIRS.iter().map(PathBuf::from).collect()
+    } else {
+        Vec::new()
+    };
+    let deny_paths = &policy.deny_paths;
+    let protected = &policy.protected_workspace_paths;
     let canon = |p: &Path| std::fs::canonicalize(p).ok();
     let mut rw_binds = Vec::new();
     if workspace_writable {
@@ -91,7 +94,7 @@ pub fn namespace_plan(
     // A fresh tmpfs would hide a writable path that lies under it (a workspace in /tmp): such a
     // scratch dir stays the host's, bound read-write, and the plan reports /tmp as shared.
     let mut tmpfs = Vec::new();
-    for t in private_tmp {
+    for t in &private_tmp {
         let canon_t = canon(t).unwrap_or_else(|| t.clone());
         if rw_binds.iter().any(|b| b.starts_with(&canon_t)) {
             rw_binds.insert(0, canon_t);
@@ -129,6 +132,7 @@ pub fn namespace_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{build_sandbox_policy, SandboxSettings};
 
     #[test]
     fn masks_binds_and_protected_paths() {
@@ -141,27 +145,32 @@ mod tests {
         std::fs::write(ws.join(".git/config"), "").unwrap();
         let ws = std::fs::canonicalize(ws).unwrap();
         let home = std::fs::canonicalize(home).unwrap();
-        let protected: Vec<String> = DEFAULT_PROTECTED_WORKSPACE_PATHS.iter().map(|s| s.to_string()).collect();
-        let p = namespace_plan(
-            1000,
-            1000,
-            &["/tmp".into(), "/dev/shm".into()],
-            true,
-            &ws,
-            &["/tmp".into(), "/dev/shm".into()],
-            &[home.join(".ssh"), home.join(".ssh/id_rsa"), home.join(".netrc"), home.join(".aws")],
-            &protected,
-        );
+        let settings = SandboxSettings {
+            home: Some(home.clone()),
+            extra_deny: vec![home.join(".ssh/id_rsa")],
+            ..Default::default()
+        };
+        let policy = build_sandbox_policy(&ws, &settings).unwrap();
+        let p = namespace_plan(&policy, 1000, 1000);
         assert_eq!(p.rw_binds, vec![ws.clone()]);
-        assert_eq!(p.masks.len(), 2, "{:?}", p.masks);
         assert!(p.masks.contains(&Mask { path: home.join(".ssh"), kind: MaskKind::EmptyDir }));
         assert!(p.masks.contains(&Mask { path: home.join(".netrc"), kind: MaskKind::EmptyFile }));
+        assert!(!p.masks.iter().any(|m| m.path == home.join(".ssh/id_rsa")), "nested mask folded into its parent");
         assert_eq!(p.ro_binds, vec![ws.join(".git/hooks"), ws.join(".git/config")]);
-        assert_eq!(p.tmpfs.len(), 2);
-        let in_tmp = namespace_plan(0, 0, &[], true, Path::new("/tmp/ws"), &["/tmp".into(), "/dev/shm".into()], &[], &protected);
-        assert_eq!(in_tmp.tmpfs, vec![PathBuf::from("/dev/shm")]);
-        assert_eq!(in_tmp.rw_binds[0], PathBuf::from("/tmp"));
-        let ro = namespace_plan(0, 0, &[], false, &ws, &[], &[], &protected);
-        assert!(ro.rw_binds.is_empty() && ro.ro_binds.is_empty());
+        assert!(p.tmpfs.contains(&PathBuf::from("/tmp")));
+
+        let ro = build_sandbox_policy(&ws, &SandboxSettings { mode: SandboxMode::ReadOnly, home: Some(home), ..Default::default() }).unwrap();
+        let p = namespace_plan(&ro, 0, 0);
+        assert!(p.rw_binds.is_empty() && p.ro_binds.is_empty() && p.tmpfs.is_empty());
+    }
+
+    #[test]
+    fn workspace_under_tmp_keeps_the_hosts_tmp() {
+        let d = tempfile::tempdir_in("/tmp").unwrap();
+        let ws = std::fs::canonicalize(d.path()).unwrap();
+        let policy = build_sandbox_policy(&ws, &SandboxSettings { home: None, ..Default::default() }).unwrap();
+        let p = namespace_plan(&policy, 0, 0);
+        assert!(!p.tmpfs.contains(&PathBuf::from("/tmp")));
+        assert_eq!(p.rw_binds[0], PathBuf::from("/tmp"));
     }
 }
