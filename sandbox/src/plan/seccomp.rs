@@ -42,6 +42,15 @@ pub enum ArgCondition {
         /// Bits.
         bits: u32,
     },
+    /// `arg & mask == value`.
+    Masked {
+        /// Argument index.
+        arg: u8,
+        /// Mask.
+        mask: u32,
+        /// Value.
+        value: u32,
+    },
 }
 
 /// What a matching rule does.
@@ -63,8 +72,8 @@ pub struct SeccompRuleSpec {
     pub syscall: String,
     /// x86_64 number (-1 for prologue rules).
     pub nr: i64,
-    /// Argument condition; `None` matches every call.
-    pub condition: Option<ArgCondition>,
+    /// Argument conditions, all of which must hold (AND); empty matches every call.
+    pub conditions: Vec<ArgCondition>,
     /// Human form of the condition.
     pub condition_text: Option<String>,
     /// Action.
@@ -74,6 +83,7 @@ pub struct SeccompRuleSpec {
 }
 
 const AF_UNIX: u32 = 1;
+const SOCK_DGRAM: u32 = 2;
 const TIOCSTI: u32 = 0x5412;
 const TIOCLINUX: u32 = 0x541C;
 const NS_FLAGS: &[(u32, &str)] = &[
@@ -103,12 +113,19 @@ mod nr {
 #[must_use]
 pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
     let mut t = Vec::new();
+    let mut row_all = |syscall: &str, nr: i64, conditions: Vec<ArgCondition>, text: Option<String>, action, reason: &str| {
+        t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text: text, action, reason: reason.into() });
+    };
+    row_all("socket", libc::SYS_socket,
+        vec![ArgCondition::Eq { arg: 0, value: AF_UNIX }, ArgCondition::Masked { arg: 1, mask: 0xf, value: SOCK_DGRAM }],
+        Some("domain == AF_UNIX && type & 0xf == SOCK_DGRAM".into()), SeccompDeny::Eperm,
+        "an unconnected unix datagram socket reaches pathname sockets outside (/dev/log, journald) through sendto/sendmsg, which seccomp cannot inspect; socketpair stays allowed");
     let mut row = |syscall: &str, nr: i64, condition: Option<(ArgCondition, String)>, action, reason: &str| {
-        let (condition, condition_text) = match condition {
-            Some((c, s)) => (Some(c), Some(s)),
-            None => (None, None),
+        let (conditions, condition_text) = match condition {
+            Some((c, s)) => (vec![c], Some(s)),
+            None => (Vec::new(), None),
         };
-        t.push(SeccompRuleSpec { syscall: syscall.into(), nr, condition, condition_text, action, reason: reason.into() });
+        t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text, action, reason: reason.into() });
     };
     use SeccompDeny::*;
     row("<any syscall from a non-x86_64 ABI>", -1, None, KillProcess,
@@ -217,16 +234,23 @@ pub fn compile(table: &[SeccompRuleSpec]) -> Result<Vec<PackedInsn>, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Eperm) {
         let entry = rules.entry(r.nr).or_default();
-        if let Some(c) = r.condition {
-            let cond = match c {
-                ArgCondition::Ne { arg, value } => SeccompCondition::new(arg, Len::Dword, Op::Ne, u64::from(value)),
-                ArgCondition::Eq { arg, value } => SeccompCondition::new(arg, Len::Dword, Op::Eq, u64::from(value)),
-                ArgCondition::HasBits { arg, bits } => {
-                    SeccompCondition::new(arg, Len::Dword, Op::MaskedEq(u64::from(bits)), u64::from(bits))
+        if !r.conditions.is_empty() {
+            let mut conds = Vec::new();
+            for c in &r.conditions {
+                let cond = match *c {
+                    ArgCondition::Ne { arg, value } => SeccompCondition::new(arg, Len::Dword, Op::Ne, u64::from(value)),
+                    ArgCondition::Eq { arg, value } => SeccompCondition::new(arg, Len::Dword, Op::Eq, u64::from(value)),
+                    ArgCondition::HasBits { arg, bits } => {
+                        SeccompCondition::new(arg, Len::Dword, Op::MaskedEq(u64::from(bits)), u64::from(bits))
+                    }
+                    ArgCondition::Masked { arg, mask, value } => {
+                        SeccompCondition::new(arg, Len::Dword, Op::MaskedEq(u64::from(mask)), u64::from(value))
+                    }
                 }
+                .map_err(|e| format!("{}: {e}", r.syscall))?;
+                conds.push(cond);
             }
-            .map_err(|e| format!("{}: {e}", r.syscall))?;
-            entry.push(SeccompRule::new(vec![cond]).map_err(|e| format!("{}: {e}", r.syscall))?);
+            entry.push(SeccompRule::new(conds).map_err(|e| format!("{}: {e}", r.syscall))?);
         }
     }
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), TargetArch::x86_64)
@@ -255,6 +279,7 @@ mod tests {
             assert!(!t.iter().any(|r| r.syscall == allowed), "{allowed} must stay allowed");
         }
         assert!(t.iter().all(|r| !r.reason.is_empty()));
+        assert!(t.iter().any(|r| r.syscall == "socket" && r.conditions.len() == 2), "unix datagram rule");
         let ioctls: Vec<_> = t.iter().filter(|r| r.syscall == "ioctl").collect();
         assert_eq!(ioctls.len(), 2);
     }
