@@ -56,6 +56,7 @@ pub fn helper_main() -> ! {
         Ok(p) => p,
         Err(e) => fail(&format!("decode plan: {e}")),
     };
+    crate::timing::stamp("plan_decoded");
     let argv: Vec<CString> = match args[1..].iter().map(|a| CString::new(a.as_bytes())).collect() {
         Ok(v) => v,
         Err(e) => fail(&format!("command argument: {e}")),
@@ -74,14 +75,17 @@ pub fn helper_main() -> ! {
         }
     }
     if let Some(procs) = &plan.cgroup_procs {
+        crate::timing::stamp("cgroup_join");
         if let Err(e) = std::fs::write(procs, b"0") {
             fail(&format!("join cgroup {}: {e}", procs.display()));
         }
+        crate::timing::stamp("cgroup_joined");
     }
     if let Some(ns) = &plan.namespaces {
         if let Err(e) = namespaces::enter_user_and_pid_namespaces(ns) {
             fail(&e);
         }
+        crate::timing::stamp("user_pid_ns");
     }
     supervise::install_stop_handlers();
     // At Full level init (PID 1) cannot die of its own signal, so it sends the command's raw
@@ -91,6 +95,7 @@ pub fn helper_main() -> ! {
     if plan.namespaces.is_some() && unsafe { libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         fail(&format!("pipe: {}", std::io::Error::last_os_error()));
     }
+    crate::timing::stamp("fork");
     let pid = fork_child();
     if pid == 0 {
         match &plan.namespaces {
@@ -101,6 +106,7 @@ pub fn helper_main() -> ! {
                 if let Err(e) = namespaces::setup_init_namespaces(ns) {
                     fail(&e);
                 }
+                crate::timing::stamp("init_namespaces");
                 let cmd = fork_child();
                 if cmd == 0 {
                     exec_confined(&plan, &argv);
@@ -149,6 +155,7 @@ fn fork_child() -> i32 {
 
 /// Confines the calling process and execs the command; never returns.
 fn exec_confined(plan: &HelperPlan, argv: &[CString]) -> ! {
+    crate::timing::stamp("child");
     // SAFETY: keep the report pipe across confinement but close it on exec.
     unsafe { libc::fcntl(REPORT_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
     let applied = match apply_confinement(plan) {
@@ -156,6 +163,8 @@ fn exec_confined(plan: &HelperPlan, argv: &[CString]) -> ! {
         Err(e) => fail(&e),
     };
     report(&format!("R{}\n", serde_json::to_string(&applied).unwrap_or_default()));
+    crate::timing::stamp("exec");
+    crate::timing::flush("command");
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
     // SAFETY: NUL-terminated argv of valid C strings.

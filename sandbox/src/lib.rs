@@ -36,6 +36,8 @@ pub mod paths;
 pub mod plan;
 pub mod policy;
 #[cfg(target_os = "linux")]
+pub mod timing;
+#[cfg(target_os = "linux")]
 pub mod runner;
 
 pub use config::{build_sandbox_policy, SandboxSettings};
@@ -51,6 +53,7 @@ pub use runner::{prepare, run_argv, run_sandboxed, PreparedRun, RunOptions, RunR
 pub fn dispatch() {
     #[cfg(target_os = "linux")]
     {
+        timing::stamp("start");
         let is_helper = std::env::args_os()
             .next()
             .map(std::path::PathBuf::from)

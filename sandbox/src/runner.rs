@@ -434,6 +434,7 @@ pub fn run_plan(plan: &Plan, argv: &[String], opts: &RunOptions, sink: &mut dyn 
         }
         StdinMode::Inherit => None,
     };
+    crate::timing::stamp("spawn_helper");
     let spawned = spawn_helper(&exe, &args, &env, devnull, out.write, err.write, rep.write);
     for fd in [out.write, err.write, rep.write, devnull.unwrap_or(-1)] {
         close(fd);
@@ -448,12 +449,15 @@ pub fn run_plan(plan: &Plan, argv: &[String], opts: &RunOptions, sink: &mut dyn 
         }
     };
     let outcome = supervise_run(pid, plan, &out, &err, &rep, cgroup.as_ref(), opts, sink, start);
+    crate::timing::stamp("helper_reaped");
     for fd in [out.read, err.read, rep.read] {
         close(fd);
     }
     let mut r = outcome?;
     r.command = argv.to_vec();
     drop(cgroup);
+    crate::timing::stamp("cgroup_removed");
+    crate::timing::flush("cli");
     Ok(r)
 }
 

@@ -215,23 +215,29 @@ pub fn apply_confinement(plan: &HelperPlan) -> Result<AppliedReport, String> {
     rep.namespaces = plan.namespaces.is_some();
     rep.cgroup = plan.cgroup_procs.is_some();
     apply_rlimits(&plan.rlimits)?;
+    crate::timing::stamp("rlimits");
     close_fds_from(REPORT_FD as u32 + 1)?;
+    crate::timing::stamp("fds_closed");
     // SAFETY: integer arguments.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(os_err("PR_SET_NO_NEW_PRIVS"));
     }
     rep.no_new_privs = true;
+    crate::timing::stamp("no_new_privs");
     if let Some(ll) = &plan.landlock {
         rep.landlock_rules = landlock(ll)?;
         rep.landlock = "fully_enforced".into();
+        crate::timing::stamp("landlock");
     }
     if plan.drop_capabilities {
         drop_capabilities()?;
         rep.capabilities_dropped = true;
+        crate::timing::stamp("capabilities");
     }
     if let Some(p) = &plan.seccomp {
         load_seccomp(p)?;
         rep.seccomp = true;
+        crate::timing::stamp("seccomp");
     }
     Ok(rep)
 }

@@ -129,7 +129,10 @@ pub fn supervise(child: i32, status_fd: Option<i32>) -> ! {
             break; // ECHILD
         }
     }
+    crate::timing::stamp("command_reaped");
     kill_all_descendants();
+    crate::timing::stamp("cleanup_done");
+    crate::timing::flush("supervisor");
     if let (Some(fd), Some(_)) = (status_fd, status) {
         let mut raw = [0u8; 4];
         // SAFETY: reading 4 bytes into a local buffer from our own pipe.
