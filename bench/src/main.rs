@@ -19,7 +19,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use localgpt_bench::phases::{phases_of_trace, Phase};
+use localgpt_bench::phases::{parse_stamps, phases_of_trace, spans, Span};
+use localgpt_sandbox::timing::{now_ns, TIMING_ENV};
 use localgpt_bench::stats::{median, r3, Summary};
 use localgpt_bench::svg::{cdf_svg, Curve, Panel};
 use serde_json::{json, Value};
@@ -58,7 +59,7 @@ fn parse_opts() -> Opts {
         bin: exe_dir.join("localgpt"),
         out: exe_dir.parent().map_or_else(|| PathBuf::from("release-report"), |t| t.join("release-report")),
         bwrap: true,
-        phase_runs: 30,
+        phase_runs: 200,
         seed: 0x5eed_1a7e,
         argv: std::env::args().collect(),
     };
@@ -76,7 +77,7 @@ fn parse_opts() -> Opts {
                 if !n_set {
                     o.n = 200;
                 }
-                o.phase_runs = 15;
+                o.phase_runs = 50;
             }
             "--full" => o.mode = "full",
             "-n" | "--runs" => {
@@ -218,6 +219,55 @@ impl Spawner {
             let ms = t0.elapsed().as_secs_f64() * 1000.0;
             libc::posix_spawn_file_actions_destroy(&mut fa);
             Ok((ms, st, ru.ru_maxrss))
+        }
+    }
+
+    /// Spawns `argv` with `extra` added to the environment and stderr on a pipe; returns
+    /// (CLOCK_MONOTONIC ns just before posix_spawn, ns just after wait4, wait status, stderr).
+    fn run_capture_stderr(&self, argv: &[String], extra: &CString) -> Result<(u64, u64, i32, String), String> {
+        let cargs: Vec<CString> =
+            argv.iter().map(|a| CString::new(a.as_bytes()).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+        let mut ptrs: Vec<*mut libc::c_char> = cargs.iter().map(|a| a.as_ptr() as *mut _).collect();
+        ptrs.push(std::ptr::null_mut());
+        let mut envp: Vec<*mut libc::c_char> = self.env.iter().map(|a| a.as_ptr() as *mut _).collect();
+        envp.push(extra.as_ptr() as *mut _);
+        envp.push(std::ptr::null_mut());
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe2 writes two fds; posix_spawn as in `run`; we read our own pipe until EOF
+        // (the command's descendants are gone when the CLI exits) and then wait for the child.
+        unsafe {
+            if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+            }
+            let mut fa: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+            libc::posix_spawn_file_actions_init(&mut fa);
+            libc::posix_spawn_file_actions_adddup2(&mut fa, self.devnull, 0);
+            libc::posix_spawn_file_actions_adddup2(&mut fa, self.devnull, 1);
+            libc::posix_spawn_file_actions_adddup2(&mut fa, fds[1], 2);
+            let mut pid: libc::pid_t = 0;
+            let t0 = now_ns();
+            let r = libc::posix_spawn(&mut pid, cargs[0].as_ptr(), &fa, std::ptr::null(), ptrs.as_ptr(), envp.as_ptr());
+            libc::posix_spawn_file_actions_destroy(&mut fa);
+            libc::close(fds[1]);
+            if r != 0 {
+                libc::close(fds[0]);
+                return Err(format!("spawn {}: {}", argv[0], std::io::Error::from_raw_os_error(r)));
+            }
+            let mut out = Vec::new();
+            let mut buf = [0u8; 8192];
+            loop {
+                let n = libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len());
+                if n > 0 {
+                    out.extend_from_slice(&buf[..n as usize]);
+                } else if n == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    break;
+                }
+            }
+            let mut st = 0;
+            while libc::waitpid(pid, &mut st, 0) < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {}
+            let t1 = now_ns();
+            libc::close(fds[0]);
+            Ok((t0, t1, st, String::from_utf8_lossy(&out).into_owned()))
         }
     }
 
@@ -505,45 +555,77 @@ fn run(o: &Opts) -> Result<bool, String> {
     let elapsed = started.elapsed().as_secs_f64();
     let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
 
-    // Phase breakdown with perf trace (optional).
-    let perf = which("perf");
-    let mut phase_report: Vec<(String, Vec<Vec<Phase>>)> = Vec::new();
+    // Phase breakdown: the sandbox's opt-in timestamps (LOCALGPT_SANDBOX_TIMING); `perf trace`
+    // as a fallback for builds without them.
+    let mut phase_report: Vec<(String, Vec<Vec<Span>>)> = Vec::new();
+    let mut phase_method = "stamps";
     let mut phase_note = String::new();
     if o.phase_runs > 0 {
-        match &perf {
-            None => phase_note = "perf is not installed: no traced breakdown (the differential breakdown below still applies)".into(),
-            Some(perf) => {
-                let trace_file = root.join("trace.txt");
-                let mut lv: Vec<String> = vec!["none".into()];
-                lv.extend(levels.iter().cloned());
-                for l in &lv {
-                    let mut runs = Vec::new();
-                    for _ in 0..o.phase_runs {
-                        let mut argv = vec![
-                            perf.to_string_lossy().into_owned(),
-                            "trace".into(),
-                            "-o".into(),
-                            trace_file.to_string_lossy().into_owned(),
-                            "-e".into(),
-                            "execve,clone,clone3,vfork,write,landlock_create_ruleset,landlock_restrict_self,seccomp,setsid,exit_group".into(),
-                            "--".into(),
-                        ];
-                        argv.extend(sandbox(l, 0, &cmds[0].argv));
-                        if sp.run(&argv, false).is_ok_and(|(_, st, _)| libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0) {
-                            let text = std::fs::read_to_string(&trace_file).unwrap_or_default();
-                            let ph = phases_of_trace(&text);
-                            if ph.len() > 2 {
-                                runs.push(ph);
-                            }
+        let mut lv: Vec<String> = vec!["none".into()];
+        lv.extend(levels.iter().cloned());
+        let timing_env = CString::new(format!("{TIMING_ENV}=1")).map_err(|e| e.to_string())?;
+        let mut by_level: BTreeMap<String, Vec<Vec<Span>>> = BTreeMap::new();
+        let mut any = false;
+        for k in 0..o.phase_runs {
+            rng.shuffle(&mut lv);
+            for l in &lv {
+                let mut argv = sandbox(l, 0, &cmds[0].argv);
+                let dash = argv.iter().position(|a| a == "--").unwrap_or(argv.len());
+                argv.splice(dash..dash, ["--keep-env".to_string(), TIMING_ENV.to_string()]);
+                if let Ok((t0, t1, st, err)) = sp.run_capture_stderr(&argv, &timing_env) {
+                    if libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0 {
+                        if let Some(sp) = spans(&parse_stamps(&err, t0, t1)) {
+                            any = true;
+                            by_level.entry(l.clone()).or_default().push(sp);
                         }
-                    }
-                    if runs.is_empty() {
-                        phase_note = format!("perf trace produced no usable trace (last level tried: {l}); is perf_event_paranoid too strict?");
-                    } else {
-                        phase_report.push((l.clone(), runs));
                     }
                 }
             }
+            if k == 2 && !any {
+                break; // this build has no timing hook
+            }
+        }
+        if any {
+            let mut order: Vec<String> = vec!["none".into()];
+            order.extend(levels.iter().cloned());
+            for l in order {
+                if let Some(r) = by_level.remove(&l) {
+                    phase_report.push((l, r));
+                }
+            }
+        } else if let Some(perf) = which("perf") {
+            phase_method = "perf";
+            let trace_file = root.join("trace.txt");
+            for l in &lv {
+                let mut runs = Vec::new();
+                for _ in 0..o.phase_runs.min(30) {
+                    let mut argv = vec![
+                        perf.to_string_lossy().into_owned(),
+                        "trace".into(),
+                        "-o".into(),
+                        trace_file.to_string_lossy().into_owned(),
+                        "-e".into(),
+                        "execve,clone,clone3,vfork,write,landlock_create_ruleset,landlock_restrict_self,seccomp,setsid,exit_group".into(),
+                        "--".into(),
+                    ];
+                    argv.extend(sandbox(l, 0, &cmds[0].argv));
+                    if sp.run(&argv, false).is_ok_and(|(_, st, _)| libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0) {
+                        let text = std::fs::read_to_string(&trace_file).unwrap_or_default();
+                        let ph = phases_of_trace(&text);
+                        if ph.len() > 2 {
+                            runs.push(ph.into_iter().map(|p| Span { from: String::new(), to: String::new(), what: p.name, ms: p.ms }).collect());
+                        }
+                    }
+                }
+                if !runs.is_empty() {
+                    phase_report.push((l.clone(), runs));
+                }
+            }
+            if phase_report.is_empty() {
+                phase_note = "this build has no timing stamps and perf trace produced no usable trace".into();
+            }
+        } else {
+            phase_note = "this build has no timing stamps (LOCALGPT_SANDBOX_TIMING) and perf is not installed: only the differential breakdown".into();
         }
     }
 
@@ -567,7 +649,7 @@ fn run(o: &Opts) -> Result<bool, String> {
         mem_probes.push((id, label, r));
     }
 
-    let report = analyse(o, &cmds, &variants, &levels, &best, &status, bwrap.as_deref(), bwrap_version.as_deref(), &phase_report, &phase_note, elapsed, &load_before, &load_after, &ws, &mem_probes);
+    let report = analyse(o, &cmds, &variants, &levels, &best, &status, bwrap.as_deref(), bwrap_version.as_deref(), &phase_report, phase_method, &phase_note, elapsed, &load_before, &load_after, &ws, &mem_probes);
     write_report(o, &report, &cmds, &variants)?;
     let passed = report["section"]["gate"]["passed"].as_bool().unwrap_or(false);
     println!("{}", report["summary_text"].as_str().unwrap_or(""));
@@ -593,7 +675,8 @@ fn analyse(
     status: &Value,
     bwrap: Option<&Path>,
     bwrap_version: Option<&str>,
-    phase_report: &[(String, Vec<Vec<Phase>>)],
+    phase_report: &[(String, Vec<Vec<Span>>)],
+    phase_method: &str,
     phase_note: &str,
     elapsed: f64,
     load_before: &str,
@@ -747,34 +830,40 @@ fn analyse(
         }
     }
 
-    // Traced breakdown: median per phase over the traced runs.
+    // Per-phase breakdown: p50 / p90 / max per span over the timed runs.
     let mut traced = serde_json::Map::new();
     let mut traced_md = String::new();
     for (level, runs) in phase_report {
-        let mut names: Vec<String> = Vec::new();
-        let mut by: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let mut keys: Vec<(String, String, String)> = Vec::new();
+        let mut by: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
         let mut totals = Vec::new();
         for r in runs {
             totals.push(r.iter().map(|p| p.ms).sum::<f64>());
             for p in r {
-                if !names.contains(&p.name) {
-                    names.push(p.name.clone());
+                let k = (p.from.clone(), p.to.clone(), p.what.clone());
+                if !keys.contains(&k) {
+                    keys.push(k.clone());
                 }
-                by.entry(p.name.clone()).or_default().push(p.ms);
+                by.entry(k).or_default().push(p.ms);
             }
         }
-        let rows: Vec<Value> = names
+        let rows: Vec<Value> = keys
             .iter()
-            .map(|n| {
-                let v = &by[n];
-                json!({"phase": n, "median_ms": r3(median(v)), "max_ms": r3(v.iter().cloned().fold(0.0, f64::max)), "runs": v.len()})
+            .map(|k| {
+                let v = localgpt_bench::stats::sorted(&by[k]);
+                json!({"from": k.0, "to": k.1, "what": k.2, "p50_ms": r3(localgpt_bench::stats::percentile(&v, 0.5)),
+                       "p90_ms": r3(localgpt_bench::stats::percentile(&v, 0.9)), "max_ms": r3(v[v.len() - 1]), "runs": v.len()})
             })
             .collect();
-        traced.insert(level.clone(), json!({"runs": runs.len(), "median_total_ms": r3(median(&totals)), "phases": rows}));
-        let _ = writeln!(traced_md, "\n`localgpt sandbox run --level {level} -- /bin/true x` under `perf trace`, {} runs (median total {} ms):\n", runs.len(), f(median(&totals)));
-        let _ = writeln!(traced_md, "| phase | median (ms) | max (ms) |\n|---|---:|---:|");
+        let tot = Summary::of(&totals);
+        traced.insert(level.clone(), json!({"runs": runs.len(), "total": tot, "phases": rows}));
+        let (t50, t90) = tot.as_ref().map_or((f64::NAN, f64::NAN), |t| (t.p50, t.p90));
+        let _ = writeln!(traced_md, "\n`localgpt sandbox run --level {level} -- /bin/true x`, {} runs (end to end p50 {} ms, p90 {} ms):\n", runs.len(), f(t50), f(t90));
+        let _ = writeln!(traced_md, "| from → to | what happens | p50 (ms) | p90 (ms) | max (ms) |\n|---|---|---:|---:|---:|");
         for r in &rows {
-            let _ = writeln!(traced_md, "| {} | {} | {} |", r["phase"].as_str().unwrap_or(""), f(r["median_ms"].as_f64().unwrap_or(f64::NAN)), f(r["max_ms"].as_f64().unwrap_or(f64::NAN)));
+            let g = |k: &str| f(r[k].as_f64().unwrap_or(f64::NAN));
+            let span = if r["from"].as_str().unwrap_or("").is_empty() { "—".to_string() } else { format!("{} → {}", r["from"].as_str().unwrap_or(""), r["to"].as_str().unwrap_or("")) };
+            let _ = writeln!(traced_md, "| {span} | {} | {} | {} | {} |", r["what"].as_str().unwrap_or(""), g("p50_ms"), g("p90_ms"), g("max_ms"));
         }
     }
 
@@ -824,7 +913,11 @@ fn analyse(
     let _ = writeln!(md, "### Memory\n\nPeak RSS (`VmHWM` from /proc, read while `sleep 0.4` runs in the sandbox; median of 5 runs) of the sandbox's parent process — the `localgpt` CLI, which builds the plan and supervises the run (for bubblewrap: the outer `bwrap`) — and of its child (the helper, which stays as the supervisor).\n\n{mem_md}");
     let _ = writeln!(md, "### Where the time goes\n\nDifferential (untraced, p50 of `/bin/true` variants from the same run; each step adds one thing to the previous one):\n\n{diff_md}");
     if !traced_md.is_empty() {
-        let _ = writeln!(md, "Per phase of the helper's start-up, from `perf trace` timestamps of the syscalls that bound each phase (only `execve`, `clone*`, `write`, `landlock_create_ruleset`, `landlock_restrict_self`, `seccomp`, `setsid`, `exit_group` are traced; tracing slows every traced syscall and especially `execve`, so absolute values are higher than untraced; `perf trace` starts its clock after the CLI's own execve). Medians per phase do not add up exactly to the median total:\n{traced_md}");
+        if phase_method == "stamps" {
+            let _ = writeln!(md, "Per phase of the start-up, from the sandbox's own `CLOCK_MONOTONIC` stamps (`LOCALGPT_SANDBOX_TIMING=1` plus `--keep-env LOCALGPT_SANDBOX_TIMING`; off by default, and then one cached environment check per process), taken at each boundary by the CLI, the helper, the supervisor and the command process, plus the benchmark's own stamps around `posix_spawn` and `wait4`. The levels are interleaved run by run. Writing the stamps adds a little (two extra lines through the stderr pipe), so totals sit slightly above the untimed runs; per-phase p50s do not add up exactly to the p50 of the total:\n{traced_md}");
+        } else {
+            let _ = writeln!(md, "Per phase, from `perf trace` timestamps of the syscalls that bound each phase (this build has no timing stamps; tracing slows every traced syscall, `execve` and the cgroup join especially, so these values overstate the untraced ones):\n{traced_md}");
+        }
     }
     if !phase_note.is_empty() {
         let _ = writeln!(md, "\nPhase tracing: {phase_note}\n");

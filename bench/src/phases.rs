@@ -266,3 +266,127 @@ mod tests {
         assert!((total - 28.366).abs() < 1e-6);
     }
 }
+
+/// Phase boundaries from the sandbox's opt-in timestamps (`LOCALGPT_SANDBOX_TIMING`, see
+/// `localgpt_sandbox::timing`): (process, label, what happened since the previous boundary that
+/// is present in the run). `bench` stamps are taken by the benchmark around `posix_spawn` and
+/// `wait4`; `helper` stamps come from the helper's lines (`supervisor` or `command`, which share
+/// the stamps taken before the fork).
+pub const STAMPS: [(&str, &str, &str); 23] = [
+    ("bench", "spawn", "benchmark calls posix_spawn"),
+    ("cli", "start", "exec of the CLI: posix_spawn, execve, dynamic loading, Rust start-up"),
+    ("cli", "spawn_helper", "CLI: arguments, config, detection, policy, plan, scratch dir, cgroup creation, plan encoding"),
+    ("helper", "start", "posix_spawn + execve + dynamic loading of the helper"),
+    ("helper", "plan_decoded", "helper: plan decode"),
+    ("helper", "cgroup_join", "helper: setsid, subreaper, parent-death signal"),
+    ("helper", "cgroup_joined", "helper: join the per-run cgroup (write cgroup.procs)"),
+    ("helper", "user_pid_ns", "helper: unshare user + PID namespaces, id maps (Full)"),
+    ("helper", "fork", "helper: signal handlers, status pipe (+ setsid, subreaper when no cgroup is joined)"),
+    ("command", "init_namespaces", "fork of PID 1; mount, net, IPC, UTS namespaces, mounts (Full)"),
+    ("command", "child", "fork of the command process (by PID 1 at Full)"),
+    ("command", "rlimits", "chdir, rlimits"),
+    ("command", "fds_closed", "close fds above 3"),
+    ("command", "no_new_privs", "no_new_privs"),
+    ("command", "landlock", "Landlock: create ruleset, open + add one rule per path, restrict_self"),
+    ("command", "capabilities", "drop capabilities (root)"),
+    ("command", "seccomp", "seccomp filter load"),
+    ("command", "exec", "report on fd 3 (+ chdir at level none)"),
+    ("supervisor", "command_reaped", "execve + run + exit of the command, reaped by the supervisor (at Full: PID 1 exits too)"),
+    ("supervisor", "cleanup_done", "supervisor: scan for leftover descendants"),
+    ("cli", "helper_reaped", "supervisor exits; the CLI notices, reaps it, reads the report"),
+    ("cli", "cgroup_removed", "CLI: remove the per-run cgroup"),
+    ("bench", "reaped", "CLI: remove the scratch dir, exit; reaped by the benchmark"),
+];
+
+/// The stamps of one run: `(process, label) → ns`, from the `localgpt-sandbox-timing` lines of
+/// the CLI's stderr plus the benchmark's own `spawn` and `reaped`.
+#[must_use]
+pub fn parse_stamps(stderr: &str, spawn_ns: u64, reaped_ns: u64) -> Vec<(String, String, u64)> {
+    let mut out = vec![("bench".to_string(), "spawn".to_string(), spawn_ns), ("bench".to_string(), "reaped".to_string(), reaped_ns)];
+    for line in stderr.lines() {
+        let Some(rest) = line.trim().strip_prefix("localgpt-sandbox-timing ") else { continue };
+        let mut it = rest.split_whitespace();
+        let Some(who) = it.next() else { continue };
+        for kv in it {
+            if let Some((k, v)) = kv.split_once('=') {
+                if let Ok(ns) = v.parse::<u64>() {
+                    out.push((who.to_string(), k.to_string(), ns));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One span between two present boundaries of a run.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Span {
+    /// `process.label` of the start boundary.
+    pub from: String,
+    /// `process.label` of the end boundary.
+    pub to: String,
+    /// What happens in it.
+    pub what: String,
+    /// Duration (ms).
+    pub ms: f64,
+}
+
+/// The spans of one run, in [`STAMPS`] order. `None` when the run has no sandbox stamps at all
+/// (a build without the timing hook).
+#[must_use]
+pub fn spans(stamps: &[(String, String, u64)]) -> Option<Vec<Span>> {
+    let find = |who: &str, label: &str| -> Option<u64> {
+        stamps
+            .iter()
+            .find(|(w, l, _)| l == label && (w == who || (who == "helper" && (w == "supervisor" || w == "command"))))
+            .map(|(_, _, t)| *t)
+    };
+    let present: Vec<(usize, u64)> = STAMPS.iter().enumerate().filter_map(|(i, (w, l, _))| find(w, l).map(|t| (i, t))).collect();
+    if present.len() <= 2 {
+        return None;
+    }
+    Some(
+        present
+            .windows(2)
+            .map(|w| {
+                let ((i, a), (j, b)) = (w[0], w[1]);
+                Span {
+                    from: format!("{}.{}", STAMPS[i].0, STAMPS[i].1),
+                    to: format!("{}.{}", STAMPS[j].0, STAMPS[j].1),
+                    what: STAMPS[j].2.to_string(),
+                    ms: b.saturating_sub(a) as f64 / 1e6,
+                }
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod stamp_tests {
+    use super::*;
+
+    #[test]
+    fn spans_of_a_standard_run() {
+        let err = "localgpt-sandbox-timing command start=1000000 plan_decoded=1100000 cgroup_join=1200000 cgroup_joined=3200000 fork=3300000 child=3500000 rlimits=3510000 fds_closed=3520000 no_new_privs=3530000 landlock=3630000 capabilities=3700000 seccomp=3900000 exec=3950000\n\
+some output of the command\n\
+localgpt-sandbox-timing supervisor start=1000000 plan_decoded=1100000 cgroup_join=1200000 cgroup_joined=3200000 fork=3300000 command_reaped=4500000 cleanup_done=4520000\n\
+localgpt-sandbox-timing cli start=500000 spawn_helper=800000 helper_reaped=4700000 cgroup_removed=4750000\n";
+        let st = parse_stamps(err, 0, 5_000_000);
+        let sp = spans(&st).unwrap();
+        let get = |to: &str| sp.iter().find(|s| s.to == to).map(|s| s.ms).unwrap();
+        assert!((get("cli.start") - 0.5).abs() < 1e-9);
+        assert!((get("helper.cgroup_joined") - 2.0).abs() < 1e-9);
+        assert!((get("command.landlock") - 0.1).abs() < 1e-9);
+        assert!((get("bench.reaped") - 0.25).abs() < 1e-9);
+        // Full-only boundaries are absent: fork → child is one span, named after its end.
+        let f = sp.iter().find(|s| s.to == "command.child").unwrap();
+        assert_eq!(f.from, "helper.fork");
+        let total: f64 = sp.iter().map(|s| s.ms).sum();
+        assert!((total - 5.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn no_stamps_no_spans() {
+        assert!(spans(&parse_stamps("plain stderr\n", 0, 10)).is_none());
+    }
+}
