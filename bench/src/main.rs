@@ -140,6 +140,7 @@ struct Variant {
     how: How,
     samples: Vec<f64>,
     failures: usize,
+    failure_examples: Vec<String>,
     disabled: Option<String>,
 }
 
@@ -152,6 +153,8 @@ struct Cmd {
 struct Spawner {
     env: Vec<CString>,
     devnull: i32,
+    /// stderr of the timed runs: a file, emptied before each run, read when a run fails.
+    errlog: i32,
 }
 
 struct Discard;
@@ -175,7 +178,16 @@ impl Spawner {
             eprintln!("localgpt-latency: open /dev/null: {}", std::io::Error::last_os_error());
             std::process::exit(2);
         }
-        Spawner { env, devnull }
+        let path = CString::new(format!("/var/tmp/localgpt-latency-{}.stderr", std::process::id())).unwrap_or_default();
+        // SAFETY: open/unlink with a valid C string; the fd keeps the file alive.
+        let errlog = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC, 0o600) };
+        // SAFETY: as above.
+        unsafe { libc::unlink(path.as_ptr()) };
+        if errlog < 0 {
+            eprintln!("localgpt-latency: stderr log: {}", std::io::Error::last_os_error());
+            std::process::exit(2);
+        }
+        Spawner { env, devnull, errlog }
     }
 
     /// Spawns `argv` with stdin/stdout/stderr on /dev/null (or stderr inherited when
@@ -195,7 +207,7 @@ impl Spawner {
             libc::posix_spawn_file_actions_adddup2(&mut fa, self.devnull, 0);
             libc::posix_spawn_file_actions_adddup2(&mut fa, self.devnull, 1);
             if !show_stderr {
-                libc::posix_spawn_file_actions_adddup2(&mut fa, self.devnull, 2);
+                libc::posix_spawn_file_actions_adddup2(&mut fa, self.errlog, 2);
             }
             let mut pid: libc::pid_t = 0;
             let t0 = Instant::now();
@@ -300,11 +312,18 @@ impl Spawner {
     fn once(&self, how: &How, show_stderr: bool) -> Result<(f64, i64), String> {
         match how {
             How::Spawn(argv) => {
+                // SAFETY: truncating our own log file (outside the timed interval).
+                unsafe { libc::ftruncate(self.errlog, 0) };
                 let (ms, st, rss) = self.run(argv, show_stderr)?;
                 if libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0 {
                     Ok((ms, rss))
                 } else {
-                    Err(format!("`{}` ended with wait status {st:#x}", argv.join(" ")))
+                    let mut buf = vec![0u8; 2048];
+                    // SAFETY: reading our own file into a local buffer.
+                    let n = unsafe { libc::pread(self.errlog, buf.as_mut_ptr().cast(), buf.len(), 0) };
+                    let err = String::from_utf8_lossy(&buf[..n.max(0) as usize]).trim().replace('\n', " | ");
+                    let short: Vec<&str> = argv.iter().map(String::as_str).filter(|a| !a.starts_with('/') || a.len() < 40).take(12).collect();
+                    Err(format!("`{} …` ended with wait status {st:#x}; stderr: {err}", short.join(" ")))
                 }
             }
             How::Library(policy, argv) => {
@@ -490,6 +509,7 @@ fn run(o: &Opts) -> Result<bool, String> {
             how,
             samples: Vec::with_capacity(o.n),
             failures: 0,
+            failure_examples: Vec::new(),
             disabled: None,
         });
     };
@@ -545,7 +565,12 @@ fn run(o: &Opts) -> Result<bool, String> {
             let v = &mut variants[i];
             match sp.once(&v.how, false) {
                 Ok((ms, _)) => v.samples.push(ms),
-                Err(_) => v.failures += 1,
+                Err(e) => {
+                    v.failures += 1;
+                    if v.failure_examples.len() < 5 {
+                        v.failure_examples.push(format!("iteration {it}: {e}"));
+                    }
+                }
             }
         }
         if (it + 1) % (o.n / 10).max(1) == 0 {
@@ -727,7 +752,7 @@ fn analyse(
                 json!({
                     "label": v.label,
                     "sandboxed": v.sandboxed,
-                    "n": s.n, "failures": v.failures,
+                    "n": s.n, "failures": v.failures, "failure_examples": v.failure_examples,
                     "min_ms": r3(s.min), "p50_ms": r3(s.p50), "p90_ms": r3(s.p90), "p99_ms": r3(s.p99), "max_ms": r3(s.max), "mean_ms": r3(s.mean),
                     "added_p50_ms": r3(a50), "added_p90_ms": r3(a90), "added_p99_ms": r3(a99),
                     "p99_ratio_to_bwrap": if ratio.is_finite() { json!(r3(ratio)) } else { Value::Null },
@@ -876,14 +901,20 @@ fn analyse(
             let _ = writeln!(mem_md, "| {label} | {} | {} |", f(*p), f(*c));
         }
     }
+    let failed: Vec<String> = variants
+        .iter()
+        .filter(|v| v.failures > 0)
+        .map(|v| format!("{} on `{}`: {} of {} runs failed; {}", v.label, cmds[v.cmd].label, v.failures, v.failures + v.samples.len(), v.failure_examples.join(" ; ")))
+        .collect();
     let command_line = format!("target/release/localgpt-latency {}", o.argv.iter().skip(1).cloned().collect::<Vec<_>>().join(" "));
     let summary = format!(
-        "p99 added < {GATE_MS} ms: {} (worst: {:.3} ms, {}); {} iterations interleaved, {} mode",
+        "p99 added < {GATE_MS} ms: {} (worst: {:.3} ms, {}); {} iterations interleaved, {} mode{}",
         if gate_ok { "passed" } else { "FAILED" },
         worst.0,
         worst.1,
         o.n,
-        o.mode
+        o.mode,
+        if failed.is_empty() { String::new() } else { format!("; {} variant(s) had failed runs (a failed run fails the gate)", failed.len()) }
     );
     let uname = sh("uname", &["-srm"]).unwrap_or_default();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -900,6 +931,13 @@ fn analyse(
     let mut md = String::new();
     let _ = writeln!(md, "Produced by `{}` ({} mode: {} interleaved iterations, {} warm-up runs per variant, seed {:#x}; {:.0} s). Machine: {uname}, {ncpu} CPU ({cpu}), uid {uid}, Landlock ABI {}, load average {load_before} → {load_after}.\n", command_line.trim(), o.mode, o.n, o.warmup, o.seed, elapsed, status["landlock"]["abi"]);
     let _ = writeln!(md, "**Gate — p99 added < 50 ms: {}.** {summary}. Gated: every available level (and `none`) through the CLI for each command, and the library path, all with the default policy; a failed run also fails the gate. The policy-growth variants are reported below but not gated.\n", if gate_ok { "passed" } else { "FAILED" });
+    if !failed.is_empty() {
+        let _ = writeln!(md, "**Failed runs** (exit status ≠ 0; each fails the gate):\n");
+        for f in &failed {
+            let _ = writeln!(md, "- {f}");
+        }
+        md.push('\n');
+    }
     let _ = writeln!(md, "### Goals\n\n| goal | measured (added p50 / p99) | verdict |\n|---|---|---|\n{goal_lines}");
     let _ = writeln!(md, "### Latency per command (ms)\n\nWall clock from `posix_spawn` to `wait4` in the tool; stdin/stdout/stderr on /dev/null; every iteration runs every variant once in a shuffled order. *Added* = percentile of the variant − the same percentile of bare. `/bin/true` runs as `/bin/true x` so that the CLI execs it directly (one argument would mean `bash -c`).\n{md_tables}");
     let _ = writeln!(md, "![latency CDF](latency-cdf.svg)\n");
