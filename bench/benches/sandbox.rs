@@ -8,6 +8,7 @@
 //!   rule resolution with canonicalisation, seccomp table + compilation, environment);
 //! * seccomp table + compilation alone;
 //! * the helper plan's JSON encode (runner) and decode (helper);
+//! * seccomp filter load in a forked child, next to a bare fork;
 //! * Landlock ruleset construction (create + one `add_rule` per path rule; not applied, so the
 //!   bench process stays unconfined) for the default rules and for +100 paths;
 //! * a whole sandboxed `/bin/true` through the library (`run_argv`, best level), next to a bare
@@ -106,6 +107,42 @@ fn bench_landlock(c: &mut Criterion, fx: &Fixture) {
     g.finish();
 }
 
+/// Fork a child that exits at once (baseline), and one that sets `no_new_privs` and loads the
+/// sandbox's seccomp program first: the difference is the kernel's cost of loading the filter
+/// (copy, check, and the per-syscall action cache the kernel prepares by emulating the filter).
+fn bench_seccomp_load(c: &mut Criterion) {
+    let prog = seccomp::compile(&seccomp::seccomp_table()).expect("compile");
+    let filter: Vec<libc::sock_filter> = prog
+        .iter()
+        .map(|&i| {
+            let (code, jt, jf, k) = seccomp::unpack(i);
+            libc::sock_filter { code, jt, jf, k }
+        })
+        .collect();
+    let fprog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut _ };
+    let fork_wait = |load: bool| {
+        // SAFETY: the child only makes raw syscalls and _exits; the parent waits for it.
+        unsafe {
+            let pid = libc::fork();
+            if pid == 0 {
+                if load {
+                    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                    let r = libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, &fprog as *const libc::sock_fprog);
+                    libc::_exit(if r == 0 { 0 } else { 1 });
+                }
+                libc::_exit(0);
+            }
+            let mut st = 0;
+            libc::waitpid(pid, &mut st, 0);
+            assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0, "seccomp load failed in the child");
+        }
+    };
+    let mut g = c.benchmark_group(format!("seccomp/load_{}_insns", filter.len()));
+    g.bench_function("fork+exit (baseline)", |b| b.iter(|| fork_wait(false)));
+    g.bench_function("fork+no_new_privs+seccomp+exit", |b| b.iter(|| fork_wait(true)));
+    g.finish();
+}
+
 struct Discard;
 impl localgpt_sandbox::runner::OutputSink for Discard {
     fn output(&mut self, _: localgpt_sandbox::runner::Stream, _: &[u8]) {}
@@ -138,6 +175,7 @@ fn main() {
     let mut c = Criterion::default().measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500)).configure_from_args();
     bench_pure(&mut c, &fx);
     bench_landlock(&mut c, &fx);
+    bench_seccomp_load(&mut c);
     bench_whole(&mut c, &fx);
     c.final_summary();
 }

@@ -1010,7 +1010,7 @@ fn write_report(o: &Opts, report: &Value, cmds: &[Cmd], variants: &[Variant]) ->
                 .collect(),
         })
         .collect();
-    let caption = format!("x axis clipped at the largest p99.5 among the curves; {}", section["figures"]["command"].as_str().unwrap_or(""));
+    let caption = format!("Produced by {}", section["figures"]["command"].as_str().unwrap_or(""));
     w(o.out.join("latency-cdf.svg"), cdf_svg(&panels, &caption))?;
     Ok(())
 }
