@@ -438,6 +438,9 @@ fn main() {
     })
 }
 
+/// (variant id, label, (parent peak RSS MiB, child peak RSS MiB)) of the memory probe.
+type MemProbe = (String, String, Option<(f64, f64)>);
+
 struct Scratch(PathBuf);
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -657,7 +660,7 @@ fn run(o: &Opts) -> Result<bool, String> {
     // Memory of the sandbox's parent process, per variant, with a command that lasts long
     // enough to read /proc.
     let sleep = vec!["/bin/sleep".to_string(), "0.4".to_string()];
-    let mut mem_probes: Vec<(String, String, Option<(f64, f64)>)> = Vec::new();
+    let mut mem_probes: Vec<MemProbe> = Vec::new();
     let mut probe_set: Vec<(String, String, Vec<String>)> = vec![("none".into(), "localgpt none (no confinement)".into(), sandbox("none", 0, &sleep))];
     for l in &levels {
         probe_set.push((l.clone(), format!("localgpt {l}"), sandbox(l, 0, &sleep)));
@@ -707,7 +710,7 @@ fn analyse(
     load_before: &str,
     load_after: &str,
     ws: &Path,
-    mem_probes: &[(String, String, Option<(f64, f64)>)],
+    mem_probes: &[MemProbe],
 ) -> Value {
     let summ = |ci: usize, id: &str| -> Option<Summary> {
         variants.iter().find(|v| v.cmd == ci && v.id == id && v.disabled.is_none()).and_then(|v| Summary::of(&v.samples))
@@ -740,7 +743,7 @@ fn analyse(
             // The gate covers every level (CLI and library) with the default policy; the
             // policy-growth variants (+100 / +1000 paths) are reported, not gated.
             if v.sandboxed && !v.id.contains('+') {
-                if !(a99 < GATE_MS) || v.failures > 0 {
+                if a99.is_nan() || a99 >= GATE_MS || v.failures > 0 {
                     gate_ok = false;
                 }
                 if a99 > worst.0 {

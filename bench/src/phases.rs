@@ -132,7 +132,7 @@ pub fn markers(events: &[Event]) -> [Option<f64>; 14] {
             .iter()
             .filter(|e| e.pid == helper && e.name != "execve" && !e.continued)
             .filter_map(|e| e.ts)
-            .find(|&t| exec_start.map_or(true, |x| t > x))
+            .find(|&t| !exec_start.is_some_and(|x| t <= x))
     });
     let fork = events.iter().find(|e| e.pid == helper && is_fork(&e.name) && !e.continued && e.ts.is_some());
     // The helper writes nothing before the fork but "0" to cgroup.procs (perf shows the fd's
