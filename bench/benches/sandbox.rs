@@ -120,14 +120,17 @@ fn bench_seccomp_load(c: &mut Criterion) {
         })
         .collect();
     let fprog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut _ };
-    let fork_wait = |load: bool| {
+    // A one-instruction "allow everything" program: the fixed cost of a filter load.
+    let allow = [libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0x7fff_0000 }]; // BPF_RET|BPF_K, SECCOMP_RET_ALLOW
+    let allow_prog = libc::sock_fprog { len: 1, filter: allow.as_ptr() as *mut _ };
+    let fork_wait = |load: Option<&libc::sock_fprog>| {
         // SAFETY: the child only makes raw syscalls and _exits; the parent waits for it.
         unsafe {
             let pid = libc::fork();
             if pid == 0 {
-                if load {
+                if let Some(p) = load {
                     libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-                    let r = libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, &fprog as *const libc::sock_fprog);
+                    let r = libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, p as *const libc::sock_fprog);
                     libc::_exit(if r == 0 { 0 } else { 1 });
                 }
                 libc::_exit(0);
@@ -138,8 +141,9 @@ fn bench_seccomp_load(c: &mut Criterion) {
         }
     };
     let mut g = c.benchmark_group(format!("seccomp/load_{}_insns", filter.len()));
-    g.bench_function("fork+exit (baseline)", |b| b.iter(|| fork_wait(false)));
-    g.bench_function("fork+no_new_privs+seccomp+exit", |b| b.iter(|| fork_wait(true)));
+    g.bench_function("fork+exit (baseline)", |b| b.iter(|| fork_wait(None)));
+    g.bench_function("fork+no_new_privs+1-insn allow filter+exit", |b| b.iter(|| fork_wait(Some(&allow_prog))));
+    g.bench_function("fork+no_new_privs+seccomp+exit", |b| b.iter(|| fork_wait(Some(&fprog))));
     g.finish();
 }
 
