@@ -142,7 +142,13 @@ fn attack(args: &[String]) -> i32 {
     let tp = cpath(&outside.join("trunc-path.txt"));
     // SAFETY: valid C string.
     report("truncate-path", if unsafe { libc::truncate(tp.as_ptr(), 0) } == 0 { Ok(String::new()) } else { Err(errno()) });
-    let to = cpath(&outside.join("trunc-open.txt"));
+    // Files the sandbox may read but not write (a granted toolchain directory, like
+    // ~/.cargo/config.toml): Landlock below ABI 3 checks neither truncate(2) nor O_TRUNC on a
+    // read-only open.
+    let tr = cpath(&home.join(".cargo/trunc-readable.txt"));
+    // SAFETY: valid C string.
+    report("truncate-readable", if unsafe { libc::truncate(tr.as_ptr(), 0) } == 0 { Ok(String::new()) } else { Err(errno()) });
+    let to = cpath(&home.join(".cargo/trunc-open.txt"));
     // SAFETY: valid C string; the fd is closed right away.
     report("open-rdonly-trunc", {
         let fd = unsafe { libc::open(to.as_ptr(), libc::O_RDONLY | libc::O_TRUNC) };
@@ -190,6 +196,7 @@ const VECTORS: &[(&str, &[&str])] = &[
     ("abstract-connect", &["abstract-sockets-outside"]),
     ("kill-outside", &["signals-outside"]),
     ("truncate-path", &["fs-truncate-outside", "fs-write-outside"]),
+    ("truncate-readable", &["fs-truncate-outside", "fs-write-outside"]),
     ("open-rdonly-trunc", &["fs-truncate-outside", "fs-write-outside"]),
     ("chmod-outside", &["fs-metadata-outside"]),
     ("git-hook", &["workspace-persistence"]),
@@ -315,6 +322,7 @@ impl Listeners {
 /// The world one attack run sees, reset before each run.
 struct Stage {
     user: User,
+    home: PathBuf,
     outside: PathBuf,
     canary: String,
 }
@@ -325,8 +333,11 @@ impl Stage {
         fs::create_dir_all(&self.outside).map_err(|e| format!("{}: {e}", self.outside.display()))?;
         fs::set_permissions(&self.outside, fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
         chown(&self.outside, self.user.uid, self.user.gid);
-        for (f, mode) in [("trunc-path.txt", 0o644), ("trunc-open.txt", 0o644), ("chmod.txt", 0o644)] {
-            let p = self.outside.join(f);
+        let cargo = self.home.join(".cargo");
+        fs::create_dir_all(&cargo).map_err(|e| format!("{}: {e}", cargo.display()))?;
+        chown(&cargo, self.user.uid, self.user.gid);
+        for p in [self.outside.join("trunc-path.txt"), self.outside.join("chmod.txt"), cargo.join("trunc-readable.txt"), cargo.join("trunc-open.txt")] {
+            let mode = 0o644;
             fs::write(&p, KEEP).map_err(|e| format!("{}: {e}", p.display()))?;
             fs::set_permissions(&p, fs::Permissions::from_mode(mode)).map_err(|e| e.to_string())?;
             chown(&p, self.user.uid, self.user.gid);
@@ -377,9 +388,13 @@ fn observe(stage: &Stage, ws: &Path, out: &Output, lis: &Listeners, victim: &mut
     m.insert("kill-outside", (dead, format!("victim pid {} dead: {dead}", victim.id())));
     let _ = victim.kill();
     let _ = victim.wait();
-    for (v, f) in [("truncate-path", "trunc-path.txt"), ("open-rdonly-trunc", "trunc-open.txt")] {
-        let len = fs::metadata(stage.outside.join(f)).map(|md| md.len()).unwrap_or(u64::MAX);
-        m.insert(v, (len != KEEP.len() as u64, format!("{f} size {len} (was {})", KEEP.len())));
+    for (v, f) in [
+        ("truncate-path", stage.outside.join("trunc-path.txt")),
+        ("truncate-readable", stage.home.join(".cargo/trunc-readable.txt")),
+        ("open-rdonly-trunc", stage.home.join(".cargo/trunc-open.txt")),
+    ] {
+        let len = fs::metadata(&f).map(|md| md.len()).unwrap_or(u64::MAX);
+        m.insert(v, (len != KEEP.len() as u64, format!("{} size {len} (was {})", f.display(), KEEP.len())));
     }
     let mode = fs::metadata(stage.outside.join("chmod.txt")).map(|md| md.mode() & 0o7777).unwrap_or(0);
     m.insert("chmod-outside", (mode != 0o644, format!("chmod.txt mode {mode:o} (was 644)")));
@@ -485,7 +500,7 @@ fn suite(args: &[String]) -> i32 {
         let home = root.join(format!("home-{}", user.name));
         let outside = root.join(format!("outside-{}", user.name));
         let canary = format!("LGMATRIX-CANARY-{}", nonce());
-        let stage = Stage { user, outside, canary: canary.clone() };
+        let stage = Stage { user, home: home.clone(), outside, canary: canary.clone() };
         let ssh = home.join(".ssh");
         if let Err(e) = fs::create_dir_all(&ssh).and_then(|()| fs::write(ssh.join("id_canary"), format!("{canary}\n"))) {
             fail(format!("home setup: {e}"));
