@@ -218,7 +218,12 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
         None
     };
     let seccomp = if level >= SandboxLevel::Minimal {
-        let rules = seccomp::seccomp_table();
+        let mut rules = seccomp::seccomp_table();
+        // Below Landlock ABI 3 nothing else stops truncation outside the workspace at Standard
+        // (at Full the read-only mounts do).
+        if level == SandboxLevel::Standard && (1..3).contains(&caps.landlock.abi) {
+            rules.extend(seccomp::truncate_guard_rules());
+        }
         let program = seccomp::compile(&rules).map_err(SandboxError::Plan)?;
         Some(SeccompPlan { rules, program })
     } else {
@@ -349,12 +354,20 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     }
     let abi = plan.landlock.as_ref().map_or(0, |l| l.handled_abi);
     let ll = plan.landlock.is_some();
+    let ns = plan.namespaces.as_ref();
+    let truncate_guard = plan.seccomp.as_ref().is_some_and(|s| s.rules.iter().any(|r| r.syscall == "truncate"));
     let fs_off = |id: &str, what: &str| prot(id, Off, "none", format!("{what}: no Landlock at level {}", plan.level));
     if ll {
         v.push(prot("fs-write-outside", Enforced, "landlock", "writes only in the workspace and granted paths"));
         v.push(prot("fs-read-credentials", Enforced, "landlock", "credential paths get no rule (siblings granted instead, snapshot at launch)"));
         v.push(if abi >= 3 {
             prot("fs-truncate-outside", Enforced, "landlock (ABI 3 truncate)", "truncate(2) needs the truncate right")
+        } else if ns.is_some() {
+            prot("fs-truncate-outside", Enforced, "read-only mounts",
+                format!("everything outside the workspace and writable paths is mounted read-only (Landlock ABI {abi} < 3 does not control truncation)"))
+        } else if truncate_guard {
+            prot("fs-truncate-outside", Enforced, "seccomp (truncate guard)",
+                format!("Landlock ABI {abi} < 3 does not control truncation: truncate(2) fails everywhere (ftruncate on a file opened for writing works) and open(O_RDONLY|O_TRUNC) fails"))
         } else {
             prot("fs-truncate-outside", Degraded, "landlock", format!("Landlock ABI {abi} < 3 does not control truncate(2) on readable files"))
         });
@@ -369,7 +382,6 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         v.push(fs_off("fs-write-outside", "writes outside the workspace are not confined"));
         v.push(fs_off("fs-read-credentials", "credentials are readable"));
     }
-    let ns = plan.namespaces.as_ref();
     v.push(match ns {
         Some(_) => prot("fs-metadata-outside", Enforced, "read-only mounts",
             "everything outside the workspace, the private /tmp and writable paths is mounted read-only: chmod, chown, utimensat and xattrs fail with EROFS"),
@@ -667,10 +679,16 @@ mod tests {
         assert_eq!(ll.handled_fs & landlock::fs::TRUNCATE, 0);
         let state = |p: &Plan, id: &str| p.protections.iter().find(|x| x.id == id).unwrap().state;
         assert_eq!(state(&p2, "signals-outside"), ProtectionState::Degraded);
-        assert_eq!(state(&p2, "fs-truncate-outside"), ProtectionState::Degraded);
+        // Below ABI 3, seccomp stands in for Landlock's truncate right at Standard.
+        assert_eq!(state(&p2, "fs-truncate-outside"), ProtectionState::Enforced);
+        let rules = &p2.seccomp.as_ref().unwrap().rules;
+        assert!(rules.iter().any(|r| r.syscall == "truncate") && rules.iter().any(|r| r.syscall == "openat2"));
+        let p1 = make_plan(&pol, &caps(1, false), &RunContext::default()).unwrap();
+        assert_eq!(state(&p1, "fs-truncate-outside"), ProtectionState::Enforced);
         assert_eq!(state(&p2, "network"), ProtectionState::Enforced);
         let p7 = make_plan(&pol, &caps(7, false), &RunContext::default()).unwrap();
         assert_eq!(state(&p7, "signals-outside"), ProtectionState::Enforced);
+        assert!(!p7.seccomp.as_ref().unwrap().rules.iter().any(|r| r.syscall == "truncate"), "ABI 3+: Landlock handles truncate");
         assert_eq!(state(&p7, "fs-metadata-outside"), ProtectionState::Degraded);
         let p11 = make_plan(&pol, &caps(11, false), &RunContext::default()).unwrap();
         assert_eq!(p11.landlock.as_ref().unwrap().handled_abi, landlock::MAX_KNOWN_ABI);
@@ -741,6 +759,12 @@ mod tests {
         }
         assert!(p.env.vars.contains(&("TMPDIR".into(), "/tmp".into())));
         assert!(p.helper_plan(1, None).namespaces.is_some());
+        // Below ABI 3 the read-only mounts stop truncation outside; no seccomp guard is needed.
+        let mut c2 = c.clone();
+        c2.landlock.abi = 2;
+        let p2 = make_plan(&pol, &c2, &RunContext::default()).unwrap();
+        assert_eq!(p2.protections.iter().find(|x| x.id == "fs-truncate-outside").unwrap().state, ProtectionState::Enforced);
+        assert!(!p2.seccomp.as_ref().unwrap().rules.iter().any(|r| r.syscall == "truncate"));
         // Asking for standard explicitly drops the namespaces.
         let mut pol = pol;
         pol.level = LevelSetting::Exactly(SandboxLevel::Standard);

@@ -6,8 +6,14 @@
 //!
 //! 1. architecture ≠ x86_64 → kill the process (i386 `int 0x80`, `socketcall`);
 //! 2. x32 syscall numbers (`nr & 0x40000000`) → `EPERM` (seccompiler does not check them);
-//! 3. `clone3` → `ENOSYS` (its flags live in memory, so libc must fall back to `clone`);
+//! 3. `clone3` (and `openat2` when the truncate guard is on) → `ENOSYS` (their flags live in
+//!    memory, so libc and careful callers fall back to `clone`/`openat`);
 //! 4. the table → `EPERM`; everything else allowed.
+//!
+//! [`truncate_guard_rules`] are added below Landlock ABI 3 without a mount namespace (Standard):
+//! there Landlock controls neither `truncate(2)` nor `open(O_RDONLY|O_TRUNC)` on a file it lets
+//! the command read, so both are refused here (`ftruncate` needs an fd opened for writing, which
+//! Landlock does control).
 //!
 //! `sendto`/`recvfrom`/`sendmsg`/`recvmsg` are deliberately allowed: asyncio's self-pipe and
 //! cargo's jobserver use them on socketpairs, and without `socket(AF_INET)` and `connect` they
@@ -105,6 +111,7 @@ mod nr {
     pub const FSMOUNT: i64 = 432;
     pub const FSPICK: i64 = 433;
     pub const CLONE3: i64 = 435;
+    pub const OPENAT2: i64 = 437;
     pub const MOUNT_SETATTR: i64 = 442;
     pub const OPEN_TREE_ATTR: i64 = 467;
 }
@@ -192,6 +199,28 @@ pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
     t
 }
 
+const O_ACCMODE: u32 = 0o3;
+const O_TRUNC: u32 = 0o1000;
+
+/// Rules that stand in for Landlock's truncate right (ABI 3) on older ABIs when no read-only
+/// mounts cover the filesystem (Standard level): `truncate(2)` fails everywhere, and opening
+/// read-only with `O_TRUNC` fails (a write-mode open is checked by Landlock's `write_file`).
+#[must_use]
+pub fn truncate_guard_rules() -> Vec<SeccompRuleSpec> {
+    let why = "Landlock ABI < 3 does not control truncation: truncate(2) by path, and open(O_RDONLY|O_TRUNC) on a file the sandbox may read, would truncate files outside the workspace";
+    let trunc_ro = |arg: u8| ArgCondition::Masked { arg, mask: O_ACCMODE | O_TRUNC, value: O_TRUNC };
+    vec![
+        SeccompRuleSpec { syscall: "truncate".into(), nr: libc::SYS_truncate, conditions: Vec::new(), condition_text: None,
+            action: SeccompDeny::Eperm, reason: format!("{why} (ftruncate on a file opened for writing still works)") },
+        SeccompRuleSpec { syscall: "open".into(), nr: libc::SYS_open, conditions: vec![trunc_ro(1)],
+            condition_text: Some("flags & (O_ACCMODE|O_TRUNC) == O_RDONLY|O_TRUNC".into()), action: SeccompDeny::Eperm, reason: why.into() },
+        SeccompRuleSpec { syscall: "openat".into(), nr: libc::SYS_openat, conditions: vec![trunc_ro(2)],
+            condition_text: Some("flags & (O_ACCMODE|O_TRUNC) == O_RDONLY|O_TRUNC".into()), action: SeccompDeny::Eperm, reason: why.into() },
+        SeccompRuleSpec { syscall: "openat2".into(), nr: nr::OPENAT2, conditions: Vec::new(), condition_text: None,
+            action: SeccompDeny::Enosys, reason: "openat2's flags are in memory and cannot be inspected; ENOSYS makes callers fall back to openat".into() },
+    ]
+}
+
 /// A compiled BPF instruction, packed `code << 48 | jt << 40 | jf << 32 | k` for transport.
 pub type PackedInsn = u64;
 
@@ -228,9 +257,15 @@ pub fn compile(table: &[SeccompRuleSpec]) -> Result<Vec<PackedInsn>, String> {
         pack(BPF_LD_W_ABS, 0, 0, 0), // seccomp_data.nr
         pack(BPF_JSET_K, 0, 1, 0x4000_0000),
         pack(BPF_RET_K, 0, 0, eperm),
-        pack(BPF_JEQ_K, 0, 1, nr::CLONE3 as u32),
-        pack(BPF_RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
     ];
+    // Unconditional ENOSYS rows (clone3 first, always present) in the prologue.
+    for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Enosys) {
+        if !r.conditions.is_empty() {
+            return Err(format!("{}: conditional ENOSYS rules are not supported", r.syscall));
+        }
+        prog.push(pack(BPF_JEQ_K, 0, 1, r.nr as u32));
+        prog.push(pack(BPF_RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32));
+    }
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Eperm) {
         let entry = rules.entry(r.nr).or_default();
@@ -282,6 +317,21 @@ mod tests {
         assert!(t.iter().any(|r| r.syscall == "socket" && r.conditions.len() == 2), "unix datagram rule");
         let ioctls: Vec<_> = t.iter().filter(|r| r.syscall == "ioctl").collect();
         assert_eq!(ioctls.len(), 2);
+    }
+
+    #[test]
+    fn truncate_guard_compiles_and_openat2_gets_enosys() {
+        let mut t = seccomp_table();
+        let base = compile(&t).unwrap().len();
+        t.extend(truncate_guard_rules());
+        let p = compile(&t).unwrap();
+        assert!(p.len() > base);
+        assert_eq!(unpack(p[8]), (BPF_JEQ_K, 0, 1, nr::OPENAT2 as u32));
+        assert_eq!(unpack(p[9]).3, RET_ERRNO | libc::ENOSYS as u32);
+        let g = truncate_guard_rules();
+        assert!(g.iter().any(|r| r.syscall == "truncate" && r.conditions.is_empty()));
+        assert!(g.iter().any(|r| r.syscall == "openat"
+            && r.conditions == vec![ArgCondition::Masked { arg: 2, mask: 0o1003, value: 0o1000 }]));
     }
 
     #[test]
