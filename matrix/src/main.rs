@@ -469,6 +469,11 @@ fn suite(args: &[String]) -> i32 {
         return result(&[format!("configuration {config} not in {expect_path}")], json!({}));
     };
     let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+    if let Some(prefix) = cfg["version_prefix"].as_str() {
+        if !kernel.starts_with(prefix) {
+            failures.push(format!("kernel {kernel} is not the {prefix}* kernel this configuration describes"));
+        }
+    }
 
     // Binaries in a world-readable place (the unprivileged user must exec them).
     let _ = fs::remove_dir_all(&root);
