@@ -38,6 +38,7 @@ fn main() {
     let code = match args.get(1).map(String::as_str) {
         Some("suite") => suite(&args[2..]),
         Some("attack") => attack(&args[2..]),
+        Some("daemon") => daemon(),
         Some("victim") => loop {
             // SAFETY: pause has no arguments.
             unsafe { libc::pause() };
@@ -90,6 +91,22 @@ fn exit_port(code: u32) -> i32 {
     0
 }
 
+/// The escape attempt for the process-tree kill: fork, let the parent exit, setsid, and sleep,
+/// with the tag in argv so the suite can find it from outside.
+fn daemon() -> i32 {
+    // SAFETY: fork in a single-threaded process; the child only calls setsid and sleeps.
+    unsafe {
+        match libc::fork() {
+            0 => {
+                libc::setsid();
+                libc::sleep(600);
+                libc::_exit(0);
+            }
+            _ => libc::_exit(0),
+        }
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // attack: every vector, in one process (process creation costs 12–30× under TCG). What it prints
 // is only a self-report: the suite decides from outside.
@@ -102,6 +119,8 @@ fn attack(args: &[String]) -> i32 {
     let tcp: u16 = need(args, "--tcp").parse().unwrap_or(0);
     let unix = PathBuf::from(need(args, "--unix"));
     let abstract_name = need(args, "--abstract");
+    let udp: u16 = need(args, "--udp").parse().unwrap_or(0);
+    let dgram = PathBuf::from(need(args, "--dgram"));
     let victim: i32 = need(args, "--victim").parse().unwrap_or(0);
     let tag = need(args, "--tag");
     let report = |name: &str, r: Result<String, String>| match r {
@@ -133,6 +152,21 @@ fn attack(args: &[String]) -> i32 {
         "abstract-connect",
         std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
             .and_then(|a| std::os::unix::net::UnixStream::connect_addr(&a))
+            .map(|_| String::new())
+            .map_err(e2s),
+    );
+    report(
+        "udp-send",
+        std::net::UdpSocket::bind("127.0.0.1:0").and_then(|s| s.send_to(b"exfil", ("127.0.0.1", udp))).map(|_| String::new()).map_err(e2s),
+    );
+    report(
+        "unix-dgram-send",
+        std::os::unix::net::UnixDatagram::unbound().and_then(|s| s.send_to(b"exfil", &dgram)).map(|_| String::new()).map_err(e2s),
+    );
+    report(
+        "daemon-survives",
+        std::env::current_exe()
+            .and_then(|exe| Command::new(exe).args(["daemon", &format!("lgmatrix-daemon-{tag}")]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status())
             .map(|_| String::new())
             .map_err(e2s),
     );
@@ -194,6 +228,9 @@ const VECTORS: &[(&str, &[&str])] = &[
     ("tcp-connect", &["network"]),
     ("unix-connect", &["unix-sockets-outside"]),
     ("abstract-connect", &["abstract-sockets-outside"]),
+    ("udp-send", &["network"]),
+    ("unix-dgram-send", &["unix-sockets-outside"]),
+    ("daemon-survives", &["timeout-kill-tree"]),
     ("kill-outside", &["signals-outside"]),
     ("truncate-path", &["fs-truncate-outside", "fs-write-outside"]),
     ("truncate-readable", &["fs-truncate-outside", "fs-write-outside"]),
@@ -269,6 +306,9 @@ fn run_as(user: User, home: &Path, cwd: &Path, argv: &[String], limit: Duration)
 /// Listeners outside the sandbox; connections stay in the accept queue until drained.
 struct Listeners {
     tcp: std::net::TcpListener,
+    udp: std::net::UdpSocket,
+    dgram: std::os::unix::net::UnixDatagram,
+    dgram_path: PathBuf,
     unix: std::os::unix::net::UnixListener,
     unix_path: PathBuf,
     abstract_: std::os::unix::net::UnixListener,
@@ -285,6 +325,13 @@ impl Listeners {
         let _ = fs::remove_file(&unix_path);
         let unix = std::os::unix::net::UnixListener::bind(&unix_path).map_err(|e| format!("unix listener: {e}"))?;
         fs::set_permissions(&unix_path, fs::Permissions::from_mode(0o777)).map_err(|e| e.to_string())?;
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| format!("udp socket: {e}"))?;
+        let dgram_path = dir.join("outside.dgram");
+        let _ = fs::remove_file(&dgram_path);
+        let dgram = std::os::unix::net::UnixDatagram::bind(&dgram_path).map_err(|e| format!("unix datagram socket: {e}"))?;
+        fs::set_permissions(&dgram_path, fs::Permissions::from_mode(0o777)).map_err(|e| e.to_string())?;
+        udp.set_nonblocking(true).map_err(|e| e.to_string())?;
+        dgram.set_nonblocking(true).map_err(|e| e.to_string())?;
         let abstract_name = format!("lgmatrix-{}", nonce());
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).map_err(|e| e.to_string())?;
         let abstract_ = std::os::unix::net::UnixListener::bind_addr(&addr).map_err(|e| format!("abstract listener: {e}"))?;
@@ -296,11 +343,28 @@ impl Listeners {
             // SAFETY: fcntl on our own descriptors.
             unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
         }
-        Ok(Listeners { tcp, unix, unix_path, abstract_, abstract_name })
+        Ok(Listeners { tcp, udp, dgram, dgram_path, unix, unix_path, abstract_, abstract_name })
     }
 
     fn port(&self) -> u16 {
         self.tcp.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    fn udp_port(&self) -> u16 {
+        self.udp.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    /// (udp, unix datagram) messages received since the last drain.
+    fn drain_datagrams(&self) -> (u32, u32) {
+        let mut buf = [0u8; 256];
+        let mut n = (0, 0);
+        while self.udp.recv_from(&mut buf).is_ok() {
+            n.0 += 1;
+        }
+        while self.dgram.recv_from(&mut buf).is_ok() {
+            n.1 += 1;
+        }
+        n
     }
 
     /// (tcp, unix, abstract) connections accepted since the last drain.
@@ -373,7 +437,23 @@ impl Stage {
 }
 
 /// Which vectors had their effect, judged only from outside.
-fn observe(stage: &Stage, ws: &Path, out: &Output, lis: &Listeners, victim: &mut Child) -> BTreeMap<&'static str, (bool, String)> {
+/// Processes whose argv is `… daemon lgmatrix-daemon-TAG`, found from outside through /proc.
+fn find_daemons(tag: &str) -> Vec<i32> {
+    let want = format!("\0daemon\0lgmatrix-daemon-{tag}\0");
+    let mut v = Vec::new();
+    for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        if let Ok(c) = fs::read(e.path().join("cmdline")) {
+            let c = format!("\0{}", String::from_utf8_lossy(&c));
+            if c.contains(&want) {
+                v.push(pid);
+            }
+        }
+    }
+    v
+}
+
+fn observe(stage: &Stage, ws: &Path, out: &Output, lis: &Listeners, victim: &mut Child, tag: &str) -> BTreeMap<&'static str, (bool, String)> {
     let mut m = BTreeMap::new();
     let dropped = stage.outside.join("dropped.txt");
     m.insert("write-outside", (dropped.exists(), format!("{} exists: {}", dropped.display(), dropped.exists())));
@@ -381,6 +461,15 @@ fn observe(stage: &Stage, ws: &Path, out: &Output, lis: &Listeners, victim: &mut
     let leaked = out.stdout.contains(&stage.canary) || out.stderr.contains(&stage.canary) || stolen.contains(&stage.canary);
     m.insert("read-credential", (leaked, format!("canary in output or workspace: {leaked}")));
     let (t, u, a) = lis.drain();
+    let (ud, dg) = lis.drain_datagrams();
+    m.insert("udp-send", (ud > 0, format!("{ud} datagram(s) received on 127.0.0.1:{} (udp)", lis.udp_port())));
+    m.insert("unix-dgram-send", (dg > 0, format!("{dg} datagram(s) received on {}", lis.dgram_path.display())));
+    let daemons = find_daemons(tag);
+    m.insert("daemon-survives", (!daemons.is_empty(), format!("setsid'd grandchild still running after the command ended: pids {daemons:?}")));
+    for pid in daemons {
+        // SAFETY: kill with integer arguments (cleanup of the escaped daemon).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
     m.insert("tcp-connect", (t > 0, format!("{t} connection(s) accepted on 127.0.0.1:{}", lis.port())));
     m.insert("unix-connect", (u > 0, format!("{u} connection(s) accepted on {}", lis.unix_path.display())));
     m.insert("abstract-connect", (a > 0, format!("{a} connection(s) accepted on @{}", lis.abstract_name)));
@@ -577,6 +666,10 @@ fn suite(args: &[String]) -> i32 {
                 lis.unix_path.display().to_string(),
                 "--abstract".into(),
                 lis.abstract_name.clone(),
+                "--udp".into(),
+                lis.udp_port().to_string(),
+                "--dgram".into(),
+                lis.dgram_path.display().to_string(),
                 "--victim".into(),
                 victim.to_string(),
                 "--tag".into(),
@@ -590,9 +683,11 @@ fn suite(args: &[String]) -> i32 {
             stage.reset_outside()?;
             let probe = stage.workspace(&bare_ws, &me)?;
             lis.drain();
+            lis.drain_datagrams();
             let mut victim = stage.spawn_victim(&me)?;
-            let out = run_as(user, &home, &bare_ws, &attack_argv(&probe, victim.id(), "bare"), limit);
-            let seen = observe(&stage, &bare_ws, &out, &lis, &mut victim);
+            let tag = format!("bare-{}", user.name);
+            let out = run_as(user, &home, &bare_ws, &attack_argv(&probe, victim.id(), &tag), limit);
+            let seen = observe(&stage, &bare_ws, &out, &lis, &mut victim, &tag);
             let not_escaped: Vec<&str> = seen.iter().filter(|(_, (e, _))| !e).map(|(k, _)| *k).collect();
             let mut errs = Vec::new();
             if out.code != 3 {
@@ -641,10 +736,12 @@ fn suite(args: &[String]) -> i32 {
                 stage.reset_outside()?;
                 let probe = stage.workspace(&ws, &me)?;
                 lis.drain();
+                lis.drain_datagrams();
                 let mut victim = stage.spawn_victim(&me)?;
+                let tag = format!("{lvl}-{}", user.name);
                 let mut argv = vec![localgpt.display().to_string(), "sandbox".into(), "run".into(), "--json".into(), "--quiet".into(),
                     "--level".into(), lvl.clone(), "--workspace".into(), ws.display().to_string(), "--timeout".into(), "120".into(), "--".into()];
-                argv.extend(attack_argv(&probe, victim.id(), lvl));
+                argv.extend(attack_argv(&probe, victim.id(), &tag));
                 let out = run_as(user, &home, &ws, &argv, limit);
                 let rj: Value = serde_json::from_str(&out.stdout).unwrap_or(Value::Null);
                 // Judge from outside; the run's own stdout (captured in the JSON) is searched too.
@@ -654,7 +751,7 @@ fn suite(args: &[String]) -> i32 {
                     stderr: format!("{}{}", out.stderr, rj["stderr"].as_str().unwrap_or("")),
                     timed_out: out.timed_out,
                 };
-                let seen = observe(&stage, &ws, &inner, &lis, &mut victim);
+                let seen = observe(&stage, &ws, &inner, &lis, &mut victim, &tag);
                 if rj.is_null() {
                     errs.push(format!("run --json at {lvl} gave no JSON (exit {}): {}", out.code, out.stderr.trim()));
                 }
@@ -665,8 +762,8 @@ fn suite(args: &[String]) -> i32 {
                     errs.push(format!("run at {lvl} reported level {}", rj["level"]));
                 }
                 let smoke_in = fs::read_to_string(ws.join("smoke.txt")).unwrap_or_default();
-                let attack_done = rj["stdout"].as_str().unwrap_or("").contains(&format!("ATTACK-DONE {lvl}"));
-                if inner.code != 3 || !attack_done || smoke_in != format!("smoke-{lvl}\n") {
+                let attack_done = rj["stdout"].as_str().unwrap_or("").contains(&format!("ATTACK-DONE {tag}"));
+                if inner.code != 3 || !attack_done || smoke_in != format!("smoke-{tag}\n") {
                     errs.push(format!("attack at {lvl}: exit {} (want 3), finished {attack_done}, workspace smoke.txt {:?}; stderr {:?}",
                         inner.code, smoke_in, rj["stderr"].as_str().unwrap_or(&out.stderr).trim()));
                 }
@@ -745,5 +842,6 @@ fn suite(args: &[String]) -> i32 {
         users_out.insert(user.name.into(), Value::Object(uo));
     }
     let _ = fs::remove_file(&lis.unix_path);
+    let _ = fs::remove_file(&lis.dgram_path);
     result(&failures, json!({"kernel": kernel, "users": users_out}))
 }
