@@ -822,7 +822,10 @@ fn suite(args: &[String]) -> i32 {
             json!({"state": "skipped", "reason": "--corpus off"})
         } else {
             let probe = run_as(user, &home, &status_ws, &[localgpt.display().to_string(), "sandbox".into(), "test".into(), "--help".into()], limit);
-            if probe.code != 0 {
+            if probe.code != 0 && corpus == "full" {
+                fail("--corpus full: `localgpt sandbox test` is not in this build, so the corpus cannot run".into());
+                json!({"state": "failed", "reason": "`localgpt sandbox test` is not in this build (required by --corpus full)"})
+            } else if probe.code != 0 {
                 json!({"state": "skipped", "reason": "`localgpt sandbox test` is not in this build"})
             } else {
                 let mut argv = vec![localgpt.display().to_string(), "sandbox".into(), "test".into(), "--json".into()];
