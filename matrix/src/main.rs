@@ -464,8 +464,13 @@ fn observe(stage: &Stage, ws: &Path, out: &Output, lis: &Listeners, victim: &mut
     let (ud, dg) = lis.drain_datagrams();
     m.insert("udp-send", (ud > 0, format!("{ud} datagram(s) received on 127.0.0.1:{} (udp)", lis.udp_port())));
     m.insert("unix-dgram-send", (dg > 0, format!("{dg} datagram(s) received on {}", lis.dgram_path.display())));
-    let daemons = find_daemons(tag);
-    m.insert("daemon-survives", (!daemons.is_empty(), format!("setsid'd grandchild still running after the command ended: pids {daemons:?}")));
+    let mut daemons = find_daemons(tag);
+    if !daemons.is_empty() {
+        // A process being killed right now is not a survivor: look again a moment later.
+        std::thread::sleep(Duration::from_millis(500));
+        daemons = find_daemons(tag);
+    }
+    m.insert("daemon-survives", (!daemons.is_empty(), format!("setsid'd grandchild still running 0.5 s after the command ended: pids {daemons:?}")));
     for pid in daemons {
         // SAFETY: kill with integer arguments (cleanup of the escaped daemon).
         unsafe { libc::kill(pid, libc::SIGKILL) };
