@@ -205,7 +205,16 @@ pub struct RunContext {
 pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) -> Result<Plan, SandboxError> {
     let level = choose_level(policy, caps)?;
     let confined = level > SandboxLevel::None;
-    let full = level == SandboxLevel::Full;
+    // Namespaces at Full, and also when the level fell to Minimal only because Landlock is missing
+    // (a 5.10 kernel, or Landlock left out of `lsm=`) while user namespaces work: read-only
+    // mounts, masks, a private /dev and PID/network isolation then carry what they can. An
+    // explicit `--level minimal` stays seccomp only.
+    let userns = caps.user_namespaces.as_ref().is_some_and(|u| u.available);
+    let mounts_without_landlock = level == SandboxLevel::Minimal
+        && policy.level == LevelSetting::Auto
+        && caps.landlock.abi == 0
+        && userns;
+    let full = level == SandboxLevel::Full || mounts_without_landlock;
     let namespaces = full.then(|| namespaces::namespace_plan(policy, caps.uid, caps.gid));
     // At Full level existing credential paths are hidden by mounts, so Landlock grants need no
     // expansion around them; a credential path that does not exist at launch can only appear
@@ -373,14 +382,32 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         });
         v.push(prot("fs-link-rename-out", Enforced, if abi >= 2 { "landlock (ABI 2 refer)" } else { "landlock (ABI 1 forbids reparenting)" },
             "files cannot be linked or renamed out of the workspace"));
-        v.push(if abi >= 5 {
-            prot("fs-device-ioctl", Enforced, "landlock (ABI 5 ioctl_dev)", "ioctl only on granted device nodes")
-        } else {
-            prot("fs-device-ioctl", Degraded, "landlock", format!("Landlock ABI {abi} < 5 does not control device ioctls"))
-        });
+        if abi >= 5 {
+            v.push(prot("fs-device-ioctl", Enforced, "landlock (ABI 5 ioctl_dev)", "ioctl only on granted device nodes"));
+        } else if !ns.is_some_and(|n| n.private_dev) {
+            v.push(prot("fs-device-ioctl", Degraded, "landlock", format!("Landlock ABI {abi} < 5 does not control device ioctls")));
+        }
+    } else if let Some(n) = ns {
+        v.push(prot("fs-write-outside", Enforced, "read-only mounts",
+            "everything outside the workspace, the private /tmp and writable paths is mounted read-only; /dev is private"));
+        v.push(prot("fs-read-credentials", Enforced, "mount masks",
+            format!("{} existing credential paths are masked (empty read-only tmpfs or /dev/null); without Landlock, ones created during the run are readable", n.masks.len())));
+        v.push(prot("fs-truncate-outside", Enforced, "read-only mounts", "everything outside the workspace and writable paths is mounted read-only"));
+        v.push(prot("fs-link-rename-out", Enforced, "read-only mounts", "links and renames out of the workspace cross into read-only mounts and fail"));
     } else {
         v.push(fs_off("fs-write-outside", "writes outside the workspace are not confined"));
         v.push(fs_off("fs-read-credentials", "credentials are readable"));
+    }
+    v.push(if ll {
+        prot("fs-read-outside", Enforced, "landlock", "reads only in the workspace, system and toolchain dirs, scratch and granted paths")
+    } else {
+        prot("fs-read-outside", Degraded, "none", "no Landlock: files outside the workspace (other than masked credentials) are readable")
+    });
+    if !ll || abi < 5 {
+        if let Some(n) = ns.filter(|n| n.private_dev) {
+            v.push(prot("fs-device-ioctl", Enforced, "private /dev",
+                format!("only {} and a private devpts exist in /dev", n.dev_nodes.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))));
+        }
     }
     v.push(match ns {
         Some(_) => prot("fs-metadata-outside", Enforced, "read-only mounts",
@@ -435,7 +462,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v.push(prot("io-uring", Enforced, "seccomp", "io_uring_setup/enter/register fail"));
     v.push(prot("tty-injection", Enforced, "seccomp + setsid", "TIOCSTI and TIOCLINUX fail; the command has no controlling terminal"));
     v.push(match ns {
-        Some(n) if n.private_devpts => prot("other-terminals", Enforced, "private devpts instance", "the user's own terminals under /dev/pts are not visible"),
+        Some(n) if n.private_dev => prot("other-terminals", Enforced, "private devpts instance", "the user's own terminals under /dev/pts are not visible"),
         _ => prot("other-terminals", Degraded, "none",
             "/dev/pts must stay usable for script and pty-based tools, so the user's other terminals (same uid) can be opened, read and written; Full level mounts a private devpts"),
     });
@@ -493,6 +520,10 @@ fn warnings(plan: &Plan, caps: &Capabilities) -> Vec<String> {
         } else {
             "UNSANDBOXED: no kernel confinement is available; only the timeout and output caps apply".to_string()
         }),
+        SandboxLevel::Minimal if plan.namespaces.is_some() => w.push(format!(
+            "degraded to minimal: no Landlock ({}), so reads outside the workspace are NOT confined; namespaces still make everything outside the workspace read-only, mask credentials and isolate processes and network",
+            caps.missing_for(SandboxLevel::Standard).join("; ")
+        )),
         SandboxLevel::Minimal => w.push(format!(
             "degraded to minimal: network and dangerous syscalls are blocked but the filesystem is NOT confined ({})",
             caps.missing_for(SandboxLevel::Standard).join("; ")
@@ -769,6 +800,31 @@ mod tests {
         let mut pol = pol;
         pol.level = LevelSetting::Exactly(SandboxLevel::Standard);
         assert!(make_plan(&pol, &c, &RunContext::default()).unwrap().namespaces.is_none());
+    }
+
+    #[test]
+    fn no_landlock_with_user_namespaces_uses_mounts_at_minimal() {
+        let (_d, home, ws) = world();
+        let mut c = caps(0, false);
+        c.user_namespaces = Some(Feature { available: true, detail: String::new() });
+        let pol = policy(SandboxMode::WorkspaceWrite, &home, &ws);
+        let p = make_plan(&pol, &c, &RunContext::default()).unwrap();
+        assert_eq!(p.level, SandboxLevel::Minimal);
+        assert!(p.landlock.is_none() && p.namespaces.is_some());
+        let state = |id: &str| p.protections.iter().find(|x| x.id == id).unwrap();
+        assert_eq!(state("fs-write-outside").state, ProtectionState::Enforced);
+        assert_eq!(state("fs-write-outside").mechanism, "read-only mounts");
+        assert_eq!(state("fs-read-credentials").mechanism, "mount masks");
+        assert_eq!(state("fs-read-outside").state, ProtectionState::Degraded);
+        assert_eq!(state("signals-outside").state, ProtectionState::Enforced);
+        assert_eq!(state("fs-device-ioctl").mechanism, "private /dev");
+        assert!(p.warnings[0].contains("reads outside the workspace are NOT confined"), "{:?}", p.warnings);
+        // An explicit --level minimal stays seccomp only.
+        let mut pol = pol;
+        pol.level = LevelSetting::Exactly(SandboxLevel::Minimal);
+        let p = make_plan(&pol, &c, &RunContext::default()).unwrap();
+        assert!(p.namespaces.is_none());
+        assert_eq!(p.protections.iter().find(|x| x.id == "fs-write-outside").unwrap().state, ProtectionState::Off);
     }
 
     #[test]

@@ -58,9 +58,12 @@ pub struct NamespacePlan {
     pub masks: Vec<Mask>,
     /// Hostname in the UTS namespace.
     pub hostname: String,
-    /// A private devpts instance on `/dev/pts` (and its `ptmx` on `/dev/ptmx`), so that the
-    /// user's own terminals are not reachable.
-    pub private_devpts: bool,
+    /// A private `/dev`: a tmpfs holding only `dev_nodes` (bound from the host), a private devpts
+    /// instance (the user's own terminals are not reachable), `/dev/shm` and the `fd`/`std*`
+    /// links. Without it uid 0 could write raw block devices, which read-only mounts do not stop.
+    pub private_dev: bool,
+    /// Device nodes bound into the private `/dev`.
+    pub dev_nodes: Vec<PathBuf>,
 }
 
 /// Builds the namespace plan for `policy`, mapping `uid`/`gid` to themselves.
@@ -125,7 +128,12 @@ pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePl
         tmpfs,
         masks,
         hostname: "localgpt-sandbox".into(),
-        private_devpts: Path::new("/dev/pts").is_dir(),
+        private_dev: Path::new("/dev").is_dir(),
+        dev_nodes: crate::config::DEVICE_PATHS
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p != Path::new("/dev/ptmx") && p.exists() && !p.is_dir())
+            .collect(),
     }
 }
 
@@ -158,6 +166,8 @@ mod tests {
         assert!(!p.masks.iter().any(|m| m.path == home.join(".ssh/id_rsa")), "nested mask folded into its parent");
         assert_eq!(p.ro_binds, vec![ws.join(".git/hooks"), ws.join(".git/config")]);
         assert!(p.tmpfs.contains(&PathBuf::from("/tmp")));
+        assert!(p.private_dev && p.dev_nodes.contains(&PathBuf::from("/dev/null")));
+        assert!(!p.dev_nodes.iter().any(|d| d.ends_with("ptmx") || d.ends_with("pts")));
 
         let ro = build_sandbox_policy(&ws, &SandboxSettings { mode: SandboxMode::ReadOnly, home: Some(home), ..Default::default() }).unwrap();
         let p = namespace_plan(&ro, 0, 0);
