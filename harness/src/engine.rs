@@ -515,6 +515,8 @@ impl Suite {
             };
             fds.push((f.fd, fd));
         }
+        // The harness's own connection for a leaked TCP socket is not the probe's doing.
+        let _ = w.observe_tcp();
         let naive_timeout = if level.is_none() && v.timeout.is_some() { Some(Duration::from_secs(timeout)) } else { None };
         let out = execute(&argv, &env, &w.ws, fds, naive_timeout, v.needs_monitor().then(|| w.token.clone()))?;
         let survivors = token_pids(&w.token);

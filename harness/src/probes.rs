@@ -226,7 +226,15 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 }
                 let r1 = fd >= 0 && libc::fchmod(fd, 0o6755) == 0;
                 let r2 = libc::chmod(c(a(0)?).as_ptr(), 0o4755) == 0;
-                result(r1 || r2, "chmod setuid")
+                // Creating the file setuid directly: open(O_CREAT), openat2 (mode in memory), mknod.
+                let umask = libc::umask(0);
+                let r3 = libc::open(c(&format!("{}-open", a(0)?)).as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o4755) >= 0;
+                let how: [u64; 3] = [(libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL) as u64, 0o4755, 0];
+                let r4 = libc::syscall(437, libc::AT_FDCWD, c(&format!("{}-openat2", a(0)?)).as_ptr(), how.as_ptr(), 24usize) >= 0;
+                let r5 = libc::mknod(c(&format!("{}-mknod", a(0)?)).as_ptr(), libc::S_IFREG | 0o4755, 0) == 0;
+                libc::umask(umask);
+                say(&format!("fchmod {r1} chmod {r2} open {r3} openat2 {r4} mknod {r5}"));
+                result(r1 || r2 || r3 || r4 || r5, "setuid file")
             }
             "sethostname" => {
                 let n = a(0)?;
