@@ -74,6 +74,9 @@ pub struct SeccompRuleSpec {
 }
 
 const AF_UNIX: u32 = 1;
+/// Bit 1 of the socket type: set for SOCK_DGRAM (2), SOCK_RAW (3) and SOCK_PACKET (10), clear for
+/// SOCK_STREAM (1) and SOCK_SEQPACKET (5); the SOCK_NONBLOCK/SOCK_CLOEXEC flags do not touch it.
+const SOCK_DGRAM_BIT: u32 = 2;
 const TIOCSTI: u32 = 0x5412;
 const TIOCLINUX: u32 = 0x541C;
 const NS_FLAGS: &[(u32, &str)] = &[
@@ -96,6 +99,8 @@ mod nr {
     pub const FSPICK: i64 = 433;
     pub const CLONE3: i64 = 435;
     pub const MOUNT_SETATTR: i64 = 442;
+    pub const OPENAT2: i64 = 437;
+    pub const FCHMODAT2: i64 = 452;
     pub const OPEN_TREE_ATTR: i64 = 467;
 }
 
@@ -117,9 +122,15 @@ pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
         "x32 numbers alias x86_64 syscalls and are not matched by the rules below");
     row("clone3", nr::CLONE3, None, Enosys,
         "clone3 flags are in memory and cannot be inspected; ENOSYS makes libc fall back to clone");
+    row("openat2", nr::OPENAT2, None, Enosys,
+        "openat2's mode is in memory (could create setuid files); ENOSYS makes callers fall back to openat");
     let sock = "no network: only AF_UNIX sockets (socketpair, pipes between the sandbox's own processes)";
     row("socket", libc::SYS_socket, Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
     row("socketpair", libc::SYS_socketpair, Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
+    let dgram = "a unix datagram socket can sendto()/sendmsg() any pathname socket outside (journald, syslog, …) without connect(); Landlock < ABI 9 does not check it";
+    for (name, n) in [("socket", libc::SYS_socket), ("socketpair", libc::SYS_socketpair)] {
+        row(name, n, Some((ArgCondition::HasBits { arg: 1, bits: SOCK_DGRAM_BIT }, "type & SOCK_DGRAM (datagram; raw and packet too)".into())), Eperm, dgram);
+    }
     for (name, n) in [("connect", libc::SYS_connect), ("bind", libc::SYS_bind), ("listen", libc::SYS_listen),
         ("accept", libc::SYS_accept), ("accept4", libc::SYS_accept4)] {
         row(name, n, None, Eperm,
@@ -166,6 +177,14 @@ pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
         "keystroke injection into the user's terminal (CVE-2017-5226)");
     row("ioctl", libc::SYS_ioctl, Some((ArgCondition::Eq { arg: 1, value: TIOCLINUX }, "request == TIOCLINUX (low 32 bits)".into())), Eperm,
         "console injection (CVE-2019-10063)");
+    let setid = "no setuid/setgid files: they would keep the sandboxed identity's privileges for whoever runs them later, outside";
+    for (name, n, arg) in [("chmod", libc::SYS_chmod, 1u8), ("fchmod", libc::SYS_fchmod, 1), ("fchmodat", libc::SYS_fchmodat, 2),
+        ("fchmodat2", nr::FCHMODAT2, 2), ("open", libc::SYS_open, 2), ("openat", libc::SYS_openat, 3), ("creat", libc::SYS_creat, 1),
+        ("mknod", libc::SYS_mknod, 1), ("mknodat", libc::SYS_mknodat, 2)] {
+        for (bits, flag) in [(0o4000u32, "S_ISUID"), (0o2000, "S_ISGID")] {
+            row(name, n, Some((ArgCondition::HasBits { arg, bits }, format!("mode & {flag}"))), Eperm, setid);
+        }
+    }
     for (name, n) in [("shmget", libc::SYS_shmget), ("shmat", libc::SYS_shmat), ("shmctl", libc::SYS_shmctl),
         ("shmdt", libc::SYS_shmdt), ("msgget", libc::SYS_msgget), ("msgsnd", libc::SYS_msgsnd),
         ("msgrcv", libc::SYS_msgrcv), ("msgctl", libc::SYS_msgctl), ("semget", libc::SYS_semget),
@@ -213,6 +232,8 @@ pub fn compile(table: &[SeccompRuleSpec]) -> Result<Vec<PackedInsn>, String> {
         pack(BPF_RET_K, 0, 0, eperm),
         pack(BPF_JEQ_K, 0, 1, nr::CLONE3 as u32),
         pack(BPF_RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
+        pack(BPF_JEQ_K, 0, 1, nr::OPENAT2 as u32),
+        pack(BPF_RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
     ];
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Eperm) {
@@ -257,6 +278,12 @@ mod tests {
         assert!(t.iter().all(|r| !r.reason.is_empty()));
         let ioctls: Vec<_> = t.iter().filter(|r| r.syscall == "ioctl").collect();
         assert_eq!(ioctls.len(), 2);
+        for name in ["chmod", "fchmod", "fchmodat", "fchmodat2", "open", "openat", "creat", "mknod", "mknodat"] {
+            assert_eq!(t.iter().filter(|r| r.syscall == name && r.condition_text.as_deref().is_some_and(|c| c.contains("S_IS"))).count(), 2, "{name}");
+        }
+        assert!(t.iter().any(|r| r.syscall == "socket" && r.condition == Some(ArgCondition::HasBits { arg: 1, bits: 2 })));
+        assert!(t.iter().any(|r| r.syscall == "socketpair" && r.condition == Some(ArgCondition::HasBits { arg: 1, bits: 2 })));
+        assert!(t.iter().any(|r| r.syscall == "openat2" && r.action == SeccompDeny::Enosys));
     }
 
     #[test]
