@@ -359,7 +359,11 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     } else {
         prot("signals-outside", Degraded, "none", format!("Landlock ABI {abi} < 6 has no signal scoping: kill of same-uid processes outside works; only a PID namespace (Full level) stops it"))
     });
-    v.push(prot("ptrace", Enforced, if ll { "seccomp + landlock" } else { "seccomp" }, "no ptrace, process_vm_readv/writev"));
+    v.push(if ll {
+        prot("ptrace", Enforced, "seccomp + landlock", "no ptrace, process_vm_readv/writev; /proc/<pid>/mem, environ and root of processes outside are refused")
+    } else {
+        prot("ptrace", Degraded, "seccomp", "ptrace and process_vm_readv/writev fail, but without Landlock /proc/<pid>/mem, environ and root of same-uid processes outside stay accessible")
+    });
     v.push(prot("syscall-abi", Enforced, "seccomp (arch check, x32 deny)", "i386 int 0x80 kills the process; x32 syscalls fail"));
     v.push(prot("io-uring", Enforced, "seccomp", "io_uring_setup/enter/register fail"));
     v.push(prot("tty-injection", Enforced, "seccomp + setsid", "TIOCSTI and TIOCLINUX fail; the command has no controlling terminal"));
