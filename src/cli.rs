@@ -188,15 +188,7 @@ extern "C" fn on_cancel(_: libc::c_int) {
 }
 
 fn install_cancel_handler() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_cancel as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
+    localgpt_sandbox::linux::supervise::set_handlers(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], on_cancel);
 }
 
 /// Streams output straight to our own stdout/stderr.

@@ -16,11 +16,30 @@ fn marker_cmd(marker: &Path) -> String {
 
 /// Exit 2, exactly one non-empty line on stderr, nothing on stdout, nothing executed.
 fn assert_usage_error(o: &Out, marker: &Path) {
-    assert_eq!(o.code(), Some(2), "expected exit 2 (usage/config error){}", o.describe());
+    assert_eq!(
+        o.code(),
+        Some(2),
+        "expected exit 2 (usage/config error){}",
+        o.describe()
+    );
     let lines: Vec<&str> = o.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected a one-line error on stderr, got {} lines{}", lines.len(), o.describe());
-    assert!(!marker.exists(), "the command was executed despite the error{}", o.describe());
-    assert!(!o.stderr.contains("Running sandboxed"), "banner printed although nothing ran{}", o.describe());
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected a one-line error on stderr, got {} lines{}",
+        lines.len(),
+        o.describe()
+    );
+    assert!(
+        !marker.exists(),
+        "the command was executed despite the error{}",
+        o.describe()
+    );
+    assert!(
+        !o.stderr.contains("Running sandboxed"),
+        "banner printed although nothing ran{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -38,7 +57,11 @@ fn malformed_config_file_is_a_usage_error() {
 fn malformed_xdg_config_is_a_usage_error() {
     let w = World::new();
     fs::create_dir_all(w.xdg.join("localgpt")).unwrap();
-    fs::write(w.xdg.join("localgpt/config.toml"), "[sandbox]\ntimeout_secs = \"soon\"\nbroken = \n").unwrap();
+    fs::write(
+        w.xdg.join("localgpt/config.toml"),
+        "[sandbox]\ntimeout_secs = \"soon\"\nbroken = \n",
+    )
+    .unwrap();
     let marker = w.ws.join("MARKER");
     assert_usage_error(&w.sandboxed(&marker_cmd(&marker)), &marker);
 }
@@ -53,7 +76,11 @@ fn unknown_config_key_is_a_usage_error() {
     cmd.env("LOCALGPT_CONFIG", &cfg);
     let o = run(cmd, "unknown config key");
     assert_usage_error(&o, &marker);
-    assert!(o.stderr.contains("no_such_key"), "the error should name the unknown key{}", o.describe());
+    assert!(
+        o.stderr.contains("no_such_key"),
+        "the error should name the unknown key{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -69,7 +96,11 @@ fn missing_config_file_named_by_env_is_a_usage_error() {
 fn valid_config_file_is_accepted() {
     let w = World::new();
     let cfg = w.root.join("good.toml");
-    fs::write(&cfg, "[sandbox]\ntimeout_secs = 30\nmax_output_bytes = 1048576\n").unwrap();
+    fs::write(
+        &cfg,
+        "[sandbox]\ntimeout_secs = 30\nmax_output_bytes = 1048576\n",
+    )
+    .unwrap();
     let marker = w.ws.join("MARKER");
     let mut cmd = w.sandbox_cmd(&[], &[&marker_cmd(&marker)]);
     cmd.env("LOCALGPT_CONFIG", &cfg);
@@ -103,16 +134,27 @@ fn full_access_without_the_dangerous_flag_is_refused() {
     let marker = w.outside.join("MARKER");
     let o = w.sandboxed_with(&["--mode", "full-access"], &marker_cmd(&marker));
     assert_eq!(o.code(), Some(2), "{}", o.describe());
-    assert!(!marker.exists(), "full-access ran without --dangerously-allow-full-access{}", o.describe());
+    assert!(
+        !marker.exists(),
+        "full-access ran without --dangerously-allow-full-access{}",
+        o.describe()
+    );
 }
 
 #[test]
 fn full_access_with_the_dangerous_flag_runs_unconfined() {
     let w = World::new();
     let marker = w.outside.join("MARKER");
-    let o = w.sandboxed_with(&["--mode", "full-access", "--dangerously-allow-full-access"], &marker_cmd(&marker));
+    let o = w.sandboxed_with(
+        &["--mode", "full-access", "--dangerously-allow-full-access"],
+        &marker_cmd(&marker),
+    );
     assert_eq!(o.code(), Some(0), "{}", o.describe());
-    assert!(marker.exists(), "full-access should be able to write outside the workspace{}", o.describe());
+    assert!(
+        marker.exists(),
+        "full-access should be able to write outside the workspace{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -122,21 +164,42 @@ fn exit_codes_pass_through() {
     let o = w.sandboxed("exit 3");
     assert_eq!(o.code(), Some(3), "{}", o.describe());
     let o = w.sandboxed("kill -KILL $$");
-    assert_eq!(o.code(), Some(128 + 9), "died of SIGKILL → 137{}", o.describe());
+    assert_eq!(
+        o.code(),
+        Some(128 + 9),
+        "died of SIGKILL → 137{}",
+        o.describe()
+    );
 }
 
 #[test]
 fn json_result_has_the_documented_shape() {
     let w = World::new();
     let (o, v) = w.sandboxed_json(&[], "echo out; echo err >&2; exit 3");
-    assert_eq!(o.code(), Some(3), "localgpt exits with the command's code{}", o.describe());
-    assert!(!o.stderr.contains("Running sandboxed"), "--json must not print the banner{}", o.describe());
+    assert_eq!(
+        o.code(),
+        Some(3),
+        "localgpt exits with the command's code{}",
+        o.describe()
+    );
+    assert!(
+        !o.stderr.contains("Running sandboxed"),
+        "--json must not print the banner{}",
+        o.describe()
+    );
     assert_eq!(v["exit_code"], serde_json::json!(3), "{v:#}");
-    assert_eq!(v["status"], serde_json::json!({"kind": "exited", "code": 3}), "{v:#}");
+    assert_eq!(
+        v["status"],
+        serde_json::json!({"kind": "exited", "code": 3}),
+        "{v:#}"
+    );
     assert_eq!(v["timed_out"], serde_json::json!(false), "{v:#}");
     assert!(v["duration_ms"].as_f64().is_some_and(|d| d >= 0.0), "{v:#}");
     assert!(
-        matches!(v["level"].as_str(), Some("full" | "standard" | "minimal" | "none")),
+        matches!(
+            v["level"].as_str(),
+            Some("full" | "standard" | "minimal" | "none")
+        ),
         "level: {v:#}"
     );
     assert_eq!(v["mode"], serde_json::json!("workspace-write"), "{v:#}");
@@ -146,15 +209,30 @@ fn json_result_has_the_documented_shape() {
     assert_eq!(v["stderr_truncated"], serde_json::json!(false), "{v:#}");
     assert_eq!(v["stdout_bytes"], serde_json::json!(4), "{v:#}");
     assert_eq!(v["stderr_bytes"], serde_json::json!(4), "{v:#}");
-    let prots = v["protections"].as_array().unwrap_or_else(|| panic!("protections not an array: {v:#}"));
+    let prots = v["protections"]
+        .as_array()
+        .unwrap_or_else(|| panic!("protections not an array: {v:#}"));
     assert!(!prots.is_empty(), "{v:#}");
     for p in prots {
-        assert!(p["id"].is_string() && p["mechanism"].is_string() && p["detail"].is_string(), "{p:#}");
-        assert!(matches!(p["state"].as_str(), Some("enforced" | "degraded" | "off")), "{p:#}");
+        assert!(
+            p["id"].is_string() && p["mechanism"].is_string() && p["detail"].is_string(),
+            "{p:#}"
+        );
+        assert!(
+            matches!(p["state"].as_str(), Some("enforced" | "degraded" | "off")),
+            "{p:#}"
+        );
     }
     // On this kind of machine (Landlock + seccomp) the level is at least standard.
     if status_json(&w)["landlock"]["abi"].as_i64().unwrap_or(0) >= 1 {
-        assert!(matches!(v["level"].as_str(), Some("full" | "standard")), "level: {v:#}");
+        assert!(
+            matches!(v["level"].as_str(), Some("full" | "standard")),
+            "level: {v:#}"
+        );
+    }
+    // When the suite runs at a forced level, every run must really be at that level.
+    if let Some(level) = std::env::var("LOCALGPT_TEST_LEVEL").ok().filter(|l| !l.is_empty()) {
+        assert_eq!(v["level"].as_str(), Some(level.as_str()), "{v:#}");
     }
 }
 
@@ -163,12 +241,19 @@ fn json_reports_signal_death() {
     let w = World::new();
     let (o, v) = w.sandboxed_json(&[], "kill -KILL $$");
     assert_eq!(o.code(), Some(137), "{}", o.describe());
-    assert_eq!(v["status"], serde_json::json!({"kind": "signaled", "signal": 9}), "{v:#}");
+    assert_eq!(
+        v["status"],
+        serde_json::json!({"kind": "signaled", "signal": 9}),
+        "{v:#}"
+    );
     assert_eq!(v["exit_code"], serde_json::json!(137), "{v:#}");
 }
 
 fn status_json(w: &World) -> Value {
-    let o = run(w.localgpt_cmd(&["sandbox", "status", "--json"]), "sandbox status --json");
+    let o = run(
+        w.localgpt_cmd(&["sandbox", "status", "--json"]),
+        "sandbox status --json",
+    );
     assert_eq!(o.code(), Some(0), "{}", o.describe());
     parse_one_json(&o)
 }
@@ -177,11 +262,19 @@ fn status_json(w: &World) -> Value {
 fn status_json_reports_capabilities() {
     let w = World::new();
     let v = status_json(&w);
-    let abi = v["landlock"]["abi"].as_i64().unwrap_or_else(|| panic!("landlock.abi missing: {v:#}"));
+    let abi = v["landlock"]["abi"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("landlock.abi missing: {v:#}"));
     assert!(abi >= 1, "landlock abi {abi}: {v:#}");
     assert_eq!(v["seccomp"]["available"], serde_json::json!(true), "{v:#}");
     assert!(v["user_namespaces"].is_object(), "{v:#}");
-    assert!(matches!(v["level"].as_str(), Some("full" | "standard" | "minimal" | "none")), "{v:#}");
+    assert!(
+        matches!(
+            v["level"].as_str(),
+            Some("full" | "standard" | "minimal" | "none")
+        ),
+        "{v:#}"
+    );
     assert!(v["protections"].is_array(), "{v:#}");
 }
 
@@ -190,25 +283,39 @@ fn status_human_output() {
     let w = World::new();
     let o = run(w.localgpt_cmd(&["sandbox", "status"]), "sandbox status");
     assert_eq!(o.code(), Some(0), "{}", o.describe());
-    assert!(o.stdout.to_lowercase().contains("landlock"), "{}", o.describe());
+    assert!(
+        o.stdout.to_lowercase().contains("landlock"),
+        "{}",
+        o.describe()
+    );
 }
 
 #[test]
 fn explain_json_parses() {
     let w = World::new();
     let ws = w.ws.to_string_lossy().into_owned();
-    let o = run(w.localgpt_cmd(&["sandbox", "explain", "--workspace", &ws, "--json"]), "sandbox explain --json");
+    let o = run(
+        w.localgpt_cmd(&["sandbox", "explain", "--workspace", &ws, "--json"]),
+        "sandbox explain --json",
+    );
     assert_eq!(o.code(), Some(0), "{}", o.describe());
     let v = parse_one_json(&o);
     assert!(v.as_object().is_some_and(|m| !m.is_empty()), "{v:#}");
     // The workspace appears somewhere in the policy it explains.
-    assert!(o.stdout.contains(&ws), "explain does not mention the workspace {ws}{}", o.describe());
+    assert!(
+        o.stdout.contains(&ws),
+        "explain does not mention the workspace {ws}{}",
+        o.describe()
+    );
 }
 
 #[test]
 fn explain_rejects_the_same_errors_as_run() {
     let w = World::new();
-    let o = run(w.localgpt_cmd(&["sandbox", "explain", "--mode", "yolo", "--json"]), "explain --mode yolo");
+    let o = run(
+        w.localgpt_cmd(&["sandbox", "explain", "--mode", "yolo", "--json"]),
+        "explain --mode yolo",
+    );
     assert_eq!(o.code(), Some(2), "{}", o.describe());
 }
 
@@ -220,8 +327,15 @@ fn require_full_is_met_or_refused_with_exit_1() {
     let o = w.sandboxed_with(&["--require", "full"], &marker_cmd(&marker));
     match o.code() {
         Some(0) => assert!(marker.exists(), "{}", o.describe()),
-        Some(1) => assert!(!marker.exists(), "exit 1 but the command ran{}", o.describe()),
-        _ => panic!("--require full must exit 0 (met) or 1 (not met){}", o.describe()),
+        Some(1) => assert!(
+            !marker.exists(),
+            "exit 1 but the command ran{}",
+            o.describe()
+        ),
+        _ => panic!(
+            "--require full must exit 0 (met) or 1 (not met){}",
+            o.describe()
+        ),
     }
     let o = w.sandboxed_with(&["--require", "minimal"], "echo req-ok");
     assert_eq!(o.code(), Some(0), "{}", o.describe());
@@ -232,7 +346,18 @@ fn require_full_is_met_or_refused_with_exit_1() {
 fn level_none_cannot_satisfy_require_standard() {
     let w = World::new();
     let marker = w.ws.join("MARKER");
-    let o = w.sandboxed_with(&["--level", "none", "--require", "standard"], &marker_cmd(&marker));
-    assert!(matches!(o.code(), Some(1) | Some(2)), "expected a refusal{}", o.describe());
-    assert!(!marker.exists(), "ran without the required protection{}", o.describe());
+    let o = w.sandboxed_with(
+        &["--level", "none", "--require", "standard"],
+        &marker_cmd(&marker),
+    );
+    assert!(
+        matches!(o.code(), Some(1) | Some(2)),
+        "expected a refusal{}",
+        o.describe()
+    );
+    assert!(
+        !marker.exists(),
+        "ran without the required protection{}",
+        o.describe()
+    );
 }

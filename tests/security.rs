@@ -60,14 +60,20 @@ fn truncate_and_delete_outside_canary_is_blocked() {
 #[test]
 fn write_through_symlink_in_workspace_is_blocked() {
     let w = World::new();
-    let snippet = format!("rm -f link; ln -s {} link && echo pwned >> link", sh_quote(&w.canary));
+    let snippet = format!(
+        "rm -f link; ln -s {} link && echo pwned >> link",
+        sh_quote(&w.canary)
+    );
     assert_blocked_but_escapes_bare(&w, &[], &snippet, |_| !w.canary_intact());
 }
 
 #[test]
 fn write_through_hardlink_in_workspace_is_blocked() {
     let w = World::new();
-    let snippet = format!("rm -f hl; ln {} hl && echo pwned >> hl", sh_quote(&w.canary));
+    let snippet = format!(
+        "rm -f hl; ln {} hl && echo pwned >> hl",
+        sh_quote(&w.canary)
+    );
     assert_blocked_but_escapes_bare(&w, &[], &snippet, |_| !w.canary_intact());
 }
 
@@ -82,10 +88,9 @@ fn rename_outside_canary_into_workspace_is_blocked() {
 fn reading_ssh_key_and_aws_credentials_is_blocked() {
     let w = World::new();
     let snippet = format!(
-        "cat {}; cat {}; cp {} ws_copy_of_key",
-        sh_quote(w.home.join(".ssh/id_rsa")),
-        sh_quote(w.home.join(".aws/credentials")),
-        sh_quote(w.home.join(".ssh/id_rsa")),
+        "cat {k}; cat {a}; cp {k} ws_copy_of_key; rm -f kl; ln -s {k} kl; cat kl",
+        k = sh_quote(w.home.join(".ssh/id_rsa")),
+        a = sh_quote(w.home.join(".aws/credentials")),
     );
     let copy = w.ws.join("ws_copy_of_key");
     assert_blocked_but_escapes_bare(&w, &[], &snippet, |o| {
@@ -93,7 +98,9 @@ fn reading_ssh_key_and_aws_credentials_is_blocked() {
             || o.stdout.contains(AWS_SECRET)
             || o.stderr.contains(SSH_SECRET)
             || o.stderr.contains(AWS_SECRET)
-            || fs::read_to_string(&copy).map(|s| s.contains(SSH_SECRET)).unwrap_or(false)
+            || fs::read_to_string(&copy)
+                .map(|s| s.contains(SSH_SECRET))
+                .unwrap_or(false)
     });
 }
 
@@ -107,7 +114,11 @@ fn listing_ssh_dir_is_blocked() {
 #[test]
 fn reading_outside_canary_and_other_home_files_is_blocked() {
     let w = World::new();
-    let snippet = format!("cat {}; cat {}", sh_quote(&w.canary), sh_quote(w.home.join(".bashrc")));
+    let snippet = format!(
+        "cat {}; cat {}",
+        sh_quote(&w.canary),
+        sh_quote(w.home.join(".bashrc"))
+    );
     let needle = OUTSIDE_CANARY.trim();
     assert_blocked_but_escapes_bare(&w, &[], &snippet, |o| {
         o.stdout.contains(needle) || o.stdout.contains(BASHRC_MARKER)
@@ -126,10 +137,31 @@ fn denied_path_inside_workspace_is_unreadable() {
 }
 
 #[test]
+fn read_only_mode_blocks_tmp_writes() {
+    let w = World::new();
+    let target = std::path::PathBuf::from(format!("/tmp/lg-ro-{}", unique_token()));
+    let snippet = format!("echo x > {}", sh_quote(&target));
+    let r = std::panic::catch_unwind(|| {
+        assert_blocked_but_escapes_bare(&w, &["--mode", "read-only"], &snippet, |_| {
+            target.exists()
+        });
+    });
+    let _ = fs::remove_file(&target);
+    if let Err(e) = r {
+        std::panic::resume_unwind(e);
+    }
+}
+
+#[test]
 fn read_only_mode_blocks_workspace_writes() {
     let w = World::new();
     let target = w.ws.join("ro-write.txt");
-    assert_blocked_but_escapes_bare(&w, &["--mode", "read-only"], "echo x > ro-write.txt", |_| target.exists());
+    assert_blocked_but_escapes_bare(
+        &w,
+        &["--mode", "read-only"],
+        "echo x > ro-write.txt",
+        |_| target.exists(),
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -157,9 +189,17 @@ fn udp_sendto_is_blocked() {
              s.sendto(b'exfil-py', ('127.0.0.1', int(sys.argv[1])))\n\
              print('ESCAPED udp sendto')\n",
         );
-        snippet.push_str(&format!("; {} {} {}", sh_quote(py), sh_quote(&script), probe.port));
+        snippet.push_str(&format!(
+            "; {} {} {}",
+            sh_quote(py),
+            sh_quote(&script),
+            probe.port
+        ));
     } else {
-        skip("udp_sendto_is_blocked", "python3 variant not run (no usable python3); bash /dev/udp variant still checked");
+        skip(
+            "udp_sendto_is_blocked",
+            "python3 variant not run (no usable python3); bash /dev/udp variant still checked",
+        );
     }
     assert_blocked_but_escapes_bare(&w, &[], &snippet, |_| probe.observe().anything());
 }
@@ -167,7 +207,9 @@ fn udp_sendto_is_blocked() {
 #[test]
 fn creating_inet_netlink_sockets_fails_with_eperm() {
     let name = "creating_inet_netlink_sockets_fails_with_eperm";
-    let Some(py) = python3_or_skip(name) else { return };
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
     let w = World::new();
     let script = w.ws_file(
         "sockets.py",
@@ -188,10 +230,20 @@ for name, fam, typ, proto in fams:
     let snippet = format!("echo {STARTED}; {} {}", sh_quote(py), sh_quote(&script));
     let bare = w.bare(&snippet);
     let sb = w.sandboxed(&snippet);
-    assert!(sb.stdout.contains(STARTED), "sandboxed command did not run{}", sb.describe());
+    assert!(
+        sb.stdout.contains(STARTED),
+        "sandboxed command did not run{}",
+        sb.describe()
+    );
     for fam in ["inet", "inet_dgram", "inet6", "netlink"] {
         if !bare.stdout.contains(&format!("CREATED {fam}\n")) {
-            skip(name, &format!("bare run cannot create a {fam} socket here, not checked{}", bare.describe()));
+            skip(
+                name,
+                &format!(
+                    "bare run cannot create a {fam} socket here, not checked{}",
+                    bare.describe()
+                ),
+            );
             continue;
         }
         assert!(
@@ -205,9 +257,14 @@ for name, fam, typ, proto in fams:
 #[test]
 fn raw_socket_is_blocked() {
     let name = "raw_socket_is_blocked";
-    let Some(py) = python3_or_skip(name) else { return };
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
     if !is_root() {
-        skip(name, "raw sockets need CAP_NET_RAW: the bare escape cannot happen as an unprivileged user");
+        skip(
+            name,
+            "raw sockets need CAP_NET_RAW: the bare escape cannot happen as an unprivileged user",
+        );
         return;
     }
     let w = World::new();
@@ -218,14 +275,21 @@ fn raw_socket_is_blocked() {
          except OSError as e:\n    print('FAILED raw errno=%d' % e.errno)\n",
     );
     let snippet = format!("{} {}", sh_quote(py), sh_quote(&script));
-    let (sb, _) = assert_blocked_but_escapes_bare(&w, &[], &snippet, |o| o.stdout.contains("CREATED raw"));
-    assert!(sb.stdout.contains("FAILED raw errno=1"), "expected EPERM{}", sb.describe());
+    let (sb, _) =
+        assert_blocked_but_escapes_bare(&w, &[], &snippet, |o| o.stdout.contains("CREATED raw"));
+    assert!(
+        sb.stdout.contains("FAILED raw errno=1"),
+        "expected EPERM{}",
+        sb.describe()
+    );
 }
 
 #[test]
 fn connect_to_pathname_unix_socket_outside_is_blocked() {
     let name = "connect_to_pathname_unix_socket_outside_is_blocked";
-    let Some(py) = python3_or_skip(name) else { return };
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
     let w = World::new();
     let mut probe = UnixProbe::pathname(&w.outside.join("agent.sock"));
     let script = w.ws_file(
@@ -236,14 +300,21 @@ fn connect_to_pathname_unix_socket_outside_is_blocked() {
          s.sendall(b'exfil')\n\
          print('ESCAPED unix connect')\n",
     );
-    let snippet = format!("{} {} {}", sh_quote(py), sh_quote(&script), sh_quote(&probe.name));
+    let snippet = format!(
+        "{} {} {}",
+        sh_quote(py),
+        sh_quote(&script),
+        sh_quote(&probe.name)
+    );
     assert_blocked_but_escapes_bare(&w, &[], &snippet, |_| probe.observe().anything());
 }
 
 #[test]
 fn connect_to_abstract_unix_socket_is_blocked() {
     let name = "connect_to_abstract_unix_socket_is_blocked";
-    let Some(py) = python3_or_skip(name) else { return };
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
     let w = World::new();
     let mut probe = UnixProbe::abstract_name();
     let script = w.ws_file(
@@ -254,31 +325,79 @@ fn connect_to_abstract_unix_socket_is_blocked() {
          s.sendall(b'exfil')\n\
          print('ESCAPED abstract connect')\n",
     );
-    let snippet = format!("{} {} {}", sh_quote(py), sh_quote(&script), sh_quote(&probe.name));
+    let snippet = format!(
+        "{} {} {}",
+        sh_quote(py),
+        sh_quote(&script),
+        sh_quote(&probe.name)
+    );
     assert_blocked_but_escapes_bare(&w, &[], &snippet, |_| probe.observe().anything());
+}
+
+/// Datagram probe: sendto and sendmsg with a destination address on an unconnected AF_UNIX
+/// datagram socket (no connect(2) involved). argv[1] is the address ('@name' = abstract).
+const UNIX_DGRAM_PY: &str = r#"import socket, sys
+addr = sys.argv[1]
+if addr.startswith("@"):
+    addr = "\0" + addr[1:]
+for how in ("sendto", "sendmsg"):
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        if how == "sendto":
+            s.sendto(b"exfil-" + how.encode(), addr)
+        else:
+            s.sendmsg([b"exfil-" + how.encode()], [], 0, addr)
+        print("ESCAPED unix dgram %s" % how, flush=True)
+    except OSError as e:
+        print("%s errno=%d" % (how, e.errno), flush=True)
+"#;
+
+fn dgram_received(receiver: &std::os::unix::net::UnixDatagram) -> bool {
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let mut buf = [0u8; 64];
+    let mut any = false;
+    while receiver.recv(&mut buf).is_ok() {
+        any = true;
+    }
+    any
 }
 
 #[test]
 fn unix_datagram_sendto_outside_is_blocked() {
     let name = "unix_datagram_sendto_outside_is_blocked";
-    let Some(py) = python3_or_skip(name) else { return };
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
     let w = World::new();
+    // Like /dev/log or /run/systemd/journal/socket: a pathname datagram socket outside.
     let path = w.outside.join("dgram.sock");
     let receiver = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
     receiver.set_nonblocking(true).unwrap();
-    let script = w.ws_file(
-        "udgram.py",
-        "import socket, sys\n\
-         s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
-         s.sendto(b'exfil', sys.argv[1])\n\
-         print('ESCAPED unix dgram')\n",
-    );
+    let script = w.ws_file("udgram.py", UNIX_DGRAM_PY);
     let snippet = format!("{} {} {}", sh_quote(py), sh_quote(&script), sh_quote(&path));
-    assert_blocked_but_escapes_bare(&w, &[], &snippet, |_| {
-        let mut buf = [0u8; 64];
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        receiver.recv(&mut buf).is_ok()
-    });
+    assert_blocked_but_escapes_bare(&w, &[], &snippet, |_| dgram_received(&receiver));
+}
+
+#[test]
+fn abstract_unix_datagram_sendto_is_blocked() {
+    use std::os::linux::net::SocketAddrExt;
+    let name = "abstract_unix_datagram_sendto_is_blocked";
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
+    let w = World::new();
+    let abs = format!("localgpt-dgram-{}", unique_token());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(abs.as_bytes()).unwrap();
+    let receiver = std::os::unix::net::UnixDatagram::bind_addr(&addr).unwrap();
+    receiver.set_nonblocking(true).unwrap();
+    let script = w.ws_file("adgram.py", UNIX_DGRAM_PY);
+    let snippet = format!(
+        "{} {} {}",
+        sh_quote(py),
+        sh_quote(&script),
+        sh_quote(format!("@{abs}"))
+    );
+    assert_blocked_but_escapes_bare(&w, &[], &snippet, |_| dgram_received(&receiver));
 }
 
 #[test]
@@ -288,7 +407,11 @@ fn inherited_connected_socket_is_not_usable() {
     let w = World::new();
     let mut probe = TcpProbe::new();
     let stream = std::net::TcpStream::connect(("127.0.0.1", probe.port)).unwrap();
-    assert_eq!(probe.observe().connections, 1, "setup: the test's own connection");
+    assert_eq!(
+        probe.observe().connections,
+        1,
+        "setup: the test's own connection"
+    );
     let fd = stream.as_raw_fd();
     let leak = move |cmd: &mut std::process::Command| {
         // SAFETY: dup2 is async-signal-safe; the new fd 9 has no CLOEXEC.
@@ -306,15 +429,28 @@ fn inherited_connected_socket_is_not_usable() {
     let mut sb_cmd = w.sandbox_cmd(&[], &[&snippet]);
     leak(&mut sb_cmd);
     let sb = run(sb_cmd, "sandboxed with leaked fd 9");
-    assert!(sb.stdout.contains(STARTED), "sandboxed command did not run{}", sb.describe());
+    assert!(
+        sb.stdout.contains(STARTED),
+        "sandboxed command did not run{}",
+        sb.describe()
+    );
     let seen = probe.observe();
-    assert!(seen.data.is_empty(), "ESCAPE: data arrived through the inherited socket: {:?}{}", seen, sb.describe());
+    assert!(
+        seen.data.is_empty(),
+        "ESCAPE: data arrived through the inherited socket: {:?}{}",
+        seen,
+        sb.describe()
+    );
 
     let mut bare_cmd = w.bare_cmd(&snippet);
     leak(&mut bare_cmd);
     let bare = run(bare_cmd, "bare with leaked fd 9");
     let seen = probe.observe();
-    assert!(!seen.data.is_empty(), "probe is broken: bare write to fd 9 did not arrive{}", bare.describe());
+    assert!(
+        !seen.data.is_empty(),
+        "probe is broken: bare write to fd 9 did not arrive{}",
+        bare.describe()
+    );
     drop(stream);
 }
 
@@ -336,9 +472,83 @@ fn kill_process_outside_is_blocked() {
 }
 
 #[test]
+fn reading_environ_of_outside_process_is_blocked() {
+    // Agent hosts keep API keys in their environment: /proc/PID/environ of a process outside
+    // the sandbox must stay unreadable.
+    let w = World::new();
+    let canary =
+        CanaryProcess::spawn_in(&w.outside, &[("LG_CANARY_API_KEY", "environ-secret-61f0")]);
+    let snippet = format!("tr '\\0' '\\n' < /proc/{}/environ", canary.pid());
+    assert_blocked_but_escapes_bare(&w, &[], &snippet, |o| {
+        o.stdout.contains("environ-secret-61f0")
+    });
+}
+
+#[test]
+fn write_via_proc_pid_cwd_of_outside_process_is_blocked() {
+    let w = World::new();
+    let canary = CanaryProcess::spawn_in(&w.outside, &[]);
+    let target = w.outside.join("via-proc-cwd.txt");
+    let snippet = format!("echo pwned > /proc/{}/cwd/via-proc-cwd.txt", canary.pid());
+    assert_blocked_but_escapes_bare(&w, &[], &snippet, |_| target.exists());
+}
+
+#[test]
+fn process_vm_readv_of_outside_process_is_blocked() {
+    let name = "process_vm_readv_of_outside_process_is_blocked";
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
+    if read_proc_int("/proc/sys/kernel/yama/ptrace_scope").unwrap_or(0) >= 1 && !is_root() {
+        skip(
+            name,
+            "yama ptrace_scope >= 1 and not root: process_vm_readv of a non-child fails bare too",
+        );
+        return;
+    }
+    let w = World::new();
+    let canary = CanaryProcess::spawn();
+    // The address of the canary's first mapping, read from outside.
+    let maps = fs::read_to_string(format!("/proc/{}/maps", canary.pid())).unwrap();
+    let start = maps.split('-').next().unwrap().to_string();
+    let script = w.ws_file(
+        "vmread.py",
+        r#"import ctypes, sys
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.process_vm_readv.restype = ctypes.c_ssize_t
+buf = ctypes.create_string_buffer(16)
+local = iovec(ctypes.cast(buf, ctypes.c_void_p), 16)
+remote = iovec(int(sys.argv[2], 16), 16)
+r = libc.process_vm_readv(int(sys.argv[1]), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+print("process_vm_readv r=%d errno=%d" % (r, ctypes.get_errno()), flush=True)
+if r > 0:
+    print("ESCAPED read %r" % buf.raw[:r], flush=True)
+"#,
+    );
+    let snippet = format!(
+        "{} {} {} {}",
+        sh_quote(py),
+        sh_quote(&script),
+        canary.pid(),
+        start
+    );
+    let (sb, _) =
+        assert_blocked_but_escapes_bare(&w, &[], &snippet, |o| o.stdout.contains("ESCAPED read"));
+    assert!(
+        sb.stdout.contains("process_vm_readv r=-1 errno=1\n"),
+        "expected EPERM inside{}",
+        sb.describe()
+    );
+}
+
+#[test]
 fn ptrace_attach_to_parent_is_blocked() {
     let name = "ptrace_attach_to_parent_is_blocked";
-    let Some(py) = python3_or_skip(name) else { return };
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
     let scope = read_proc_int("/proc/sys/kernel/yama/ptrace_scope");
     let bare_can = match scope {
         None | Some(0) => true,
@@ -371,7 +581,8 @@ if r == 0:
 "#,
     );
     let snippet = format!("{} {}; echo parent-alive", sh_quote(py), sh_quote(&script));
-    let (sb, _) = assert_blocked_but_escapes_bare(&w, &[], &snippet, |o| o.stdout.contains("ESCAPED ptrace"));
+    let (sb, _) =
+        assert_blocked_but_escapes_bare(&w, &[], &snippet, |o| o.stdout.contains("ESCAPED ptrace"));
     assert!(
         sb.stdout.contains("ptrace_attach r=-1 errno=1\n"),
         "expected ptrace to fail with EPERM inside{}",
@@ -386,14 +597,22 @@ if r == 0:
 #[test]
 fn io_uring_setup_is_blocked() {
     let name = "io_uring_setup_is_blocked";
-    let Some(py) = python3_or_skip(name) else { return };
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
     match read_proc_int("/proc/sys/kernel/io_uring_disabled") {
         Some(2) => {
-            skip(name, "kernel.io_uring_disabled=2: io_uring_setup fails bare too");
+            skip(
+                name,
+                "kernel.io_uring_disabled=2: io_uring_setup fails bare too",
+            );
             return;
         }
         Some(1) if !is_root() => {
-            skip(name, "kernel.io_uring_disabled=1 and not root: io_uring_setup fails bare too");
+            skip(
+                name,
+                "kernel.io_uring_disabled=1 and not root: io_uring_setup fails bare too",
+            );
             return;
         }
         _ => {}
@@ -411,7 +630,9 @@ if r >= 0:
 "#,
     );
     let snippet = format!("{} {}", sh_quote(py), sh_quote(&script));
-    let (sb, _) = assert_blocked_but_escapes_bare(&w, &[], &snippet, |o| o.stdout.contains("ESCAPED io_uring"));
+    let (sb, _) = assert_blocked_but_escapes_bare(&w, &[], &snippet, |o| {
+        o.stdout.contains("ESCAPED io_uring")
+    });
     assert!(
         sb.stdout.contains("io_uring_setup r=-1 errno=1\n"),
         "expected io_uring_setup to fail with EPERM inside{}",
@@ -426,7 +647,9 @@ fn x32_syscall_is_blocked() {
         skip(name, "x32 syscalls exist only on x86_64");
         return;
     }
-    let Some(py) = python3_or_skip(name) else { return };
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
     let w = World::new();
     // getpid through the x32 ABI (nr | 0x40000000). seccomp runs before the kernel dispatches
     // the call, so a filter that closes the x32 gap answers EPERM even on a kernel built
@@ -443,7 +666,11 @@ print("x32_getpid r=%d errno=%d pid=%d" % (r, e, os.getpid()), flush=True)
     let snippet = format!("echo {STARTED}; {} {}", sh_quote(py), sh_quote(&script));
     let bare = w.bare(&snippet);
     let sb = w.sandboxed(&snippet);
-    assert!(sb.stdout.contains(STARTED), "sandboxed command did not run{}", sb.describe());
+    assert!(
+        sb.stdout.contains(STARTED),
+        "sandboxed command did not run{}",
+        sb.describe()
+    );
     let parse = |o: &Out| -> Option<(i64, i64)> {
         let line = o.stdout.lines().find(|l| l.starts_with("x32_getpid"))?;
         let mut r = None;
@@ -458,8 +685,10 @@ print("x32_getpid r=%d errno=%d pid=%d" % (r, e, os.getpid()), flush=True)
         }
         Some((r?, e?))
     };
-    let (br, be) = parse(&bare).unwrap_or_else(|| panic!("bare probe printed nothing{}", bare.describe()));
-    let (sr, se) = parse(&sb).unwrap_or_else(|| panic!("sandboxed probe printed nothing{}", sb.describe()));
+    let (br, be) =
+        parse(&bare).unwrap_or_else(|| panic!("bare probe printed nothing{}", bare.describe()));
+    let (sr, se) =
+        parse(&sb).unwrap_or_else(|| panic!("sandboxed probe printed nothing{}", sb.describe()));
     assert!(
         br > 0 || (br == -1 && be == libc::ENOSYS as i64),
         "probe is broken: bare x32 getpid gave r={br} errno={be}{}",
@@ -490,18 +719,32 @@ fn open_pty() -> Pty {
     let mut s: libc::c_int = -1;
     let mut name = [0 as libc::c_char; 128];
     // SAFETY: out-pointers are valid; termios/winsize may be NULL.
-    let r = unsafe { libc::openpty(&mut m, &mut s, name.as_mut_ptr(), std::ptr::null(), std::ptr::null()) };
+    let r = unsafe {
+        libc::openpty(
+            &mut m,
+            &mut s,
+            name.as_mut_ptr(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
     assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
     // SAFETY: openpty returned two fresh fds that we now own.
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s)) };
     // SAFETY: name is NUL-terminated by openpty.
-    let slave_path = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
+    let slave_path = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
     // SAFETY: fcntl on an fd we own.
     unsafe {
         let fl = libc::fcntl(master.as_raw_fd(), libc::F_GETFL);
         libc::fcntl(master.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
     }
-    Pty { master, slave, slave_path }
+    Pty {
+        master,
+        slave,
+        slave_path,
+    }
 }
 
 /// Bytes that reached the terminal, from outside: echo on the master side plus whatever sits
@@ -527,9 +770,14 @@ fn pty_injected(p: &Pty) -> (Vec<u8>, i32) {
 #[test]
 fn tiocsti_injection_is_blocked() {
     let name = "tiocsti_injection_is_blocked";
-    let Some(py) = python3_or_skip(name) else { return };
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
     if read_proc_int("/proc/sys/dev/tty/legacy_tiocsti") == Some(0) && !is_root() {
-        skip(name, "dev.tty.legacy_tiocsti=0 and not root: TIOCSTI fails bare too");
+        skip(
+            name,
+            "dev.tty.legacy_tiocsti=0 and not root: TIOCSTI fails bare too",
+        );
         return;
     }
     let w = World::new();
@@ -560,7 +808,14 @@ for path, flags in (("/dev/tty", os.O_RDWR), (sys.argv[1], os.O_RDWR | os.O_NOCT
     attempt(path, fd)
 "#,
     );
-    let snippet_for = |p: &Pty| format!("echo {STARTED}; {} {} {}", sh_quote(py), sh_quote(&script), sh_quote(&p.slave_path));
+    let snippet_for = |p: &Pty| {
+        format!(
+            "echo {STARTED}; {} {} {}",
+            sh_quote(py),
+            sh_quote(&script),
+            sh_quote(&p.slave_path)
+        )
+    };
     // The caller's terminal is the pty: new session, pty as controlling tty, pty as stdin.
     let attach = |cmd: &mut std::process::Command, p: &Pty| {
         let slave = p.slave.try_clone().unwrap();
@@ -579,7 +834,11 @@ for path, flags in (("/dev/tty", os.O_RDWR), (sys.argv[1], os.O_RDWR | os.O_NOCT
     let mut sb_cmd = w.sandbox_cmd(&[], &[&snippet_for(&sb_pty)]);
     attach(&mut sb_cmd, &sb_pty);
     let sb = run(sb_cmd, "sandboxed TIOCSTI probe");
-    assert!(sb.stdout.contains(STARTED), "sandboxed command did not run{}", sb.describe());
+    assert!(
+        sb.stdout.contains(STARTED),
+        "sandboxed command did not run{}",
+        sb.describe()
+    );
     let (echoed, inq) = pty_injected(&sb_pty);
     assert!(
         !echoed.contains(&b'Q') && inq == 0,
@@ -587,7 +846,11 @@ for path, flags in (("/dev/tty", os.O_RDWR), (sys.argv[1], os.O_RDWR | os.O_NOCT
         String::from_utf8_lossy(&echoed),
         sb.describe()
     );
-    assert!(!sb.stdout.contains("ESCAPED"), "TIOCSTI reported success inside{}", sb.describe());
+    assert!(
+        !sb.stdout.contains("ESCAPED"),
+        "TIOCSTI reported success inside{}",
+        sb.describe()
+    );
 
     let bare_pty = open_pty();
     let mut bare_cmd = w.bare_cmd(&snippet_for(&bare_pty));

@@ -19,14 +19,21 @@ fn write_and_read_a_file_in_the_workspace() {
     let o = w.sandboxed("echo hi > f && cat f");
     assert_ok(&o);
     assert_eq!(o.stdout, "hi\n", "{}", o.describe());
-    assert_eq!(fs::read_to_string(w.ws.join("f")).ok().as_deref(), Some("hi\n"), "f must exist in the workspace afterwards");
+    assert_eq!(
+        fs::read_to_string(w.ws.join("f")).ok().as_deref(),
+        Some("hi\n"),
+        "f must exist in the workspace afterwards"
+    );
 }
 
 #[test]
 fn multi_argument_command_is_execed_directly() {
     let w = World::new();
     // Several arguments → exec'd as an argv, not through `bash -c` (the `$HOME` stays literal).
-    let o = run(w.sandbox_cmd(&[], &["printf", "%s|%s\\n", "a b", "$HOME"]), "argv printf");
+    let o = run(
+        w.sandbox_cmd(&[], &["printf", "%s|%s\\n", "a b", "$HOME"]),
+        "argv printf",
+    );
     assert_ok(&o);
     assert_eq!(o.stdout, "a b|$HOME\n", "{}", o.describe());
 }
@@ -37,14 +44,24 @@ fn banner_on_stderr_unless_quiet() {
     let o = w.sandboxed("true");
     assert_ok(&o);
     assert!(
-        o.stderr.lines().any(|l| l.starts_with("🔒 Running sandboxed")),
+        o.stderr
+            .lines()
+            .any(|l| l.starts_with("🔒 Running sandboxed")),
         "expected the banner on stderr{}",
         o.describe()
     );
-    assert!(!o.stdout.contains("Running sandboxed"), "banner must not go to stdout{}", o.describe());
+    assert!(
+        !o.stdout.contains("Running sandboxed"),
+        "banner must not go to stdout{}",
+        o.describe()
+    );
     let q = w.sandboxed_with(&["--quiet"], "true");
     assert_ok(&q);
-    assert!(!q.stderr.contains("Running sandboxed"), "--quiet must suppress the banner{}", q.describe());
+    assert!(
+        !q.stderr.contains("Running sandboxed"),
+        "--quiet must suppress the banner{}",
+        q.describe()
+    );
 }
 
 #[test]
@@ -63,7 +80,9 @@ fn tmp_and_dev_shm_and_devices_are_usable() {
 #[test]
 fn python_asyncio_runs() {
     let name = "python_asyncio_runs";
-    let Some(py) = python3_or_skip(name) else { return };
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
     let w = World::new();
     let o = w.sandboxed(&format!(
         "{} -c 'import asyncio; asyncio.run(asyncio.sleep(0)); print(\"asyncio-ok\")'",
@@ -76,7 +95,9 @@ fn python_asyncio_runs() {
 #[test]
 fn unix_socketpair_works() {
     let name = "unix_socketpair_works";
-    let Some(py) = python3_or_skip(name) else { return };
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
     let w = World::new();
     let o = w.sandboxed(&format!(
         "{} -c 'import socket; a, b = socket.socketpair(); a.send(b\"ping\"); print(b.recv(4).decode())'",
@@ -104,7 +125,11 @@ fn git_init_and_commit() {
         .env("HOME", &w.home)
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&log.stdout), "x|a|b@c\n", "git log from outside: {log:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout),
+        "x|a|b@c\n",
+        "git log from outside: {log:?}"
+    );
 }
 
 #[test]
@@ -123,9 +148,17 @@ fn cargo_version_runs() {
         Some(h) if cargo.starts_with(h) => {
             cmd.env("HOME", h);
         }
-        _ if cargo.starts_with("/usr") || cargo.starts_with("/bin") || cargo.starts_with("/opt") => {}
+        _ if cargo.starts_with("/usr")
+            || cargo.starts_with("/bin")
+            || cargo.starts_with("/opt") => {}
         _ => {
-            skip(name, &format!("cargo lives at {} (not under $HOME nor a system dir)", cargo.display()));
+            skip(
+                name,
+                &format!(
+                    "cargo lives at {} (not under $HOME nor a system dir)",
+                    cargo.display()
+                ),
+            );
             return;
         }
     }
@@ -142,10 +175,18 @@ fn make_with_a_tiny_makefile() {
         return;
     }
     let w = World::new();
-    w.ws_file("Makefile", "all: out.txt\n\nout.txt:\n\techo made > out.txt\n");
+    w.ws_file(
+        "Makefile",
+        "all: out.txt\n\nout.txt:\n\techo made > out.txt\n",
+    );
     let o = w.sandboxed("make");
     assert_ok(&o);
-    assert_eq!(fs::read_to_string(w.ws.join("out.txt")).ok().as_deref(), Some("made\n"), "{}", o.describe());
+    assert_eq!(
+        fs::read_to_string(w.ws.join("out.txt")).ok().as_deref(),
+        Some("made\n"),
+        "{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -162,9 +203,17 @@ fn proc_self_fd_lists_only_stdio() {
     let o = w.sandboxed("ls /proc/self/fd");
     assert_ok(&o);
     let fds: Vec<&str> = o.stdout.split_whitespace().collect();
-    assert!(fds.contains(&"0") && fds.contains(&"1") && fds.contains(&"2"), "{}", o.describe());
+    assert!(
+        fds.contains(&"0") && fds.contains(&"1") && fds.contains(&"2"),
+        "{}",
+        o.describe()
+    );
     // 0,1,2 plus the directory fd ls itself opened; no leaked fds.
-    assert!(fds.len() <= 4, "unexpected extra fds in the sandboxed process: {fds:?}{}", o.describe());
+    assert!(
+        fds.len() <= 4,
+        "unexpected extra fds in the sandboxed process: {fds:?}{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -173,7 +222,11 @@ fn pipeline_with_background_jobs_and_wait() {
     let o = w.sandboxed("(sleep 0.3; echo bg-a) & (sleep 0.1; echo bg-b) & wait; echo done | tr a-z A-Z; seq 1 1000 | sort -rn | head -1");
     assert_ok(&o);
     for needle in ["bg-a\n", "bg-b\n", "DONE\n", "1000\n"] {
-        assert!(o.stdout.contains(needle), "missing {needle:?}{}", o.describe());
+        assert!(
+            o.stdout.contains(needle),
+            "missing {needle:?}{}",
+            o.describe()
+        );
     }
 }
 
@@ -183,7 +236,12 @@ fn exit_code_is_passed_through() {
     let o = w.sandboxed("exit 7");
     assert_eq!(o.code(), Some(7), "{}", o.describe());
     let o = w.sandboxed("kill -TERM $$");
-    assert_eq!(o.code(), Some(128 + libc::SIGTERM), "died of SIGTERM → 128+15{}", o.describe());
+    assert_eq!(
+        o.code(),
+        Some(128 + libc::SIGTERM),
+        "died of SIGTERM → 128+15{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -206,9 +264,21 @@ fn allow_write_and_allow_read_extend_the_policy() {
         ),
     );
     assert_ok(&o);
-    assert!(extra.join("new.txt").exists(), "--allow-write dir not writable{}", o.describe());
-    assert!(o.stdout.contains("readable-data"), "--allow-read file not readable{}", o.describe());
-    assert!(!ro.join("x.txt").exists(), "--allow-read dir must stay read-only{}", o.describe());
+    assert!(
+        extra.join("new.txt").exists(),
+        "--allow-write dir not writable{}",
+        o.describe()
+    );
+    assert!(
+        o.stdout.contains("readable-data"),
+        "--allow-read file not readable{}",
+        o.describe()
+    );
+    assert!(
+        !ro.join("x.txt").exists(),
+        "--allow-read dir must stay read-only{}",
+        o.describe()
+    );
     assert!(o.stdout.contains("ro-denied"), "{}", o.describe());
 }
 
@@ -242,7 +312,9 @@ fn assert_no_survivor(dur: &str, o: &Out) {
             .join(" | "),
         o.describe()
     );
-    println!("note: `sleep {dur}` still visible right after exit (pids {now:?}) but gone 1 s later");
+    println!(
+        "note: `sleep {dur}` still visible right after exit (pids {now:?}) but gone 1 s later"
+    );
 }
 
 #[test]
@@ -254,7 +326,12 @@ fn timeout_kills_the_whole_tree_including_setsid_children() {
         &["--timeout", "2"],
         &format!("setsid sh -c \"sleep {dur} &\"; sleep {dur}"),
     );
-    assert!(o.elapsed < Duration::from_secs(10), "took {:?}{}", o.elapsed, o.describe());
+    assert!(
+        o.elapsed < Duration::from_secs(10),
+        "took {:?}{}",
+        o.elapsed,
+        o.describe()
+    );
     assert_eq!(o.code(), Some(124), "timeout must exit 124{}", o.describe());
     assert_no_survivor(&dur, &o);
 }
@@ -293,7 +370,12 @@ fn daemon_holding_stdout_does_not_hang_the_run() {
     // The daemon keeps the command's stdout/stderr open: the run must still end when the
     // command exits (not at the 20 s timeout), with the command's exit code.
     let o = w.sandboxed(&format!("setsid sh -c \"sleep {dur} &\"; echo parent-done"));
-    assert!(o.elapsed < Duration::from_secs(10), "run lasted {:?}{}", o.elapsed, o.describe());
+    assert!(
+        o.elapsed < Duration::from_secs(10),
+        "run lasted {:?}{}",
+        o.elapsed,
+        o.describe()
+    );
     assert_ok(&o);
     assert!(o.stdout.contains("parent-done"), "{}", o.describe());
     assert_no_survivor(&dur, &o);
@@ -311,14 +393,32 @@ fn five_mib_of_stdout_is_cut_in_json() {
     let w = World::new();
     let (o, v) = w.sandboxed_json(&[], "head -c 5242880 /dev/zero | tr '\\0' a");
     assert_eq!(o.code(), Some(0), "{}", o.describe());
-    let out = v["stdout"].as_str().unwrap_or_else(|| panic!("stdout not a string"));
-    assert!(out.len() <= MIB + MARKER_SLACK, "captured stdout is {} bytes", out.len());
+    let out = v["stdout"]
+        .as_str()
+        .unwrap_or_else(|| panic!("stdout not a string"));
+    assert!(
+        out.len() <= MIB + MARKER_SLACK,
+        "captured stdout is {} bytes",
+        out.len()
+    );
     assert!(out.starts_with(&"a".repeat(4096)), "the head must be kept");
-    assert!(out.bytes().filter(|b| *b == b'a').count() <= MIB, "more than 1 MiB of payload kept");
+    let payload = out.bytes().take_while(|b| *b == b'a').count();
+    assert!(
+        payload <= MIB,
+        "{payload} bytes of payload kept (more than 1 MiB)"
+    );
     assert_eq!(v["stdout_truncated"], serde_json::json!(true));
     assert_eq!(v["stderr_truncated"], serde_json::json!(false));
-    assert_eq!(v["stdout_bytes"], serde_json::json!(5242880u64), "stdout_bytes = total produced");
-    assert!(o.stdout_raw.len() <= MIB + 64 * 1024, "the JSON document itself is {} bytes", o.stdout_raw.len());
+    assert_eq!(
+        v["stdout_bytes"],
+        serde_json::json!(5242880u64),
+        "stdout_bytes = total produced"
+    );
+    assert!(
+        o.stdout_raw.len() <= MIB + 64 * 1024,
+        "the JSON document itself is {} bytes",
+        o.stdout_raw.len()
+    );
 }
 
 #[test]
@@ -326,11 +426,25 @@ fn five_mib_of_stdout_is_cut_when_streaming() {
     let w = World::new();
     let o = w.sandboxed_with(&["--quiet"], "head -c 5242880 /dev/zero | tr '\\0' a");
     assert_eq!(o.code(), Some(0), "{}", o.describe());
-    let payload = o.stdout_raw.iter().filter(|b| **b == b'a').count();
-    assert!(payload <= MIB, "{payload} bytes of payload streamed through");
-    assert!(payload >= 4096 && o.stdout_raw.starts_with(&[b'a'; 4096]), "the head must be kept");
-    assert!(o.stdout_raw.len() <= MIB + MARKER_SLACK, "stdout is {} bytes", o.stdout_raw.len());
-    assert!(o.stdout.contains("output truncated"), "missing the truncation marker line on stdout");
+    // The payload is the leading run of 'a's (the marker line itself may contain an 'a').
+    let payload = o.stdout_raw.iter().take_while(|b| **b == b'a').count();
+    assert!(
+        payload <= MIB,
+        "{payload} bytes of payload streamed through"
+    );
+    assert!(
+        payload >= 4096 && o.stdout_raw.starts_with(&[b'a'; 4096]),
+        "the head must be kept"
+    );
+    assert!(
+        o.stdout_raw.len() <= MIB + MARKER_SLACK,
+        "stdout is {} bytes",
+        o.stdout_raw.len()
+    );
+    assert!(
+        o.stdout.contains("output truncated"),
+        "missing the truncation marker line on stdout"
+    );
 }
 
 #[test]
@@ -342,9 +456,27 @@ fn stderr_is_capped_separately() {
     );
     assert_eq!(o.code(), Some(0), "{}", o.describe());
     let err = v["stderr"].as_str().expect("stderr string");
-    assert!(err.len() <= 1000 + MARKER_SLACK, "stderr kept {} bytes{}", err.len(), o.describe());
+    assert!(
+        err.len() <= 1000 + MARKER_SLACK,
+        "stderr kept {} bytes{}",
+        err.len(),
+        o.describe()
+    );
     assert_eq!(v["stderr_truncated"], serde_json::json!(true), "{v:#}");
     assert_eq!(v["stderr_bytes"], serde_json::json!(3000u64), "{v:#}");
     assert_eq!(v["stdout"], serde_json::json!("small-stdout\n"), "{v:#}");
     assert_eq!(v["stdout_truncated"], serde_json::json!(false), "{v:#}");
+}
+
+#[test]
+fn keep_env_passes_a_variable_through() {
+    let w = World::new();
+    let mut cmd = w.sandbox_cmd(
+        &["--keep-env", "LG_TEST_KEEP"],
+        &["printf '%s\\n' \"${LG_TEST_KEEP-unset}\""],
+    );
+    cmd.env("LG_TEST_KEEP", "kept-value-3e9");
+    let o = run(cmd, "sandboxed --keep-env LG_TEST_KEEP");
+    assert_ok(&o);
+    assert_eq!(o.stdout, "kept-value-3e9\n", "{}", o.describe());
 }

@@ -79,6 +79,8 @@ pub struct SandboxSettings {
     pub dangerously_allow_full_access: bool,
     /// `$HOME` to derive toolchain and credential paths from (default: the environment's).
     pub home: Option<PathBuf>,
+    /// Workspace paths bound read-only at Full level.
+    pub protected_workspace_paths: Vec<String>,
 }
 
 impl Default for SandboxSettings {
@@ -99,6 +101,10 @@ impl Default for SandboxSettings {
             env: EnvPolicy { keep: Vec::new(), set: Vec::new(), redirect_caches: true },
             dangerously_allow_full_access: false,
             home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
+            protected_workspace_paths: crate::plan::namespaces::DEFAULT_PROTECTED_WORKSPACE_PATHS
+                .iter()
+                .map(|s| (*s).to_string())
+                .collect(),
         }
     }
 }
@@ -123,6 +129,7 @@ struct SandboxSection {
     max_processes: Option<u32>,
     max_open_files: Option<u64>,
     dangerously_allow_full_access: Option<bool>,
+    protected_workspace_paths: Option<Vec<String>>,
     allow_paths: Option<AllowPaths>,
     network: Option<NetworkSection>,
     env: Option<EnvSection>,
@@ -246,6 +253,9 @@ impl SandboxSettings {
         }
         take!(timeout_secs, max_output_bytes, max_file_size_bytes, max_processes, max_open_files);
         s.dangerously_allow_full_access = sec.dangerously_allow_full_access.unwrap_or(false);
+        if let Some(p) = sec.protected_workspace_paths {
+            s.protected_workspace_paths = p;
+        }
         if let Some(a) = sec.allow_paths {
             let home = s.home.clone();
             let abs = |v: Vec<PathBuf>| -> Result<Vec<PathBuf>, SandboxError> {
@@ -368,6 +378,7 @@ pub fn build_sandbox_policy(workspace: &Path, settings: &SandboxSettings) -> Res
         level: settings.level,
         require_level: settings.require,
         environment: settings.env.clone(),
+        protected_workspace_paths: settings.protected_workspace_paths.clone(),
         unconfined_acknowledged: settings.dangerously_allow_full_access,
     };
     policy.validate()?;

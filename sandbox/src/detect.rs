@@ -59,10 +59,12 @@ pub struct Capabilities {
     pub is_root: bool,
     /// Effective uid.
     pub uid: u32,
+    /// Effective gid.
+    pub gid: u32,
 }
 
-/// Levels implemented by this build (Full arrives with the namespace backend).
-pub const MAX_LEVEL_IN_BUILD: SandboxLevel = SandboxLevel::Standard;
+/// The highest level implemented by this build.
+pub const MAX_LEVEL_IN_BUILD: SandboxLevel = SandboxLevel::Full;
 
 impl Capabilities {
     /// The highest level the kernel could support, ignoring what this build implements.
@@ -104,9 +106,7 @@ impl Capabilities {
                 Some(u) => m.push(format!("user namespaces are unavailable ({}); allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone, or the AppArmor userns restriction)", u.detail)),
                 None => m.push("user namespaces were not probed".into()),
             }
-            if MAX_LEVEL_IN_BUILD < SandboxLevel::Full {
-                m.push("Full level (namespaces) is not implemented in this build yet".into());
-            }
+
         }
         m
     }
@@ -238,10 +238,8 @@ pub fn detect_cgroup_pids() -> Option<CgroupPids> {
                 ctrls.split(',').any(|c| c == "pids").then(|| path.to_string())
             })?;
             let base = PathBuf::from(mount_point).join(rel.trim_start_matches('/'));
-            if base.join("pids.max").exists() || base.join("cgroup.procs").exists() {
-                if writable(&base) {
-                    return Some(CgroupPids { base, version: "v1".into() });
-                }
+            if (base.join("pids.max").exists() || base.join("cgroup.procs").exists()) && writable(&base) {
+                return Some(CgroupPids { base, version: "v1".into() });
             }
         }
         if fstype == "cgroup2" {
@@ -261,7 +259,44 @@ fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
-/// Detects everything except user namespaces (no fork): what a Standard-level run needs.
+/// A cheap prediction of whether unprivileged user namespaces work, from sysctls. The helper's own
+/// `unshare` is the real test at run time; when it fails the runner falls back to Standard, says
+/// why, and remembers it for the process ([`record_userns_failure`]).
+#[must_use]
+pub fn predict_user_namespaces() -> Feature {
+    if let Some(why) = USERNS_FAILURE.get() {
+        return Feature { available: false, detail: why.clone() };
+    }
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    predict_userns_from(|p| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()), root)
+}
+
+/// The prediction itself, over a sysctl reader (pure, for tests).
+pub fn predict_userns_from(read: impl Fn(&str) -> Option<String>, root: bool) -> Feature {
+    if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        return Feature { available: false, detail: "user.max_user_namespaces = 0".into() };
+    }
+    if !root && read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        return Feature { available: false, detail: "kernel.unprivileged_userns_clone = 0".into() };
+    }
+    if !root && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        return Feature { available: false, detail: "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)".into() };
+    }
+    if read("/proc/self/ns/user").is_none() && read("/proc/sys/user/max_user_namespaces").is_none() {
+        return Feature { available: false, detail: "kernel built without user namespaces".into() };
+    }
+    Feature { available: true, detail: "predicted from sysctls; confirmed by the helper's unshare at run time".into() }
+}
+
+static USERNS_FAILURE: OnceLock<String> = OnceLock::new();
+
+/// Remembers, for this process, that creating a user namespace failed (and why).
+pub fn record_userns_failure(why: &str) {
+    let _ = USERNS_FAILURE.set(why.to_string());
+}
+
+/// Detects everything without forking (user namespaces predicted): what a run needs.
 #[must_use]
 pub fn detect_quick() -> Capabilities {
     // SAFETY: geteuid cannot fail.
@@ -270,10 +305,12 @@ pub fn detect_quick() -> Capabilities {
         kernel: kernel_release(),
         landlock: detect_landlock(),
         seccomp: detect_seccomp(),
-        user_namespaces: None,
+        user_namespaces: Some(predict_user_namespaces()),
         cgroup_pids: detect_cgroup_pids(),
         is_root: uid == 0,
         uid,
+        // SAFETY: getegid cannot fail.
+        gid: unsafe { libc::getegid() },
     }
 }
 
@@ -303,18 +340,35 @@ mod tests {
             cgroup_pids: None,
             is_root: false,
             uid: 1000,
+            gid: 1000,
         }
     }
 
     #[test]
     fn levels_from_features() {
         assert_eq!(caps(7, true, true).kernel_level(), SandboxLevel::Full);
-        assert_eq!(caps(7, true, true).best_level(), MAX_LEVEL_IN_BUILD);
+        assert_eq!(caps(7, true, true).best_level(), SandboxLevel::Full);
+        assert!(caps(7, true, false).missing_for(SandboxLevel::Full)[0].contains("user namespaces"));
         assert_eq!(caps(7, true, false).kernel_level(), SandboxLevel::Standard);
         assert_eq!(caps(0, true, true).kernel_level(), SandboxLevel::Minimal);
         assert_eq!(caps(0, false, false).kernel_level(), SandboxLevel::None);
         let m = caps(0, true, false).missing_for(SandboxLevel::Standard);
         assert!(m[0].contains("lsm="), "{m:?}");
+    }
+
+    #[test]
+    fn userns_prediction_from_sysctls() {
+        let with = |pairs: &'static [(&'static str, &'static str)]| {
+            move |p: &str| pairs.iter().find(|(k, _)| p.ends_with(k)).map(|(_, v)| (*v).to_string())
+        };
+        assert!(predict_userns_from(with(&[("max_user_namespaces", "100")]), false).available);
+        let f = predict_userns_from(with(&[("max_user_namespaces", "0")]), true);
+        assert!(!f.available && f.detail.contains("max_user_namespaces = 0"));
+        assert!(!predict_userns_from(with(&[("max_user_namespaces", "9"), ("unprivileged_userns_clone", "0")]), false).available);
+        assert!(predict_userns_from(with(&[("max_user_namespaces", "9"), ("unprivileged_userns_clone", "0")]), true).available);
+        let a = predict_userns_from(with(&[("max_user_namespaces", "9"), ("apparmor_restrict_unprivileged_userns", "1")]), false);
+        assert!(!a.available && a.detail.contains("AppArmor"));
+        assert!(!predict_userns_from(with(&[]), false).available);
     }
 
     #[test]

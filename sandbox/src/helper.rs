@@ -1,6 +1,7 @@
 //! The re-executed helper (`argv[0] = "localgpt-sandbox"`).
 //!
-//! `argv[1]` is the [`HelperPlan`] as JSON, `argv[2..]` the command; fd 3 is the report pipe.
+//! The [`HelperPlan`] arrives as JSON in `$LOCALGPT_SANDBOX_PLAN` (removed before exec, and kept
+//! out of `ps`), `argv[1..]` is the command; fd 3 is the report pipe.
 //! The environment was already scrubbed by the runner (the helper never sees the caller's
 //! secrets). The helper:
 //!
@@ -19,11 +20,14 @@ use std::os::fd::FromRawFd;
 use std::os::unix::ffi::OsStrExt;
 
 use crate::linux::apply::{apply_confinement, REPORT_FD};
-use crate::linux::supervise;
+use crate::linux::{namespaces, supervise};
 use crate::plan::HelperPlan;
 
 /// The argv[0] that selects the helper.
 pub const HELPER_ARGV0: &str = "localgpt-sandbox";
+
+/// The environment variable carrying the helper plan.
+pub const PLAN_ENV: &str = "LOCALGPT_SANDBOX_PLAN";
 
 fn report(line: &str) {
     // SAFETY: fd 3 is the report pipe given by the runner; ManuallyDrop keeps it open.
@@ -40,16 +44,19 @@ fn fail(msg: &str) -> ! {
 /// Entry point of the helper. Never returns.
 pub fn helper_main() -> ! {
     let args: Vec<OsString> = std::env::args_os().collect();
-    if args.len() < 3 {
+    let plan_json = std::env::var_os(PLAN_ENV);
+    let (Some(plan_json), true) = (plan_json, args.len() >= 2) else {
         eprintln!("localgpt-sandbox: internal helper; run `localgpt sandbox run` instead");
         // SAFETY: immediate exit.
         unsafe { libc::_exit(2) }
-    }
-    let plan: HelperPlan = match serde_json::from_slice(args[1].as_bytes()) {
+    };
+    // The helper is single-threaded: removing the variable cannot race.
+    std::env::remove_var(PLAN_ENV);
+    let plan: HelperPlan = match serde_json::from_slice(plan_json.as_bytes()) {
         Ok(p) => p,
         Err(e) => fail(&format!("decode plan: {e}")),
     };
-    let argv: Vec<CString> = match args[2..].iter().map(|a| CString::new(a.as_bytes())).collect() {
+    let argv: Vec<CString> = match args[1..].iter().map(|a| CString::new(a.as_bytes())).collect() {
         Ok(v) => v,
         Err(e) => fail(&format!("command argument: {e}")),
     };
@@ -71,9 +78,55 @@ pub fn helper_main() -> ! {
             fail(&format!("join cgroup {}: {e}", procs.display()));
         }
     }
+    if let Some(ns) = &plan.namespaces {
+        if let Err(e) = namespaces::enter_user_and_pid_namespaces(ns) {
+            fail(&e);
+        }
+    }
     supervise::install_stop_handlers();
-    // SAFETY: pid of the supervisor, read before fork.
-    let supervisor = unsafe { libc::getpid() };
+    // At Full level init (PID 1) cannot die of its own signal, so it sends the command's raw
+    // wait status to the supervisor through this pipe.
+    let mut status_pipe = [-1i32; 2];
+    // SAFETY: pipe2 writes two fds.
+    if plan.namespaces.is_some() && unsafe { libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        fail(&format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    let pid = fork_child();
+    if pid == 0 {
+        match &plan.namespaces {
+            // Full level: this child is PID 1 of the new PID namespace.
+            Some(ns) => {
+                // SAFETY: closing our copy of the read end.
+                unsafe { libc::close(status_pipe[0]) };
+                if let Err(e) = namespaces::setup_init_namespaces(ns) {
+                    fail(&e);
+                }
+                let cmd = fork_child();
+                if cmd == 0 {
+                    exec_confined(&plan, &argv);
+                }
+                // SAFETY: init keeps no copy of the report pipe.
+                unsafe { libc::close(REPORT_FD) };
+                supervise::run_init(cmd, status_pipe[1])
+            }
+            None => exec_confined(&plan, &argv),
+        }
+    }
+    // SAFETY: the supervisor keeps no copy of the report pipe, so EOF means "exec done"; nor of
+    // the status pipe's write end.
+    unsafe {
+        libc::close(REPORT_FD);
+        if status_pipe[1] >= 0 {
+            libc::close(status_pipe[1]);
+        }
+    }
+    supervise::supervise(pid, (status_pipe[0] >= 0).then_some(status_pipe[0]))
+}
+
+/// Forks; the child resets the stop handlers and dies with its parent.
+fn fork_child() -> i32 {
+    // SAFETY: getpid cannot fail.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: the helper is single-threaded (fresh exec), so fork is safe.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
@@ -81,29 +134,34 @@ pub fn helper_main() -> ! {
     }
     if pid == 0 {
         supervise::reset_stop_handlers();
-        // SAFETY: plain syscalls on our own process.
+        // SAFETY: plain syscalls on our own process. In a new PID namespace getppid() of PID 1
+        // is 0, so the check only applies when the parent is visible.
         unsafe {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            if libc::getppid() != supervisor {
+            let pp = libc::getppid();
+            if pp != parent && pp != 0 && libc::getpid() != 1 {
                 libc::_exit(127);
             }
-            libc::fcntl(REPORT_FD, libc::F_SETFD, libc::FD_CLOEXEC);
         }
-        let applied = match apply_confinement(&plan) {
-            Ok(a) => a,
-            Err(e) => fail(&e),
-        };
-        report(&format!("R{}\n", serde_json::to_string(&applied).unwrap_or_default()));
-        let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-        ptrs.push(std::ptr::null());
-        // SAFETY: NUL-terminated argv of valid C strings.
-        unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
-        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        report(&format!("X{e}\n"));
-        // SAFETY: exec failed; exit like a shell does.
-        unsafe { libc::_exit(if e == libc::ENOENT { 127 } else { 126 }) }
     }
-    // SAFETY: the supervisor keeps no copy of the report pipe, so EOF means "exec done".
-    unsafe { libc::close(REPORT_FD) };
-    supervise::supervise(pid)
+    pid
+}
+
+/// Confines the calling process and execs the command; never returns.
+fn exec_confined(plan: &HelperPlan, argv: &[CString]) -> ! {
+    // SAFETY: keep the report pipe across confinement but close it on exec.
+    unsafe { libc::fcntl(REPORT_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
+    let applied = match apply_confinement(plan) {
+        Ok(a) => a,
+        Err(e) => fail(&e),
+    };
+    report(&format!("R{}\n", serde_json::to_string(&applied).unwrap_or_default()));
+    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: NUL-terminated argv of valid C strings.
+    unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
+    let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    report(&format!("X{e}\n"));
+    // SAFETY: exec failed; exit like a shell does.
+    unsafe { libc::_exit(if e == libc::ENOENT { 127 } else { 126 }) }
 }

@@ -166,6 +166,10 @@ pub struct EnvPolicy {
     pub redirect_caches: bool,
 }
 
+fn default_protected() -> Vec<String> {
+    crate::plan::namespaces::DEFAULT_PROTECTED_WORKSPACE_PATHS.iter().map(|s| (*s).to_string()).collect()
+}
+
 fn default_true() -> bool {
     true
 }
@@ -206,6 +210,10 @@ pub struct SandboxPolicy {
     pub require_level: Option<SandboxLevel>,
     /// Environment handling.
     pub environment: EnvPolicy,
+    /// Workspace paths (relative) bound read-only at Full level because they run later outside
+    /// the sandbox (`.git/hooks`, `.git/config`, `.vscode`, …).
+    #[serde(default = "default_protected")]
+    pub protected_workspace_paths: Vec<String>,
     /// The user explicitly acknowledged running without kernel confinement
     /// (`full-access` mode or level `none`).
     pub unconfined_acknowledged: bool,
@@ -274,6 +282,12 @@ impl SandboxPolicy {
                 }
             }
         }
+        for rel in &self.protected_workspace_paths {
+            let p = Path::new(rel);
+            if p.is_absolute() || p.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+                return Err(SandboxError::Policy(format!("protected_workspace_paths: {rel:?} must be relative to the workspace, without ..")));
+            }
+        }
         for name in &self.environment.keep {
             if name.is_empty() || name.contains('=') {
                 return Err(SandboxError::Policy(format!("environment.keep: invalid variable name {name:?}")));
@@ -332,6 +346,7 @@ mod tests {
             level: LevelSetting::Auto,
             require_level: None,
             environment: EnvPolicy::default(),
+            protected_workspace_paths: default_protected(),
             unconfined_acknowledged: false,
         }
     }

@@ -112,7 +112,14 @@ pub fn clean_path() -> OsString {
             }
         }
     }
-    for d in ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"] {
+    for d in [
+        "/usr/local/sbin",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+    ] {
         let d = PathBuf::from(d);
         if !entries.contains(&d) {
             entries.push(d);
@@ -149,7 +156,10 @@ pub fn python3() -> Option<&'static Path> {
                 continue;
             }
             let ok = Command::new(&p)
-                .args(["-c", "import ctypes, asyncio, pty, socket, fcntl, termios, os"])
+                .args([
+                    "-c",
+                    "import ctypes, asyncio, pty, socket, fcntl, termios, os",
+                ])
                 .env_clear()
                 .env("PATH", clean_path())
                 .env("HOME", "/nonexistent")
@@ -251,7 +261,10 @@ fn spawn_reader<R: Read + Send + 'static>(
         loop {
             match r.read(&mut chunk) {
                 Ok(0) | Err(_) => break,
-                Ok(n) => b.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&chunk[..n]),
+                Ok(n) => b
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend_from_slice(&chunk[..n]),
             }
         }
         let _ = tx.send(());
@@ -279,8 +292,10 @@ pub fn run_with_deadline(mut cmd: Command, what: &str, deadline: Duration) -> Ou
             let _ = child.kill();
             let _ = child.wait();
             std::thread::sleep(Duration::from_millis(200));
-            let so = String::from_utf8_lossy(&out_buf.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
-            let se = String::from_utf8_lossy(&err_buf.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
+            let so = String::from_utf8_lossy(&out_buf.lock().unwrap_or_else(|e| e.into_inner()))
+                .into_owned();
+            let se = String::from_utf8_lossy(&err_buf.lock().unwrap_or_else(|e| e.into_inner()))
+                .into_owned();
             panic!(
                 "{what} did not finish within {deadline:?}; killed it.\n--- stdout ---\n{}\n--- stderr ---\n{}",
                 &so[..so.len().min(3000)],
@@ -355,6 +370,12 @@ impl World {
         for d in [&ws, &outside, &home, &xdg] {
             fs::create_dir_all(d).expect("mkdir");
         }
+        // LOCALGPT_TEST_LEVEL=standard|full runs the whole suite at that level (ci/test runs it
+        // at every level the machine reaches).
+        if let Some(level) = std::env::var("LOCALGPT_TEST_LEVEL").ok().filter(|l| !l.is_empty()) {
+            fs::create_dir_all(xdg.join("localgpt")).expect("xdg/localgpt");
+            fs::write(xdg.join("localgpt/config.toml"), format!("[sandbox]\nlevel = \"{level}\"\n")).expect("level config");
+        }
         let canary = outside.join("canary.txt");
         fs::write(&canary, OUTSIDE_CANARY).expect("write canary");
 
@@ -385,10 +406,21 @@ impl World {
         )
         .expect("write git config");
 
-        fs::write(home.join(".bashrc"), format!("# {BASHRC_MARKER}\nexport LG_TEST_BASHRC=1\n"))
-            .expect("write .bashrc");
+        fs::write(
+            home.join(".bashrc"),
+            format!("# {BASHRC_MARKER}\nexport LG_TEST_BASHRC=1\n"),
+        )
+        .expect("write .bashrc");
 
-        World { _dir: dir, root, ws, outside, canary, home, xdg }
+        World {
+            _dir: dir,
+            root,
+            ws,
+            outside,
+            canary,
+            home,
+            xdg,
+        }
     }
 
     fn base_env(&self, cmd: &mut Command) {
@@ -416,10 +448,16 @@ impl World {
         let mut cmd = localgpt();
         self.base_env(&mut cmd);
         cmd.args(["sandbox", "run"]);
-        if !opts.iter().any(|o| *o == "--workspace" || o.starts_with("--workspace=")) {
+        if !opts
+            .iter()
+            .any(|o| *o == "--workspace" || o.starts_with("--workspace="))
+        {
             cmd.arg("--workspace").arg(&self.ws);
         }
-        if !opts.iter().any(|o| *o == "--timeout" || o.starts_with("--timeout=")) {
+        if !opts
+            .iter()
+            .any(|o| *o == "--timeout" || o.starts_with("--timeout="))
+        {
             cmd.args(["--timeout", DEFAULT_SANDBOX_TIMEOUT]);
         }
         cmd.args(opts).arg("--").args(argv);
@@ -436,7 +474,10 @@ impl World {
 
     /// Run `snippet` (one argument → `bash -c`) in the sandbox with `opts`.
     pub fn sandboxed_with(&self, opts: &[&str], snippet: &str) -> Out {
-        run(self.sandbox_cmd(opts, &[snippet]), &format!("sandboxed {opts:?}: {snippet}"))
+        run(
+            self.sandbox_cmd(opts, &[snippet]),
+            &format!("sandboxed {opts:?}: {snippet}"),
+        )
     }
 
     pub fn sandboxed(&self, snippet: &str) -> Out {
@@ -451,7 +492,10 @@ impl World {
     pub fn sandboxed_json(&self, opts: &[&str], snippet: &str) -> (Out, serde_json::Value) {
         let mut all = vec!["--json"];
         all.extend_from_slice(opts);
-        let out = run(self.sandbox_cmd(&all, &[snippet]), &format!("sandboxed {all:?}: {snippet}"));
+        let out = run(
+            self.sandbox_cmd(&all, &[snippet]),
+            &format!("sandboxed {all:?}: {snippet}"),
+        );
         let v = parse_one_json(&out);
         (out, v)
     }
@@ -464,7 +508,9 @@ impl World {
     }
 
     pub fn canary_intact(&self) -> bool {
-        fs::read_to_string(&self.canary).map(|s| s == OUTSIDE_CANARY).unwrap_or(false)
+        fs::read_to_string(&self.canary)
+            .map(|s| s == OUTSIDE_CANARY)
+            .unwrap_or(false)
     }
 }
 
@@ -476,9 +522,18 @@ impl Default for World {
 
 /// Parse stdout as exactly one JSON object (trailing whitespace allowed, nothing else).
 pub fn parse_one_json(out: &Out) -> serde_json::Value {
-    let v: serde_json::Value = serde_json::from_slice(out.stdout_raw.trim_ascii())
-        .unwrap_or_else(|e| panic!("stdout is not exactly one JSON value: {e}{}", out.describe()));
-    assert!(v.is_object(), "JSON output is not an object{}", out.describe());
+    let v: serde_json::Value =
+        serde_json::from_slice(out.stdout_raw.trim_ascii()).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not exactly one JSON value: {e}{}",
+                out.describe()
+            )
+        });
+    assert!(
+        v.is_object(),
+        "JSON output is not an object{}",
+        out.describe()
+    );
     v
 }
 
@@ -511,7 +566,10 @@ pub fn assert_blocked_but_escapes_bare(
         pipes_closed: true,
         what: "nothing (precondition)".into(),
     };
-    assert!(!escaped(&empty), "precondition: the effect is already present before any run");
+    assert!(
+        !escaped(&empty),
+        "precondition: the effect is already present before any run"
+    );
 
     let sb = w.sandboxed_with(opts, &full);
     assert!(
@@ -519,7 +577,11 @@ pub fn assert_blocked_but_escapes_bare(
         "the sandboxed command did not run (no {STARTED} on stdout), so this probe proves nothing{}",
         sb.describe()
     );
-    assert!(!escaped(&sb), "ESCAPE: the sandboxed run had an effect outside the sandbox{}", sb.describe());
+    assert!(
+        !escaped(&sb),
+        "ESCAPE: the sandboxed run had an effect outside the sandbox{}",
+        sb.describe()
+    );
 
     let bare = w.bare(&full);
     assert!(
@@ -558,7 +620,10 @@ fn drain_stream<S: Read>(s: &mut S, into: &mut Vec<u8>) {
         match s.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => into.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
                 std::thread::sleep(Duration::from_millis(10))
             }
             Err(_) => break,
@@ -578,7 +643,11 @@ impl TcpProbe {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind tcp probe");
         listener.set_nonblocking(true).expect("nonblocking");
         let port = listener.local_addr().expect("addr").port();
-        TcpProbe { listener, port, accepted: vec![] }
+        TcpProbe {
+            listener,
+            port,
+            accepted: vec![],
+        }
     }
     /// Accept and read whatever arrived (non-blocking, ~300 ms window); also reads new data on
     /// connections accepted earlier.
@@ -655,17 +724,27 @@ pub struct UnixProbe {
 
 impl UnixProbe {
     pub fn pathname(path: &Path) -> UnixProbe {
-        let listener = UnixListener::bind(path).unwrap_or_else(|e| panic!("bind {}: {e}", path.display()));
+        let listener =
+            UnixListener::bind(path).unwrap_or_else(|e| panic!("bind {}: {e}", path.display()));
         listener.set_nonblocking(true).expect("nonblocking");
-        UnixProbe { listener, name: path.to_string_lossy().into_owned(), accepted: vec![] }
+        UnixProbe {
+            listener,
+            name: path.to_string_lossy().into_owned(),
+            accepted: vec![],
+        }
     }
     pub fn abstract_name() -> UnixProbe {
         use std::os::linux::net::SocketAddrExt;
         let name = format!("localgpt-test-{}", unique_token());
-        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).expect("abstract addr");
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+            .expect("abstract addr");
         let listener = UnixListener::bind_addr(&addr).expect("bind abstract socket");
         listener.set_nonblocking(true).expect("nonblocking");
-        UnixProbe { listener, name, accepted: vec![] }
+        UnixProbe {
+            listener,
+            name,
+            accepted: vec![],
+        }
     }
     pub fn observe(&mut self) -> Seen {
         let mut seen = Seen::default();
@@ -695,8 +774,14 @@ pub struct CanaryProcess {
 
 impl CanaryProcess {
     pub fn spawn() -> CanaryProcess {
+        Self::spawn_in(Path::new("/"), &[])
+    }
+    /// A canary with a given cwd and extra environment (e.g. a secret an agent host would hold).
+    pub fn spawn_in(cwd: &Path, env: &[(&str, &str)]) -> CanaryProcess {
         let child = Command::new("sleep")
             .arg("1000")
+            .current_dir(cwd)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -726,7 +811,10 @@ impl Drop for CanaryProcess {
 
 /// PIDs whose /proc/PID/cmdline is exactly `argv` (zombies have an empty cmdline and never match).
 pub fn pids_with_cmdline(argv: &[&str]) -> Vec<i32> {
-    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain(std::iter::once(0))).collect();
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| a.bytes().chain(std::iter::once(0)))
+        .collect();
     let mut found = vec![];
     if let Ok(rd) = fs::read_dir("/proc") {
         for e in rd.flatten() {

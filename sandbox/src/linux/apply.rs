@@ -28,6 +28,8 @@ pub struct AppliedReport {
     pub no_new_privs: bool,
     /// The process joined the per-run cgroup.
     pub cgroup: bool,
+    /// The command runs in its own user, PID, mount, network, IPC and UTS namespaces.
+    pub namespaces: bool,
 }
 
 fn os_err(step: &str) -> String {
@@ -114,6 +116,32 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
     Ok(ll.rules.len())
 }
 
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const CAP_V3: u32 = 0x2008_0522;
+
+fn permitted_caps() -> Result<u64, String> {
+    let hdr = CapHeader { version: CAP_V3, pid: 0 };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget with a v3 header and two data elements.
+    if unsafe { libc::syscall(libc::SYS_capget, &hdr as *const CapHeader, data.as_mut_ptr()) } != 0 {
+        return Err(os_err("capget"));
+    }
+    Ok(u64::from(data[0].permitted) | (u64::from(data[1].permitted) << 32))
+}
+
 /// Drops every capability: bounding set, ambient set, then effective/permitted/inheritable.
 ///
 /// # Errors
@@ -127,8 +155,13 @@ pub fn drop_capabilities() -> Result<(), String> {
         // SAFETY: PR_CAPBSET_DROP takes an integer.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } != 0 {
             let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINVAL) {
-                return Err(format!("PR_CAPBSET_DROP({cap}): {e}"));
+            match e.raw_os_error() {
+                Some(libc::EINVAL) => {}
+                // Without CAP_SETPCAP the bounding set cannot shrink. That is only acceptable
+                // when nothing is permitted: with no_new_privs (set before this step) an exec
+                // can then never gain a capability, even as uid 0.
+                Some(libc::EPERM) if permitted_caps()? == 0 => break,
+                _ => return Err(format!("PR_CAPBSET_DROP({cap}): {e}")),
             }
         }
     }
@@ -136,23 +169,14 @@ pub fn drop_capabilities() -> Result<(), String> {
     if unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0, 0, 0) } != 0 {
         return Err(os_err("PR_CAP_AMBIENT_CLEAR_ALL"));
     }
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let hdr = Header { version: 0x2008_0522, pid: 0 };
-    let data = [Data { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    let hdr = CapHeader { version: CAP_V3, pid: 0 };
+    let data = [CapData::default(); 2];
     // SAFETY: capset with a v3 header and two data elements.
-    if unsafe { libc::syscall(libc::SYS_capset, &hdr as *const Header, data.as_ptr()) } != 0 {
+    if unsafe { libc::syscall(libc::SYS_capset, &hdr as *const CapHeader, data.as_ptr()) } != 0 {
         return Err(os_err("capset"));
+    }
+    if permitted_caps()? != 0 {
+        return Err("capabilities still permitted after capset".into());
     }
     Ok(())
 }
@@ -188,6 +212,8 @@ pub fn apply_confinement(plan: &HelperPlan) -> Result<AppliedReport, String> {
     if !plan.confine {
         return Ok(rep);
     }
+    rep.namespaces = plan.namespaces.is_some();
+    rep.cgroup = plan.cgroup_procs.is_some();
     apply_rlimits(&plan.rlimits)?;
     close_fds_from(REPORT_FD as u32 + 1)?;
     // SAFETY: integer arguments.

@@ -2,4 +2,5 @@
 //! nothing (see [`crate::plan`]).
 
 pub mod apply;
+pub mod namespaces;
 pub mod supervise;

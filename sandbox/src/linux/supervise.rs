@@ -10,18 +10,23 @@ extern "C" fn on_stop(sig: libc::c_int) {
     STOP_SIGNAL.store(sig, Ordering::SeqCst);
 }
 
-/// Installs handlers (without `SA_RESTART`) for the signals that mean "stop the sandbox".
-pub fn install_stop_handlers() {
-    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-        // SAFETY: installing a handler that only stores to an atomic.
+/// Installs `handler` for `signals` without `SA_RESTART`, so that a blocking `waitpid` or `poll`
+/// returns `EINTR`. The handler must be async-signal-safe (these only store to an atomic).
+pub fn set_handlers(signals: &[libc::c_int], handler: extern "C" fn(libc::c_int)) {
+    for &sig in signals {
+        // SAFETY: installing a handler with an empty mask and no flags.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_stop as *const () as usize;
+            sa.sa_sigaction = handler as *const () as usize;
             libc::sigemptyset(&mut sa.sa_mask);
-            sa.sa_flags = 0;
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
+}
+
+/// Installs handlers for the signals that mean "stop the sandbox".
+pub fn install_stop_handlers() {
+    set_handlers(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP], on_stop);
 }
 
 /// Restores default dispositions (in the command's process, before exec).
@@ -98,8 +103,9 @@ pub fn kill_all_descendants() {
     }
 }
 
-/// Waits for `child`, then cleans up the tree and exits with the child's status.
-pub fn supervise(child: i32) -> ! {
+/// Waits for `child`, then cleans up the tree and exits with the child's status — or with the
+/// raw wait status init reported on `status_fd` (Full level).
+pub fn supervise(child: i32, status_fd: Option<i32>) -> ! {
     let mut status: Option<i32> = None;
     let mut stopped = false;
     loop {
@@ -124,6 +130,13 @@ pub fn supervise(child: i32) -> ! {
         }
     }
     kill_all_descendants();
+    if let (Some(fd), Some(_)) = (status_fd, status) {
+        let mut raw = [0u8; 4];
+        // SAFETY: reading 4 bytes into a local buffer from our own pipe.
+        if unsafe { libc::read(fd, raw.as_mut_ptr().cast(), 4) } == 4 {
+            status = Some(i32::from_ne_bytes(raw));
+        }
+    }
     let sig = STOP_SIGNAL.load(Ordering::SeqCst);
     match status {
         Some(st) if libc::WIFEXITED(st) => exit_now(libc::WEXITSTATUS(st)),
@@ -150,5 +163,43 @@ fn die_by_signal(sig: i32) -> ! {
         libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
         libc::kill(libc::getpid(), sig);
         libc::_exit(128 + sig)
+    }
+}
+
+static FORWARD_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_forward(sig: libc::c_int) {
+    FORWARD_SIGNAL.store(sig, Ordering::SeqCst);
+}
+
+/// PID 1 of the sandbox's PID namespace: reaps every zombie, forwards termination signals to
+/// the command, and exits with the command's status (the kernel then kills whatever is left).
+pub fn run_init(command: i32, status_fd: i32) -> ! {
+    set_handlers(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2], on_forward);
+    loop {
+        let mut st = 0;
+        // SAFETY: waitpid with a valid status pointer.
+        let r = unsafe { libc::waitpid(-1, &mut st, 0) };
+        if r == command {
+            // SAFETY: writing 4 bytes from a local to our own pipe.
+            unsafe { libc::write(status_fd, st.to_ne_bytes().as_ptr().cast(), 4) };
+            if libc::WIFEXITED(st) {
+                exit_now(libc::WEXITSTATUS(st));
+            }
+            // PID 1 cannot kill itself with a default-action signal: the supervisor re-raises it.
+            exit_now(128 + libc::WTERMSIG(st));
+        }
+        if r < 0 {
+            match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => {
+                    let sig = FORWARD_SIGNAL.swap(0, Ordering::SeqCst);
+                    if sig != 0 {
+                        // SAFETY: signalling our own child.
+                        unsafe { libc::kill(command, sig) };
+                    }
+                }
+                _ => exit_now(125),
+            }
+        }
     }
 }

@@ -258,10 +258,20 @@ const MAX_EXPAND_ENTRIES: usize = 20_000;
 /// A message when a grant marked `must_exist` does not exist, or when a directory that must be
 /// expanded around a deny cannot be listed or is too large.
 pub fn resolve_rules(grants: &[Grant], denies: &[PathBuf]) -> Result<ResolvedRules, String> {
+    resolve_rules_with_masks(grants, denies, &[])
+}
+
+/// Like [`resolve_rules`], but denied paths in `masked` are hidden by mounts (Full level): grants
+/// inside them are still dropped, but their parents are not expanded into siblings.
+///
+/// # Errors
+/// As [`resolve_rules`].
+pub fn resolve_rules_with_masks(grants: &[Grant], denies: &[PathBuf], masked: &[PathBuf]) -> Result<ResolvedRules, String> {
     let deny_set: BTreeSet<PathBuf> = denies
         .iter()
         .flat_map(|d| [normalize(d), canonicalize_lenient(d)])
         .collect();
+    let masked: BTreeSet<PathBuf> = masked.iter().flat_map(|d| [normalize(d), canonicalize_lenient(d)]).collect();
     let mut out = ResolvedRules::default();
     let mut budget = MAX_EXPAND_ENTRIES;
     for g in grants {
@@ -272,7 +282,7 @@ pub fn resolve_rules(grants: &[Grant], denies: &[PathBuf]) -> Result<ResolvedRul
             out.skipped.push(SkippedPath { path: g.path.clone(), reason: "does not exist".into() });
             continue;
         };
-        resolve_one(&canon, g, &deny_set, 0, &mut budget, &mut out)?;
+        resolve_one(&canon, g, &deny_set, &masked, 0, &mut budget, &mut out)?;
     }
     Ok(out)
 }
@@ -281,6 +291,7 @@ fn resolve_one(
     canon: &Path,
     g: &Grant,
     denies: &BTreeSet<PathBuf>,
+    masked: &BTreeSet<PathBuf>,
     depth: usize,
     budget: &mut usize,
     out: &mut ResolvedRules,
@@ -292,7 +303,7 @@ fn resolve_one(
         });
         return Ok(());
     }
-    let inner: Vec<&PathBuf> = denies.iter().filter(|d| d.starts_with(canon)).collect();
+    let inner: Vec<&PathBuf> = denies.iter().filter(|d| d.starts_with(canon) && !masked.contains(*d)).collect();
     let is_dir = canon.is_dir();
     if inner.is_empty() || !is_dir {
         let access = if is_dir { g.access } else { g.access & fs::FILE_RIGHTS };
@@ -324,7 +335,7 @@ fn resolve_one(
         }
         // Follow symlinks: a link to a denied path must not re-open it.
         let Ok(child_canon) = std::fs::canonicalize(&child) else { continue };
-        resolve_one(&child_canon, g, denies, depth + 1, budget, out)?;
+        resolve_one(&child_canon, g, denies, masked, depth + 1, budget, out)?;
     }
     Ok(())
 }

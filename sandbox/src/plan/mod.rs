@@ -4,6 +4,7 @@
 
 pub mod env;
 pub mod landlock;
+pub mod namespaces;
 pub mod seccomp;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use crate::error::SandboxError;
 use crate::policy::{LevelSetting, SandboxLevel, SandboxMode, SandboxPolicy};
 use env::EnvPlan;
 use landlock::{Grant, PathRule, SkippedPath};
+use namespaces::NamespacePlan;
 use seccomp::{PackedInsn, SeccompRuleSpec};
 
 /// Whether a protection holds.
@@ -116,6 +118,8 @@ pub struct Plan {
     pub mode: SandboxMode,
     /// Workspace (cwd of the command).
     pub workspace: PathBuf,
+    /// Namespaces and mounts (Full level).
+    pub namespaces: Option<NamespacePlan>,
     /// Landlock, when applied.
     pub landlock: Option<LandlockPlan>,
     /// seccomp, when applied.
@@ -201,7 +205,18 @@ pub struct RunContext {
 pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) -> Result<Plan, SandboxError> {
     let level = choose_level(policy, caps)?;
     let confined = level > SandboxLevel::None;
-    let landlock = if level >= SandboxLevel::Standard { Some(landlock_plan(policy, caps.landlock.abi, ctx)?) } else { None };
+    let full = level == SandboxLevel::Full;
+    let namespaces = full.then(|| namespaces::namespace_plan(policy, caps.uid, caps.gid));
+    // At Full level existing credential paths are hidden by mounts, so Landlock grants need no
+    // expansion around them; a credential path that does not exist at launch can only appear
+    // during the run (written by the command itself or concurrently by the user), a race the
+    // README documents. At Standard every deny inside a grant is expanded around.
+    let masked: Vec<PathBuf> = if namespaces.is_some() { policy.deny_paths.clone() } else { Vec::new() };
+    let landlock = if level >= SandboxLevel::Standard && caps.landlock.abi > 0 {
+        Some(landlock_plan(policy, caps.landlock.abi, &masked)?)
+    } else {
+        None
+    };
     let seccomp = if level >= SandboxLevel::Minimal {
         let rules = seccomp::seccomp_table();
         let program = seccomp::compile(&rules).map_err(SandboxError::Plan)?;
@@ -212,9 +227,12 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
     let process_limit = if !confined {
         ProcessLimit::Unbounded
     } else if let Some(cg) = &caps.cgroup_pids {
-        ProcessLimit::Cgroup { base: cg.base.clone(), version: cg.version.clone(), max: policy.max_processes + 1 }
+        ProcessLimit::Cgroup { base: cg.base.clone(), version: cg.version.clone(), max: policy.max_processes + 2 }
     } else if caps.is_root {
         ProcessLimit::Unbounded
+    } else if full {
+        // Inside a fresh user namespace RLIMIT_NPROC counts only that namespace's processes.
+        ProcessLimit::Rlimit { max: u64::from(policy.max_processes) }
     } else {
         ProcessLimit::Rlimit { max: ctx.uid_tasks.unwrap_or(0) + u64::from(policy.max_processes) }
     };
@@ -227,7 +245,15 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
             rlimits.push(RlimitSetting { name: "RLIMIT_NPROC".into(), resource: libc::RLIMIT_NPROC as i32, value: max });
         }
     }
-    let env = if confined {
+    let env = if full {
+        let private_scratch = (policy.mode == SandboxMode::WorkspaceWrite).then(|| PathBuf::from(PRIVATE_SCRATCH));
+        let mut e = env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, private_scratch.as_deref());
+        if private_scratch.is_some() {
+            e.vars.retain(|(k, _)| k != "TMPDIR");
+            e.vars.push(("TMPDIR".into(), "/tmp".into()));
+        }
+        e
+    } else if confined {
         env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, ctx.scratch.as_deref())
     } else {
         EnvPlan { vars: ctx.caller_env.clone(), dropped: Vec::new(), redirected: Vec::new() }
@@ -237,13 +263,14 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
         kernel_level: caps.kernel_level(),
         mode: policy.mode,
         workspace: policy.workspace_path.clone(),
+        namespaces,
         landlock,
         seccomp,
         rlimits,
         process_limit,
         env,
-        scratch: ctx.scratch.clone(),
-        drop_capabilities: confined && caps.is_root,
+        scratch: if full { None } else { ctx.scratch.clone() },
+        drop_capabilities: confined && (caps.is_root || full),
         timeout_secs: policy.timeout_secs,
         max_output_bytes: policy.max_output_bytes,
         protections: Vec::new(),
@@ -254,7 +281,10 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
     Ok(plan)
 }
 
-fn landlock_plan(policy: &SandboxPolicy, abi: u32, _ctx: &RunContext) -> Result<LandlockPlan, SandboxError> {
+/// Where caches go at Full level: inside the private `/tmp`, gone with the namespace.
+pub const PRIVATE_SCRATCH: &str = "/tmp/.localgpt-cache";
+
+fn landlock_plan(policy: &SandboxPolicy, abi: u32, masked: &[PathBuf]) -> Result<LandlockPlan, SandboxError> {
     use landlock::{device, read_exec, read_only, read_write};
     let handled_abi = abi.min(landlock::MAX_KNOWN_ABI);
     let mut grants = Vec::new();
@@ -281,7 +311,7 @@ fn landlock_plan(policy: &SandboxPolicy, abi: u32, _ctx: &RunContext) -> Result<
     push(&user_write, read_write(handled_abi), "allow_paths.write (read-write)", true);
     let ws_access = if policy.mode == SandboxMode::ReadOnly { read_exec(handled_abi) } else { read_write(handled_abi) };
     push(std::slice::from_ref(&policy.workspace_path), ws_access, "workspace", true);
-    let resolved = landlock::resolve_rules(&grants, &policy.deny_paths).map_err(SandboxError::Plan)?;
+    let resolved = landlock::resolve_rules_with_masks(&grants, &policy.deny_paths, masked).map_err(SandboxError::Plan)?;
     Ok(LandlockPlan {
         abi,
         handled_abi,
@@ -339,25 +369,54 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         v.push(fs_off("fs-write-outside", "writes outside the workspace are not confined"));
         v.push(fs_off("fs-read-credentials", "credentials are readable"));
     }
-    v.push(prot("fs-metadata-outside", Degraded, if ll { "landlock (partial)" } else { "none" },
-        "Landlock does not control chmod, chown, utimensat or xattrs outside the workspace; Full level's read-only mounts do"));
-    v.push(prot("fs-stat-secrets", Degraded, "none", "stat() of credential files still works (existence and size leak); Full level hides them"));
-    v.push(prot("workspace-persistence", Degraded, "none",
-        ".git/hooks, .git/config and .vscode inside the workspace stay writable and may run later outside; Full level binds them read-only"));
-    v.push(prot("tmp-private", Degraded, "none", "/tmp and /dev/shm are shared with the host (read-write); Full level gives a private /tmp"));
+    let ns = plan.namespaces.as_ref();
+    v.push(match ns {
+        Some(_) => prot("fs-metadata-outside", Enforced, "read-only mounts",
+            "everything outside the workspace, the private /tmp and writable paths is mounted read-only: chmod, chown, utimensat and xattrs fail with EROFS"),
+        None => prot("fs-metadata-outside", Degraded, if ll { "landlock (partial)" } else { "none" },
+            "Landlock does not control chmod, chown, utimensat or xattrs outside the workspace; Full level's read-only mounts do"),
+    });
+    v.push(match ns {
+        Some(n) => prot("fs-stat-secrets", Enforced, "mount masks",
+            format!("{} existing credential paths are masked (empty read-only tmpfs or /dev/null); paths created after launch are covered by Landlock only", n.masks.len())),
+        None => prot("fs-stat-secrets", Degraded, "none", "stat() of credential files still works (existence and size leak); Full level hides them"),
+    });
+    v.push(match ns {
+        Some(n) if !n.ro_binds.is_empty() => prot("workspace-persistence", Enforced, "read-only bind mounts",
+            format!("read-only: {} (paths created during the run are not covered)", n.ro_binds.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
+        Some(_) if plan.mode != SandboxMode::WorkspaceWrite => prot("workspace-persistence", Enforced, "read-only mounts", "the workspace is read-only"),
+        Some(_) => prot("workspace-persistence", Degraded, "read-only bind mounts",
+            "none of the protected workspace paths (.git/hooks, .git/config, .vscode, …) exists at launch; ones the command creates stay writable"),
+        None => prot("workspace-persistence", Degraded, "none",
+            ".git/hooks, .git/config and .vscode inside the workspace stay writable and may run later outside; Full level binds them read-only"),
+    });
+    v.push(match ns {
+        Some(n) if n.tmpfs.iter().any(|t| t == Path::new("/tmp")) => prot("tmp-private", Enforced, "mount namespace (tmpfs)", "/tmp and /dev/shm are private tmpfs mounts, discarded after the run"),
+        Some(n) if plan.mode == SandboxMode::WorkspaceWrite => prot("tmp-private", Degraded, "mount namespace",
+            format!("a writable path lies under /tmp, so /tmp stays the host's (read-write); private: {}", n.tmpfs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
+        Some(_) => prot("tmp-private", Enforced, "read-only mounts", "/tmp and /dev/shm are read-only in read-only mode"),
+        None => prot("tmp-private", Degraded, "none", "/tmp and /dev/shm are shared with the host (read-write); Full level gives a private /tmp"),
+    });
     let mut net_mech = "seccomp (socket family, connect/bind/listen/accept)".to_string();
     if abi >= 4 {
         net_mech.push_str(" + landlock TCP (ABI 4)");
     }
+    if ns.is_some() {
+        net_mech.push_str(" + empty network namespace");
+    }
     v.push(prot("network", Enforced, &net_mech, "no AF_INET/AF_INET6/netlink/packet sockets; no connect, bind, listen or accept on any socket"));
     let unix_mech = if abi >= 9 { "seccomp (connect) + landlock resolve_unix (ABI 9)" } else { "seccomp (connect)" };
     v.push(prot("unix-sockets-outside", Enforced, unix_mech, "pathname sockets (docker.sock, D-Bus, systemd) are unreachable"));
-    v.push(prot("abstract-sockets-outside", Enforced, if abi >= 6 { "seccomp (connect) + landlock scope (ABI 6)" } else { "seccomp (connect)" },
-        "abstract unix sockets outside are unreachable"));
-    v.push(if abi >= 6 {
-        prot("signals-outside", Enforced, "landlock scope (ABI 6)", "no signals to processes outside the sandbox")
-    } else {
-        prot("signals-outside", Degraded, "none", format!("Landlock ABI {abi} < 6 has no signal scoping: kill of same-uid processes outside works; only a PID namespace (Full level) stops it"))
+    let mut abs_mech = if abi >= 6 { "seccomp (connect) + landlock scope (ABI 6)".to_string() } else { "seccomp (connect)".to_string() };
+    if ns.is_some() {
+        abs_mech.push_str(" + network namespace");
+    }
+    v.push(prot("abstract-sockets-outside", Enforced, &abs_mech, "abstract unix sockets outside are unreachable"));
+    v.push(match (ns.is_some(), abi >= 6) {
+        (true, true) => prot("signals-outside", Enforced, "PID namespace + landlock scope (ABI 6)", "no process outside the sandbox is visible or signalable"),
+        (true, false) => prot("signals-outside", Enforced, "PID namespace", "no process outside the sandbox is visible or signalable"),
+        (false, true) => prot("signals-outside", Enforced, "landlock scope (ABI 6)", "no signals to processes outside the sandbox"),
+        (false, false) => prot("signals-outside", Degraded, "none", format!("Landlock ABI {abi} < 6 has no signal scoping: kill of same-uid processes outside works; only a PID namespace (Full level) stops it")),
     });
     v.push(if ll {
         prot("ptrace", Enforced, "seccomp + landlock", "no ptrace, process_vm_readv/writev; /proc/<pid>/mem, environ and root of processes outside are refused")
@@ -367,20 +426,35 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v.push(prot("syscall-abi", Enforced, "seccomp (arch check, x32 deny)", "i386 int 0x80 kills the process; x32 syscalls fail"));
     v.push(prot("io-uring", Enforced, "seccomp", "io_uring_setup/enter/register fail"));
     v.push(prot("tty-injection", Enforced, "seccomp + setsid", "TIOCSTI and TIOCLINUX fail; the command has no controlling terminal"));
+    v.push(match ns {
+        Some(n) if n.private_devpts => prot("other-terminals", Enforced, "private devpts instance", "the user's own terminals under /dev/pts are not visible"),
+        _ => prot("other-terminals", Degraded, "none",
+            "/dev/pts must stay usable for script and pty-based tools, so the user's other terminals (same uid) can be opened, read and written; Full level mounts a private devpts"),
+    });
     v.push(prot("keyring", Enforced, "seccomp", "keyctl/add_key/request_key fail"));
-    v.push(prot("sysv-ipc", Enforced, "seccomp", "SysV shm/msg/sem calls fail"));
-    v.push(prot("namespaces-mount", Enforced, "seccomp", "unshare, setns, namespace clone flags, clone3 and the mount family fail"));
+    v.push(prot("sysv-ipc", Enforced, if ns.is_some() { "seccomp + IPC namespace" } else { "seccomp" }, "SysV shm/msg/sem calls fail"));
+    v.push(prot("namespaces-mount", Enforced, if ns.is_some() { "seccomp + max_user_namespaces = 0 inside" } else { "seccomp" },
+        "unshare, setns, namespace clone flags, clone3 and the mount family fail"));
     v.push(prot("kernel-surface", Enforced, "seccomp", "bpf, perf_event_open, userfaultfd, open_by_handle_at, kexec, modules fail"));
-    v.push(prot("pid-isolation", Degraded, "none", format!("no PID namespace at level {}: ps shows host processes", plan.level)));
+    v.push(if ns.is_some() {
+        prot("pid-isolation", Enforced, "PID namespace + fresh /proc", "ps shows only the sandbox's processes")
+    } else {
+        prot("pid-isolation", Degraded, "none", format!("no PID namespace at level {}: ps shows host processes", plan.level))
+    });
     v.push(prot("inherited-fds", Enforced, "helper (close_range)", "every fd above 2 is closed before exec"));
     v.push(prot("env-secrets", Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env.dropped.len())));
-    v.push(if plan.drop_capabilities {
+    v.push(if ns.is_some() {
+        prot("capabilities", Enforced, "user namespace + capset + bounding set + no_new_privs",
+            "no capability in the host's namespace; every capability dropped inside the sandbox's own")
+    } else if plan.drop_capabilities {
         prot("capabilities", Enforced, "capset + bounding set + no_new_privs", "running as root: every capability dropped")
     } else {
         prot("capabilities", Enforced, "no_new_privs", "no capabilities held; setuid binaries cannot gain privileges")
     });
     v.push(match &plan.process_limit {
-        ProcessLimit::Cgroup { max, version, .. } => prot("process-count", Enforced, &format!("cgroup {version} pids.max"), format!("at most {} processes", max - 1)),
+        ProcessLimit::Cgroup { max, version, .. } => prot("process-count", Enforced, &format!("cgroup {version} pids.max"), format!("at most {} processes", max - 2)),
+        ProcessLimit::Rlimit { max } if ns.is_some() => prot("process-count", Enforced, "RLIMIT_NPROC in a user namespace",
+            format!("at most {max} processes, counted inside the sandbox's own user namespace")),
         ProcessLimit::Rlimit { max } => prot("process-count", Degraded, "RLIMIT_NPROC",
             format!("RLIMIT_NPROC = {max} counts every process of uid {} system-wide (its current ones + the sandbox's)", caps.uid)),
         ProcessLimit::Unbounded => prot("process-count", Degraded, "none", "running as root without a writable pids cgroup: RLIMIT_NPROC does not apply to root"),
@@ -388,7 +462,10 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v.push(prot("file-size", Enforced, "RLIMIT_FSIZE", "large writes fail with EFBIG"));
     v.push(prot("open-files", Enforced, "RLIMIT_NOFILE", "bounded descriptors"));
     v.push(prot("core-dumps", Enforced, "RLIMIT_CORE=0", "no core files"));
-    let tree = if matches!(plan.process_limit, ProcessLimit::Cgroup { .. }) || abi >= 6 {
+    let tree = if ns.is_some() {
+        prot("timeout-kill-tree", Enforced, "PID namespace (init) + supervisor",
+            "the command runs under its own init; killing it kills every process in the namespace")
+    } else if matches!(plan.process_limit, ProcessLimit::Cgroup { .. }) || abi >= 6 {
         prot("timeout-kill-tree", Enforced, "supervisor subreaper (+ cgroup when available)",
             "every descendant, including setsid'd and double-forked ones, is killed at the timeout and when the command exits")
     } else {
@@ -424,8 +501,10 @@ fn warnings(plan: &Plan, caps: &Capabilities) -> Vec<String> {
             ));
         }
     }
-    if plan.kernel_level > plan.level && plan.level >= SandboxLevel::Standard && plan.kernel_level == SandboxLevel::Full {
-        w.push(format!("running at {}: Full level (namespaces) is possible on this kernel but not implemented in this build", plan.level));
+    if plan.level == SandboxLevel::Standard && plan.kernel_level < SandboxLevel::Full {
+        if let Some(u) = caps.user_namespaces.as_ref().filter(|u| !u.available) {
+            w.push(format!("running at standard, not full: user namespaces are unavailable ({})", u.detail));
+        }
     }
     w
 }
@@ -437,6 +516,8 @@ pub struct HelperPlan {
     pub parent_pid: i32,
     /// Working directory.
     pub cwd: PathBuf,
+    /// Namespaces and mounts (Full level).
+    pub namespaces: Option<NamespacePlan>,
     /// Landlock: (handled_fs, handled_net, scopes, rules as (path, access)).
     pub landlock: Option<HelperLandlock>,
     /// seccomp program.
@@ -471,6 +552,7 @@ impl Plan {
         HelperPlan {
             parent_pid,
             cwd: self.workspace.clone(),
+            namespaces: self.namespaces.clone(),
             landlock: self.landlock.as_ref().map(|l| HelperLandlock {
                 fs: l.handled_fs,
                 net: l.handled_net,
@@ -497,10 +579,11 @@ mod tests {
             kernel: "test".into(),
             landlock: LandlockSupport { abi, state: if abi > 0 { "available".into() } else { "not-built".into() }, detail: String::new() },
             seccomp: Feature { available: true, detail: String::new() },
-            user_namespaces: Some(Feature { available: true, detail: String::new() }),
+            user_namespaces: Some(Feature { available: false, detail: "test: no userns".into() }),
             cgroup_pids: None,
             is_root: root,
             uid: if root { 0 } else { 1000 },
+            gid: if root { 0 } else { 1000 },
         }
     }
 
@@ -639,12 +722,42 @@ mod tests {
     }
 
     #[test]
+    fn full_level_plan_uses_mounts() {
+        let (_d, home, ws) = world();
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        let mut c = caps(7, false);
+        c.user_namespaces = Some(Feature { available: true, detail: String::new() });
+        let pol = policy(SandboxMode::WorkspaceWrite, &home, &ws);
+        let p = make_plan(&pol, &c, &RunContext::default()).unwrap();
+        assert_eq!(p.level, SandboxLevel::Full);
+        let ns = p.namespaces.as_ref().unwrap();
+        assert!(ns.masks.iter().any(|m| m.path == home.join(".ssh")));
+        assert!(ns.masks.iter().any(|m| m.path == home.join(".cargo/credentials.toml")));
+        assert_eq!(ns.ro_binds, vec![ws.join(".git/hooks")]);
+        assert!(ns.tmpfs.contains(&PathBuf::from("/tmp")));
+        // Masked credentials need no sibling expansion: ~/.cargo is granted whole.
+        assert!(rule(&p, &home.join(".cargo")).is_some());
+        assert!(p.drop_capabilities, "capabilities are dropped inside the user namespace");
+        assert!(matches!(p.process_limit, ProcessLimit::Rlimit { max: 64 }));
+        let state = |id: &str| p.protections.iter().find(|x| x.id == id).unwrap().state;
+        for id in ["fs-metadata-outside", "fs-stat-secrets", "workspace-persistence", "tmp-private", "pid-isolation", "process-count"] {
+            assert_eq!(state(id), ProtectionState::Enforced, "{id}");
+        }
+        assert!(p.env.vars.contains(&("TMPDIR".into(), "/tmp".into())));
+        assert!(p.helper_plan(1, None).namespaces.is_some());
+        // Asking for standard explicitly drops the namespaces.
+        let mut pol = pol;
+        pol.level = LevelSetting::Exactly(SandboxLevel::Standard);
+        assert!(make_plan(&pol, &c, &RunContext::default()).unwrap().namespaces.is_none());
+    }
+
+    #[test]
     fn cgroup_process_limit_when_available() {
         let (_d, home, ws) = world();
         let mut c = caps(7, true);
         c.cgroup_pids = Some(crate::detect::CgroupPids { base: "/sys/fs/cgroup/pids".into(), version: "v1".into() });
         let p = make_plan(&policy(SandboxMode::WorkspaceWrite, &home, &ws), &c, &RunContext::default()).unwrap();
-        assert!(matches!(p.process_limit, ProcessLimit::Cgroup { max: 65, .. }));
+        assert!(matches!(p.process_limit, ProcessLimit::Cgroup { max: 66, .. }));
         assert!(!p.rlimits.iter().any(|r| r.name == "RLIMIT_NPROC"));
     }
 }

@@ -42,6 +42,15 @@ pub enum ArgCondition {
         /// Bits.
         bits: u32,
     },
+    /// `arg & mask == value`.
+    Masked {
+        /// Argument index.
+        arg: u8,
+        /// Mask.
+        mask: u32,
+        /// Value.
+        value: u32,
+    },
 }
 
 /// What a matching rule does.
@@ -63,8 +72,8 @@ pub struct SeccompRuleSpec {
     pub syscall: String,
     /// x86_64 number (-1 for prologue rules).
     pub nr: i64,
-    /// Argument condition; `None` matches every call.
-    pub condition: Option<ArgCondition>,
+    /// Argument conditions, all of which must hold (AND); empty matches every call.
+    pub conditions: Vec<ArgCondition>,
     /// Human form of the condition.
     pub condition_text: Option<String>,
     /// Action.
@@ -74,6 +83,7 @@ pub struct SeccompRuleSpec {
 }
 
 const AF_UNIX: u32 = 1;
+const SOCK_DGRAM: u32 = 2;
 /// Bit 1 of the socket type: set for SOCK_DGRAM (2), SOCK_RAW (3) and SOCK_PACKET (10), clear for
 /// SOCK_STREAM (1) and SOCK_SEQPACKET (5); the SOCK_NONBLOCK/SOCK_CLOEXEC flags do not touch it.
 const SOCK_DGRAM_BIT: u32 = 2;
@@ -108,12 +118,19 @@ mod nr {
 #[must_use]
 pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
     let mut t = Vec::new();
+    let mut row_all = |syscall: &str, nr: i64, conditions: Vec<ArgCondition>, text: Option<String>, action, reason: &str| {
+        t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text: text, action, reason: reason.into() });
+    };
+    row_all("socket", libc::SYS_socket,
+        vec![ArgCondition::Eq { arg: 0, value: AF_UNIX }, ArgCondition::Masked { arg: 1, mask: 0xf, value: SOCK_DGRAM }],
+        Some("domain == AF_UNIX && type & 0xf == SOCK_DGRAM".into()), SeccompDeny::Eperm,
+        "an unconnected unix datagram socket reaches pathname sockets outside (/dev/log, journald) through sendto/sendmsg, which seccomp cannot inspect; socketpair stays allowed");
     let mut row = |syscall: &str, nr: i64, condition: Option<(ArgCondition, String)>, action, reason: &str| {
-        let (condition, condition_text) = match condition {
-            Some((c, s)) => (Some(c), Some(s)),
-            None => (None, None),
+        let (conditions, condition_text) = match condition {
+            Some((c, s)) => (vec![c], Some(s)),
+            None => (Vec::new(), None),
         };
-        t.push(SeccompRuleSpec { syscall: syscall.into(), nr, condition, condition_text, action, reason: reason.into() });
+        t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text, action, reason: reason.into() });
     };
     use SeccompDeny::*;
     row("<any syscall from a non-x86_64 ABI>", -1, None, KillProcess,
@@ -127,10 +144,8 @@ pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
     let sock = "no network: only AF_UNIX sockets (socketpair, pipes between the sandbox's own processes)";
     row("socket", libc::SYS_socket, Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
     row("socketpair", libc::SYS_socketpair, Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
-    let dgram = "a unix datagram socket can sendto()/sendmsg() any pathname socket outside (journald, syslog, …) without connect(); Landlock < ABI 9 does not check it";
-    for (name, n) in [("socket", libc::SYS_socket), ("socketpair", libc::SYS_socketpair)] {
-        row(name, n, Some((ArgCondition::HasBits { arg: 1, bits: SOCK_DGRAM_BIT }, "type & SOCK_DGRAM (datagram; raw and packet too)".into())), Eperm, dgram);
-    }
+    row("socketpair", libc::SYS_socketpair, Some((ArgCondition::HasBits { arg: 1, bits: SOCK_DGRAM_BIT }, "type & SOCK_DGRAM (datagram; raw and packet too)".into())), Eperm,
+        "a datagram socketpair can still sendto()/sendmsg() an explicit pathname address outside (found by the escape corpus: unix-dgram-sendto-pathname); stream socketpairs stay allowed");
     for (name, n) in [("connect", libc::SYS_connect), ("bind", libc::SYS_bind), ("listen", libc::SYS_listen),
         ("accept", libc::SYS_accept), ("accept4", libc::SYS_accept4)] {
         row(name, n, None, Eperm,
@@ -238,16 +253,23 @@ pub fn compile(table: &[SeccompRuleSpec]) -> Result<Vec<PackedInsn>, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Eperm) {
         let entry = rules.entry(r.nr).or_default();
-        if let Some(c) = r.condition {
-            let cond = match c {
-                ArgCondition::Ne { arg, value } => SeccompCondition::new(arg, Len::Dword, Op::Ne, u64::from(value)),
-                ArgCondition::Eq { arg, value } => SeccompCondition::new(arg, Len::Dword, Op::Eq, u64::from(value)),
-                ArgCondition::HasBits { arg, bits } => {
-                    SeccompCondition::new(arg, Len::Dword, Op::MaskedEq(u64::from(bits)), u64::from(bits))
+        if !r.conditions.is_empty() {
+            let mut conds = Vec::new();
+            for c in &r.conditions {
+                let cond = match *c {
+                    ArgCondition::Ne { arg, value } => SeccompCondition::new(arg, Len::Dword, Op::Ne, u64::from(value)),
+                    ArgCondition::Eq { arg, value } => SeccompCondition::new(arg, Len::Dword, Op::Eq, u64::from(value)),
+                    ArgCondition::HasBits { arg, bits } => {
+                        SeccompCondition::new(arg, Len::Dword, Op::MaskedEq(u64::from(bits)), u64::from(bits))
+                    }
+                    ArgCondition::Masked { arg, mask, value } => {
+                        SeccompCondition::new(arg, Len::Dword, Op::MaskedEq(u64::from(mask)), u64::from(value))
+                    }
                 }
+                .map_err(|e| format!("{}: {e}", r.syscall))?;
+                conds.push(cond);
             }
-            .map_err(|e| format!("{}: {e}", r.syscall))?;
-            entry.push(SeccompRule::new(vec![cond]).map_err(|e| format!("{}: {e}", r.syscall))?);
+            entry.push(SeccompRule::new(conds).map_err(|e| format!("{}: {e}", r.syscall))?);
         }
     }
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), TargetArch::x86_64)
@@ -276,13 +298,13 @@ mod tests {
             assert!(!t.iter().any(|r| r.syscall == allowed), "{allowed} must stay allowed");
         }
         assert!(t.iter().all(|r| !r.reason.is_empty()));
+        assert!(t.iter().any(|r| r.syscall == "socket" && r.conditions.len() == 2), "unix datagram rule");
         let ioctls: Vec<_> = t.iter().filter(|r| r.syscall == "ioctl").collect();
         assert_eq!(ioctls.len(), 2);
         for name in ["chmod", "fchmod", "fchmodat", "fchmodat2", "open", "openat", "creat", "mknod", "mknodat"] {
             assert_eq!(t.iter().filter(|r| r.syscall == name && r.condition_text.as_deref().is_some_and(|c| c.contains("S_IS"))).count(), 2, "{name}");
         }
-        assert!(t.iter().any(|r| r.syscall == "socket" && r.condition == Some(ArgCondition::HasBits { arg: 1, bits: 2 })));
-        assert!(t.iter().any(|r| r.syscall == "socketpair" && r.condition == Some(ArgCondition::HasBits { arg: 1, bits: 2 })));
+        assert!(t.iter().any(|r| r.syscall == "socketpair" && r.conditions == vec![ArgCondition::HasBits { arg: 1, bits: 2 }]));
         assert!(t.iter().any(|r| r.syscall == "openat2" && r.action == SeccompDeny::Enosys));
     }
 

@@ -1,0 +1,219 @@
+//! Full level glue: enter user + PID namespaces (supervisor), then mount, network, IPC and UTS
+//! namespaces and the mount plan (init). Applies a [`NamespacePlan`]; decides nothing.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use crate::plan::namespaces::{MaskKind, NamespacePlan};
+
+/// Prefix of errors from creating the user namespace: the runner falls back to Standard on them.
+pub const USERNS_ERROR_PREFIX: &str = "userns:";
+
+fn c(p: &Path) -> Result<CString, String> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+fn last_err(what: &str) -> String {
+    format!("{what}: {}", std::io::Error::last_os_error())
+}
+
+fn write_file(path: &str, data: &str) -> Result<(), String> {
+    std::fs::write(path, data).map_err(|e| format!("write {path}: {e}"))
+}
+
+/// Supervisor: unshare user + PID namespaces and map the caller's uid/gid to themselves.
+///
+/// # Errors
+/// A message starting with [`USERNS_ERROR_PREFIX`] when user namespaces are unavailable.
+pub fn enter_user_and_pid_namespaces(ns: &NamespacePlan) -> Result<(), String> {
+    // SAFETY: unshare with constant flags.
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) } != 0 {
+        return Err(format!("{USERNS_ERROR_PREFIX} {}", last_err("unshare(CLONE_NEWUSER|CLONE_NEWPID)")));
+    }
+    match std::fs::write("/proc/self/setgroups", "deny") {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{USERNS_ERROR_PREFIX} write /proc/self/setgroups: {e}")),
+    }
+    write_file("/proc/self/uid_map", &format!("{0} {0} 1\n", ns.uid)).map_err(|e| format!("{USERNS_ERROR_PREFIX} {e}"))?;
+    write_file("/proc/self/gid_map", &format!("{0} {0} 1\n", ns.gid)).map_err(|e| format!("{USERNS_ERROR_PREFIX} {e}"))?;
+    Ok(())
+}
+
+fn mount(src: Option<&str>, target: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) -> Result<(), String> {
+    let src_c = src.map(|s| CString::new(s).unwrap_or_default());
+    let fs_c = fstype.map(|s| CString::new(s).unwrap_or_default());
+    let data_c = data.map(|s| CString::new(s).unwrap_or_default());
+    let t = c(target)?;
+    // SAFETY: every pointer is a valid C string or NULL.
+    let r = unsafe {
+        libc::mount(
+            src_c.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            t.as_ptr(),
+            fs_c.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            flags,
+            data_c.as_ref().map_or(std::ptr::null(), |s| s.as_ptr().cast()),
+        )
+    };
+    if r != 0 {
+        return Err(last_err(&format!("mount {} on {}", src.or(fstype).unwrap_or("-"), target.display())));
+    }
+    Ok(())
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+const SYS_MOUNT_SETATTR: libc::c_long = 442;
+
+/// mount_setattr(2); `Ok(false)` when the kernel lacks it (< 5.12).
+fn mount_setattr(target: &Path, recursive: bool, set: u64, clr: u64) -> Result<bool, String> {
+    let t = c(target)?;
+    let attr = MountAttr { attr_set: set, attr_clr: clr, propagation: 0, userns_fd: 0 };
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: valid path and attribute struct of the size passed.
+    let r = unsafe {
+        libc::syscall(SYS_MOUNT_SETATTR, libc::AT_FDCWD, t.as_ptr(), flags, &attr as *const MountAttr, std::mem::size_of::<MountAttr>())
+    };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ENOSYS) {
+        return Ok(false);
+    }
+    Err(format!("mount_setattr {}: {e}", target.display()))
+}
+
+/// The flags of a mount from its mountinfo options, which must be preserved on remount.
+fn locked_flags(opts: &str) -> libc::c_ulong {
+    let mut f = 0;
+    for o in opts.split(',') {
+        f |= match o {
+            "nosuid" => libc::MS_NOSUID,
+            "nodev" => libc::MS_NODEV,
+            "noexec" => libc::MS_NOEXEC,
+            "noatime" => libc::MS_NOATIME,
+            "nodiratime" => libc::MS_NODIRATIME,
+            "relatime" => libc::MS_RELATIME,
+            _ => 0,
+        };
+    }
+    f
+}
+
+/// Remounts one bind read-only or read-write without mount_setattr (kernels < 5.12).
+fn remount_bind(target: &Path, readonly: bool) -> Result<(), String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("mountinfo: {e}"))?;
+    let opts = info
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 5 && Path::new(&unescape(f[4])) == target).then(|| f[5].to_string())
+        })
+        .next_back()
+        .unwrap_or_default();
+    let ro = if readonly { libc::MS_RDONLY } else { 0 };
+    mount(None, target, None, libc::MS_REMOUNT | libc::MS_BIND | ro | locked_flags(&opts), None)
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+}
+
+/// Makes every mount read-only (recursive from `/`).
+fn make_all_readonly() -> Result<(), String> {
+    if mount_setattr(Path::new("/"), true, MOUNT_ATTR_RDONLY, 0)? {
+        return Ok(());
+    }
+    let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("mountinfo: {e}"))?;
+    for line in info.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 {
+            continue;
+        }
+        let target = unescape(f[4]);
+        mount(None, Path::new(&target), None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | locked_flags(f[5]), None)?;
+    }
+    Ok(())
+}
+
+fn set_writable(p: &Path) -> Result<(), String> {
+    if mount_setattr(p, false, 0, MOUNT_ATTR_RDONLY)? {
+        return Ok(());
+    }
+    remount_bind(p, false)
+}
+
+fn set_readonly(p: &Path) -> Result<(), String> {
+    if mount_setattr(p, false, MOUNT_ATTR_RDONLY, 0)? {
+        return Ok(());
+    }
+    remount_bind(p, true)
+}
+
+/// Init (PID 1): unshare mount, network, IPC and UTS namespaces and set up the mounts.
+///
+/// # Errors
+/// The failing step; the caller must not run the command.
+pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
+    // SAFETY: unshare with constant flags.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS) } != 0 {
+        return Err(last_err("unshare(mount, net, ipc, uts)"));
+    }
+    mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    for p in &ns.rw_binds {
+        mount(Some(&p.to_string_lossy()), p, None, libc::MS_BIND | libc::MS_REC, None)?;
+    }
+    for p in &ns.ro_binds {
+        mount(Some(&p.to_string_lossy()), p, None, libc::MS_BIND, None)?;
+    }
+    make_all_readonly()?;
+    for p in &ns.rw_binds {
+        set_writable(p)?;
+    }
+    for p in &ns.ro_binds {
+        set_readonly(p)?;
+    }
+    for t in &ns.tmpfs {
+        mount(Some("tmpfs"), t, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=1777"))?;
+    }
+    for m in &ns.masks {
+        if ns.tmpfs.iter().any(|t| m.path.starts_with(t)) {
+            continue; // already hidden by a fresh tmpfs
+        }
+        match m.kind {
+            MaskKind::EmptyDir => mount(
+                Some("tmpfs"),
+                &m.path,
+                Some("tmpfs"),
+                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                Some("mode=0755,size=4k"),
+            )?,
+            MaskKind::EmptyFile => {
+                mount(Some("/dev/null"), &m.path, None, libc::MS_BIND, None)?;
+                set_readonly(&m.path)?;
+            }
+        }
+    }
+    if ns.private_devpts {
+        mount(Some("devpts"), Path::new("/dev/pts"), Some("devpts"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("newinstance,ptmxmode=0666,mode=0620"))?;
+        mount(Some("/dev/pts/ptmx"), Path::new("/dev/ptmx"), None, libc::MS_BIND, None)?;
+    }
+    mount(Some("proc"), Path::new("/proc"), Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)?;
+    let host = ns.hostname.as_bytes();
+    // SAFETY: valid buffer and length.
+    if unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) } != 0 {
+        return Err(last_err("sethostname"));
+    }
+    write_file("/proc/sys/user/max_user_namespaces", "0")?;
+    Ok(())
+}
