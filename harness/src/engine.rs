@@ -364,10 +364,17 @@ impl Suite {
         }
         let bare = self.bare_effects(v);
         let sandboxed = self.sandboxed_effects(v, level);
+        // The protection table of this very run (it depends on the workspace, e.g. which .git
+        // paths exist), falling back to `explain --level` for the level.
+        let table = match &sandboxed {
+            Ok((_, Some(t))) if !t.is_empty() => t.clone(),
+            _ => info.protections.clone(),
+        };
+        let sandboxed = sandboxed.map(|(e, _)| e);
         let degraded: Vec<String> = v
             .protections
             .iter()
-            .filter_map(|p| match info.protections.get(p) {
+            .filter_map(|p| match table.get(p) {
                 Some(row) if row.state == "enforced" => None,
                 Some(row) => Some(format!("protection {p} is {} ({})", row.state, row.detail)),
                 None => Some(format!("protection {p} is not listed at level {level}")),
@@ -396,20 +403,20 @@ impl Suite {
         if let Some(r) = self.bare_cache.lock().ok().and_then(|c| c.get(&v.name).cloned()) {
             return r;
         }
-        let r = self.effects(v, None);
+        let r = self.effects(v, None).map(|(e, _)| e);
         if let Ok(mut c) = self.bare_cache.lock() {
             c.insert(v.name.clone(), r.clone());
         }
         r
     }
 
-    fn sandboxed_effects(&self, v: &Vector, level: &str) -> Result<String, String> {
+    fn sandboxed_effects(&self, v: &Vector, level: &str) -> Result<(String, Option<BTreeMap<String, ProtectionRow>>), String> {
         self.effects(v, Some(level))
     }
 
     /// Runs `v` in a fresh world, bare (`level = None`) or sandboxed, and returns the effects
     /// seen from outside (empty: none).
-    fn effects(&self, v: &Vector, level: Option<&str>) -> Result<String, String> {
+    fn effects(&self, v: &Vector, level: Option<&str>) -> Result<(String, Option<BTreeMap<String, ProtectionRow>>), String> {
         // Vectors that touch host-global state (host name, sysctls, the console, lo, the core
         // pattern) run one at a time across every harness process, so their checks cannot see
         // each other's effects.
@@ -519,12 +526,26 @@ impl Suite {
         let _ = w.observe_tcp();
         let naive_timeout = if level.is_none() && v.timeout.is_some() { Some(Duration::from_secs(timeout)) } else { None };
         let out = execute(&argv, &env, &w.ws, fds, naive_timeout, v.needs_monitor().then(|| w.token.clone()))?;
+        if v.victim {
+            // The probe may have killed the victim (our direct child) while `sandbox run` is
+            // still finishing below it: let the rest of the process group end on its own before
+            // looking for survivors (bounded; what is left afterwards is killed below).
+            let pgid = out.pid;
+            for _ in 0..3000 {
+                // SAFETY: probing our own child's process group.
+                if unsafe { libc::kill(-pgid, 0) } != 0 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let survivors = token_pids(&w.token);
         for pid in &survivors {
             // SAFETY: killing processes that carry this world's unique token.
             unsafe { libc::kill(*pid, libc::SIGKILL) };
         }
 
+        let mut run_table = None;
         let (stdout, stderr) = match level {
             None => (out.stdout.clone(), out.stderr.clone()),
             Some(l) => {
@@ -539,6 +560,7 @@ impl Suite {
                 if got != l {
                     return Err(format!("asked for level {l}, the run reports level {got}"));
                 }
+                run_table = Some(table(j.get("protections").unwrap_or(&serde_json::Value::Null)));
                 let so = j.get("stdout").and_then(|x| x.as_str()).unwrap_or("").as_bytes().to_vec();
                 let se = j.get("stderr").and_then(|x| x.as_str()).unwrap_or("").as_bytes().to_vec();
                 (so, se)
@@ -560,7 +582,7 @@ impl Suite {
                 effects.push(e);
             }
         }
-        Ok(effects.join("; "))
+        Ok((effects.join("; "), run_table))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -844,7 +866,7 @@ fn monitor_sample(token: &str, s: &mut MonitorStats) {
         let fds = fs::read_dir(e.path().join("fd")).map(|d| d.count()).unwrap_or(0);
         s.max_fds = s.max_fds.max(fds);
         if let Ok(mi) = fs::read_to_string(e.path().join("mountinfo")) {
-            if mi.contains(token) {
+            if mi.contains(&format!("lgmnt-{token}")) {
                 let m = format!("a mount carrying the token exists in pid {pid}'s mount namespace");
                 if !s.namespaces.contains(&m) {
                     s.namespaces.push(m);
@@ -877,6 +899,8 @@ pub struct Execution {
     pub signal: Option<i32>,
     /// The direct child was seen stopped (and continued).
     pub stopped: bool,
+    /// The direct child's pid (and process group).
+    pub pid: i32,
     /// Monitor samples.
     pub monitor: MonitorStats,
 }
@@ -1007,6 +1031,7 @@ pub fn execute(
         code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
         signal: (libc::WIFSIGNALED(status) && !naive_killed).then(|| libc::WTERMSIG(status)),
         stopped,
+        pid,
         monitor,
     })
 }

@@ -690,7 +690,7 @@ unsafe fn userns(mode: &str) -> i32 {
         let _ = std::fs::create_dir_all(p);
     };
     let token = std::env::args().find(|a| a.starts_with("lgtok")).unwrap_or_default();
-    let src = c(&token);
+    let src = c(&format!("lgmnt-{token}"));
     let tmpfs = c"tmpfs";
     match mode {
         "unshare-mount" => in_child_linger_on_success("unshare(NEWUSER|NEWNS) + mount tmpfs", || {

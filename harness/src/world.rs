@@ -188,7 +188,7 @@ impl World {
         let outside = root.join("outside");
         let home = root.join("home");
         let xdg = root.join("xdg");
-        for d in [&ws, &outside, &home, &xdg, &outside.join("dbus"), &outside.join("systemd"), &outside.join("repo/.git/hooks"), &ws.join(".git/hooks")] {
+        for d in [&ws, &outside, &home, &xdg, &outside.join("dbus"), &outside.join("systemd"), &outside.join("repo/.git/hooks"), &ws.join(".git/hooks"), &ws.join(".vscode"), &ws.join(".idea"), &ws.join(".localgpt")] {
             fs::create_dir_all(d).map_err(|x| e("mkdir", x))?;
         }
         let mut secrets = BTreeMap::new();
