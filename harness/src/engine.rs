@@ -539,7 +539,19 @@ impl Suite {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
-        let survivors = token_pids(&w.token);
+        // Leftovers: scanned several times over a short window (a process between fork and exec
+        // can briefly show an empty command line), so that none is missed.
+        let mut survivors = token_pids(&w.token);
+        if v.check.contains(&Check::NoSurvivor) {
+            for _ in 0..10 {
+                std::thread::sleep(Duration::from_millis(20));
+                for p in token_pids(&w.token) {
+                    if !survivors.contains(&p) {
+                        survivors.push(p);
+                    }
+                }
+            }
+        }
         for pid in &survivors {
             // SAFETY: killing processes that carry this world's unique token.
             unsafe { libc::kill(*pid, libc::SIGKILL) };
