@@ -4,7 +4,7 @@
 //!
 //! A test fails on an escape, an invalid probe (no effect bare) or an error. Skipped and
 //! not-preventable cases pass, print their reason, and are appended to `$LOCALGPT_SKIP_LOG`.
-//! `LOCALGPT_ESCAPE_LEVELS=standard,full` restricts the levels; `LOCALGPT_ESCAPE_RESULTS=FILE`
+//! `LOCALGPT_ESCAPE_LEVELS=standard,full` (or `LOCALGPT_TEST_LEVEL=full`) restricts the levels; `LOCALGPT_ESCAPE_RESULTS=FILE`
 //! appends every result as a JSON line.
 
 use std::io::Write;
@@ -30,8 +30,12 @@ fn main() {
         eprintln!("escape corpus invalid: {e}");
         std::process::exit(101);
     }
-    let only: Option<Vec<String>> =
-        std::env::var("LOCALGPT_ESCAPE_LEVELS").ok().filter(|s| !s.is_empty()).map(|s| s.split(',').map(str::to_string).collect());
+    // `LOCALGPT_ESCAPE_LEVELS=a,b`, else `LOCALGPT_TEST_LEVEL` (ci/test runs the integration
+    // suites once per level), else every level `sandbox status` lists.
+    let only: Option<Vec<String>> = ["LOCALGPT_ESCAPE_LEVELS", "LOCALGPT_TEST_LEVEL"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|s| !s.is_empty()))
+        .map(|s| s.split(',').map(str::to_string).collect());
     // The levels come from `sandbox status` of the binary under test; listing must not fail,
     // so an unusable binary becomes one failing test that says why.
     let bin = find_bin();
