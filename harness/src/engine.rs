@@ -330,6 +330,9 @@ impl Suite {
             }
             levels.push(LevelInfo { name: l.clone(), protections: t, inconsistency });
         }
+        // The scratch home/workspace was only needed for `status` and `explain`: remove it now
+        // (a suite held in a static, as in the test target, is never dropped).
+        let _ = fs::remove_dir_all(&scratch);
         Ok(Suite { bin, bin_dir, facts, levels, status_level, bare_cache: Mutex::new(BTreeMap::new()), scratch })
     }
 
