@@ -421,8 +421,12 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         None => prot("fs-stat-secrets", Degraded, "none", "stat() of credential files still works (existence and size leak); Full level hides them"),
     });
     v.push(match ns {
-        Some(n) if !n.ro_binds.is_empty() => prot("workspace-persistence", Enforced, "read-only bind mounts",
-            format!("read-only: {} (paths created during the run are not covered)", n.ro_binds.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
+        Some(n) if !n.ro_binds.is_empty() && n.unprotected.is_empty() => prot("workspace-persistence", Enforced, "read-only bind mounts",
+            format!("read-only: {}", n.ro_binds.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
+        Some(n) if !n.ro_binds.is_empty() => prot("workspace-persistence", Degraded, "read-only bind mounts",
+            format!("read-only: {}; absent at launch, so the command can create them: {}",
+                n.ro_binds.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+                n.unprotected.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
         Some(_) if plan.mode != SandboxMode::WorkspaceWrite => prot("workspace-persistence", Enforced, "read-only mounts", "the workspace is read-only"),
         Some(_) => prot("workspace-persistence", Degraded, "read-only bind mounts",
             "none of the protected workspace paths (.git/hooks, .git/config, .vscode, …) exists at launch; ones the command creates stay writable"),
@@ -457,7 +461,11 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         (false, true) => prot("signals-outside", Enforced, "landlock scope (ABI 6)", "no signals to processes outside the sandbox"),
         (false, false) => prot("signals-outside", Degraded, "none", format!("Landlock ABI {abi} < 6 has no signal scoping: kill of same-uid processes outside works; only a PID namespace (Full level) stops it")),
     });
-    v.push(prot("ptrace", Enforced, if ll { "seccomp + landlock" } else { "seccomp" }, "no ptrace, process_vm_readv/writev"));
+    v.push(if ll {
+        prot("ptrace", Enforced, "seccomp + landlock", "no ptrace, process_vm_readv/writev; /proc/<pid>/mem, environ and root of processes outside are refused")
+    } else {
+        prot("ptrace", Degraded, "seccomp", "ptrace and process_vm_readv/writev fail, but without Landlock /proc/<pid>/mem, environ and root of same-uid processes outside stay accessible")
+    });
     v.push(prot("syscall-abi", Enforced, "seccomp (arch check, x32 deny)", "i386 int 0x80 kills the process; x32 syscalls fail"));
     v.push(prot("io-uring", Enforced, "seccomp", "io_uring_setup/enter/register fail"));
     v.push(prot("tty-injection", Enforced, "seccomp + setsid", "TIOCSTI and TIOCLINUX fail; the command has no controlling terminal"));
@@ -785,9 +793,18 @@ mod tests {
         assert!(p.drop_capabilities, "capabilities are dropped inside the user namespace");
         assert!(matches!(p.process_limit, ProcessLimit::Rlimit { max: 64 }));
         let state = |id: &str| p.protections.iter().find(|x| x.id == id).unwrap().state;
-        for id in ["fs-metadata-outside", "fs-stat-secrets", "workspace-persistence", "tmp-private", "pid-isolation", "process-count"] {
+        for id in ["fs-metadata-outside", "fs-stat-secrets", "tmp-private", "pid-isolation", "process-count"] {
             assert_eq!(state(id), ProtectionState::Enforced, "{id}");
         }
+        // .vscode, .git/config, … do not exist: the command could create them, so persistence
+        // is only degraded; once every protected path exists it is enforced.
+        assert_eq!(state("workspace-persistence"), ProtectionState::Degraded);
+        assert!(ns.unprotected.contains(&ws.join(".vscode")));
+        for rel in crate::plan::namespaces::DEFAULT_PROTECTED_WORKSPACE_PATHS {
+            std::fs::create_dir_all(ws.join(rel)).unwrap();
+        }
+        let all = make_plan(&pol, &c, &RunContext::default()).unwrap();
+        assert_eq!(all.protections.iter().find(|x| x.id == "workspace-persistence").unwrap().state, ProtectionState::Enforced);
         assert!(p.env.vars.contains(&("TMPDIR".into(), "/tmp".into())));
         assert!(p.helper_plan(1, None).namespaces.is_some());
         // Below ABI 3 the read-only mounts stop truncation outside; no seccomp guard is needed.

@@ -51,6 +51,10 @@ pub struct NamespacePlan {
     pub rw_binds: Vec<PathBuf>,
     /// Read-only bind mounts inside writable areas (persistence paths).
     pub ro_binds: Vec<PathBuf>,
+    /// Protected workspace paths that do not exist at launch: nothing stops the command from
+    /// creating them (so the workspace-persistence protection is only degraded).
+    #[serde(default)]
+    pub unprotected: Vec<PathBuf>,
     /// Private tmpfs mounts (`/tmp`, `/dev/shm` in workspace-write; `/tmp` read-only-empty is not
     /// used in read-only mode, where `/tmp` stays the host's, read-only).
     pub tmpfs: Vec<PathBuf>,
@@ -120,11 +124,17 @@ pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePl
     } else {
         Vec::new()
     };
+    let unprotected = if workspace_writable {
+        protected.iter().map(|rel| workspace.join(rel)).filter(|p| canon(p).is_none()).collect()
+    } else {
+        Vec::new()
+    };
     NamespacePlan {
         uid,
         gid,
         rw_binds,
         ro_binds,
+        unprotected,
         tmpfs,
         masks,
         hostname: "localgpt-sandbox".into(),
