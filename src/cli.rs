@@ -37,6 +37,27 @@ pub enum SandboxCmd {
     Status(StatusArgs),
     /// Show the resolved policy and plan (every Landlock path rule and seccomp rule).
     Explain(ExplainArgs),
+    /// Verify enforcement live: the smoke tests, or the whole escape corpus with --full.
+    Test(TestArgs),
+}
+
+#[derive(Args)]
+pub struct TestArgs {
+    /// Run the whole escape corpus embedded in this binary, at every reachable level.
+    #[arg(long)]
+    pub full: bool,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+    /// Only these levels (repeatable; default: every level `sandbox status` lists).
+    #[arg(long = "level", value_name = "LEVEL")]
+    pub levels: Vec<String>,
+    /// Only vectors whose name contains this text (repeatable).
+    #[arg(long = "only", value_name = "TEXT")]
+    pub only: Vec<String>,
+    /// Cases run in parallel (default 2).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
 }
 
 /// Flags that shape the policy (shared by `run` and `explain`).

@@ -2,17 +2,21 @@
 //! helper, so that the same binary serves as `localgpt-sandbox`.
 
 mod cli;
+mod probe;
 mod render;
+mod selftest;
 
 use clap::Parser;
 
 fn main() {
     localgpt_sandbox::dispatch();
+    probe::dispatch();
     let parsed = cli::Cli::parse();
     let outcome = match parsed.command {
         cli::Top::Sandbox(cli::SandboxCmd::Run(a)) => cli::run(a),
         cli::Top::Sandbox(cli::SandboxCmd::Status(a)) => cli::status(a),
         cli::Top::Sandbox(cli::SandboxCmd::Explain(a)) => cli::explain(a),
+        cli::Top::Sandbox(cli::SandboxCmd::Test(a)) => selftest::test(&a),
     };
     match outcome {
         Ok(code) => std::process::exit(code),

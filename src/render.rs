@@ -79,9 +79,9 @@ pub fn status_json(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> Va
         .iter()
         .map(|(a, k, what)| json!({"abi": a, "kernel": k, "adds": what, "available": abi >= *a}))
         .collect();
-    let (level, protections, warnings, error) = match plan {
-        Ok(p) => (Some(p.level), json!(p.protections), json!(p.warnings), Value::Null),
-        Err(e) => (None, json!([]), json!([]), json!(e.to_string())),
+    let (level, namespaces, protections, warnings, error) = match plan {
+        Ok(p) => (Some(p.level), json!(p.namespaces.is_some()), json!(p.protections), json!(p.warnings), Value::Null),
+        Err(e) => (None, Value::Null, json!([]), json!([]), json!(e.to_string())),
     };
     json!({
         "kernel": caps.kernel,
@@ -93,6 +93,7 @@ pub fn status_json(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> Va
         "kernel_level": caps.kernel_level(),
         "available_levels": available_levels(caps),
         "level": level,
+        "namespaces": namespaces,
         "protections": protections,
         "warnings": warnings,
         "error": error,

@@ -287,7 +287,7 @@ impl PreparedRun {
             // for explicitly, fall back to Standard, say why, and remember it for this process.
             Err(SandboxError::Setup(msg))
                 if msg.starts_with(crate::linux::namespaces::USERNS_ERROR_PREFIX)
-                    && self.plan.level == SandboxLevel::Full
+                    && self.plan.namespaces.is_some()
                     && self.policy.level == crate::policy::LevelSetting::Auto
                     && self.policy.require_level.is_none_or(|r| r < SandboxLevel::Full) =>
             {

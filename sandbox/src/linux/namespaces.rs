@@ -3,6 +3,7 @@
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use crate::plan::namespaces::{MaskKind, NamespacePlan};
@@ -160,6 +161,37 @@ fn set_readonly(p: &Path) -> Result<(), String> {
     remount_bind(p, true)
 }
 
+/// Replaces `/dev` with a tmpfs holding only the plan's device nodes (bound from the host through
+/// descriptors opened before the host's `/dev` is covered), a private devpts, `/dev/shm` and the
+/// usual links; then makes the new `/dev` itself read-only.
+fn private_dev(ns: &NamespacePlan) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let mut held = Vec::new();
+    for node in &ns.dev_nodes {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH)
+            .open(node)
+            .map_err(|e| format!("open {}: {e}", node.display()))?;
+        held.push((node.clone(), f));
+    }
+    let dev = Path::new("/dev");
+    mount(Some("tmpfs"), dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("mode=0755,size=64k"))?;
+    for (node, f) in &held {
+        std::fs::File::create(node).map_err(|e| format!("create {}: {e}", node.display()))?;
+        mount(Some(&format!("/proc/self/fd/{}", f.as_raw_fd())), node, None, libc::MS_BIND, None)?;
+    }
+    for d in ["/dev/pts", "/dev/shm"] {
+        std::fs::create_dir(d).map_err(|e| format!("mkdir {d}: {e}"))?;
+    }
+    mount(Some("devpts"), Path::new("/dev/pts"), Some("devpts"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("newinstance,ptmxmode=0666,mode=0620"))?;
+    for (link, target) in [("/dev/ptmx", "pts/ptmx"), ("/dev/fd", "/proc/self/fd"), ("/dev/stdin", "/proc/self/fd/0"),
+        ("/dev/stdout", "/proc/self/fd/1"), ("/dev/stderr", "/proc/self/fd/2")] {
+        std::os::unix::fs::symlink(target, link).map_err(|e| format!("symlink {link}: {e}"))?;
+    }
+    set_readonly(dev)
+}
+
 /// Init (PID 1): unshare mount, network, IPC and UTS namespaces and set up the mounts.
 ///
 /// # Errors
@@ -183,6 +215,9 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     for p in &ns.ro_binds {
         set_readonly(p)?;
     }
+    if ns.private_dev {
+        private_dev(ns)?;
+    }
     for t in &ns.tmpfs {
         mount(Some("tmpfs"), t, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=1777"))?;
     }
@@ -203,10 +238,6 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
                 set_readonly(&m.path)?;
             }
         }
-    }
-    if ns.private_devpts {
-        mount(Some("devpts"), Path::new("/dev/pts"), Some("devpts"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("newinstance,ptmxmode=0666,mode=0620"))?;
-        mount(Some("/dev/pts/ptmx"), Path::new("/dev/ptmx"), None, libc::MS_BIND, None)?;
     }
     mount(Some("proc"), Path::new("/proc"), Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)?;
     let host = ns.hostname.as_bytes();

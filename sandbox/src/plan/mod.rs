@@ -205,7 +205,16 @@ pub struct RunContext {
 pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) -> Result<Plan, SandboxError> {
     let level = choose_level(policy, caps)?;
     let confined = level > SandboxLevel::None;
-    let full = level == SandboxLevel::Full;
+    // Namespaces at Full, and also when the level fell to Minimal only because Landlock is missing
+    // (a 5.10 kernel, or Landlock left out of `lsm=`) while user namespaces work: read-only
+    // mounts, masks, a private /dev and PID/network isolation then carry what they can. An
+    // explicit `--level minimal` stays seccomp only.
+    let userns = caps.user_namespaces.as_ref().is_some_and(|u| u.available);
+    let mounts_without_landlock = level == SandboxLevel::Minimal
+        && policy.level == LevelSetting::Auto
+        && caps.landlock.abi == 0
+        && userns;
+    let full = level == SandboxLevel::Full || mounts_without_landlock;
     let namespaces = full.then(|| namespaces::namespace_plan(policy, caps.uid, caps.gid));
     // At Full level existing credential paths are hidden by mounts, so Landlock grants need no
     // expansion around them; a credential path that does not exist at launch can only appear
@@ -218,7 +227,12 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
         None
     };
     let seccomp = if level >= SandboxLevel::Minimal {
-        let rules = seccomp::seccomp_table();
+        let mut rules = seccomp::seccomp_table();
+        // Below Landlock ABI 3 nothing else stops truncation outside the workspace at Standard
+        // (at Full the read-only mounts do).
+        if level == SandboxLevel::Standard && (1..3).contains(&caps.landlock.abi) {
+            rules.extend(seccomp::truncate_guard_rules());
+        }
         let program = seccomp::compile(&rules).map_err(SandboxError::Plan)?;
         Some(SeccompPlan { rules, program })
     } else {
@@ -349,27 +363,52 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     }
     let abi = plan.landlock.as_ref().map_or(0, |l| l.handled_abi);
     let ll = plan.landlock.is_some();
+    let ns = plan.namespaces.as_ref();
+    let truncate_guard = plan.seccomp.as_ref().is_some_and(|s| s.rules.iter().any(|r| r.syscall == "truncate"));
     let fs_off = |id: &str, what: &str| prot(id, Off, "none", format!("{what}: no Landlock at level {}", plan.level));
     if ll {
         v.push(prot("fs-write-outside", Enforced, "landlock", "writes only in the workspace and granted paths"));
         v.push(prot("fs-read-credentials", Enforced, "landlock", "credential paths get no rule (siblings granted instead, snapshot at launch)"));
         v.push(if abi >= 3 {
             prot("fs-truncate-outside", Enforced, "landlock (ABI 3 truncate)", "truncate(2) needs the truncate right")
+        } else if ns.is_some() {
+            prot("fs-truncate-outside", Enforced, "read-only mounts",
+                format!("everything outside the workspace and writable paths is mounted read-only (Landlock ABI {abi} < 3 does not control truncation)"))
+        } else if truncate_guard {
+            prot("fs-truncate-outside", Enforced, "seccomp (truncate guard)",
+                format!("Landlock ABI {abi} < 3 does not control truncation: truncate(2) fails everywhere (ftruncate on a file opened for writing works) and open(O_RDONLY|O_TRUNC) fails"))
         } else {
             prot("fs-truncate-outside", Degraded, "landlock", format!("Landlock ABI {abi} < 3 does not control truncate(2) on readable files"))
         });
         v.push(prot("fs-link-rename-out", Enforced, if abi >= 2 { "landlock (ABI 2 refer)" } else { "landlock (ABI 1 forbids reparenting)" },
             "files cannot be linked or renamed out of the workspace"));
-        v.push(if abi >= 5 {
-            prot("fs-device-ioctl", Enforced, "landlock (ABI 5 ioctl_dev)", "ioctl only on granted device nodes")
-        } else {
-            prot("fs-device-ioctl", Degraded, "landlock", format!("Landlock ABI {abi} < 5 does not control device ioctls"))
-        });
+        if abi >= 5 {
+            v.push(prot("fs-device-ioctl", Enforced, "landlock (ABI 5 ioctl_dev)", "ioctl only on granted device nodes"));
+        } else if !ns.is_some_and(|n| n.private_dev) {
+            v.push(prot("fs-device-ioctl", Degraded, "landlock", format!("Landlock ABI {abi} < 5 does not control device ioctls")));
+        }
+    } else if let Some(n) = ns {
+        v.push(prot("fs-write-outside", Enforced, "read-only mounts",
+            "everything outside the workspace, the private /tmp and writable paths is mounted read-only; /dev is private"));
+        v.push(prot("fs-read-credentials", Enforced, "mount masks",
+            format!("{} existing credential paths are masked (empty read-only tmpfs or /dev/null); without Landlock, ones created during the run are readable", n.masks.len())));
+        v.push(prot("fs-truncate-outside", Enforced, "read-only mounts", "everything outside the workspace and writable paths is mounted read-only"));
+        v.push(prot("fs-link-rename-out", Enforced, "read-only mounts", "links and renames out of the workspace cross into read-only mounts and fail"));
     } else {
         v.push(fs_off("fs-write-outside", "writes outside the workspace are not confined"));
         v.push(fs_off("fs-read-credentials", "credentials are readable"));
     }
-    let ns = plan.namespaces.as_ref();
+    v.push(if ll {
+        prot("fs-read-outside", Enforced, "landlock", "reads only in the workspace, system and toolchain dirs, scratch and granted paths")
+    } else {
+        prot("fs-read-outside", Degraded, "none", "no Landlock: files outside the workspace (other than masked credentials) are readable")
+    });
+    if !ll || abi < 5 {
+        if let Some(n) = ns.filter(|n| n.private_dev) {
+            v.push(prot("fs-device-ioctl", Enforced, "private /dev",
+                format!("only {} and a private devpts exist in /dev", n.dev_nodes.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))));
+        }
+    }
     v.push(match ns {
         Some(_) => prot("fs-metadata-outside", Enforced, "read-only mounts",
             "everything outside the workspace, the private /tmp and writable paths is mounted read-only: chmod, chown, utimensat and xattrs fail with EROFS"),
@@ -382,8 +421,12 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         None => prot("fs-stat-secrets", Degraded, "none", "stat() of credential files still works (existence and size leak); Full level hides them"),
     });
     v.push(match ns {
-        Some(n) if !n.ro_binds.is_empty() => prot("workspace-persistence", Enforced, "read-only bind mounts",
-            format!("read-only: {} (paths created during the run are not covered)", n.ro_binds.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
+        Some(n) if !n.ro_binds.is_empty() && n.unprotected.is_empty() => prot("workspace-persistence", Enforced, "read-only bind mounts",
+            format!("read-only: {}", n.ro_binds.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
+        Some(n) if !n.ro_binds.is_empty() => prot("workspace-persistence", Degraded, "read-only bind mounts",
+            format!("read-only: {}; absent at launch, so the command can create them: {}",
+                n.ro_binds.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+                n.unprotected.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
         Some(_) if plan.mode != SandboxMode::WorkspaceWrite => prot("workspace-persistence", Enforced, "read-only mounts", "the workspace is read-only"),
         Some(_) => prot("workspace-persistence", Degraded, "read-only bind mounts",
             "none of the protected workspace paths (.git/hooks, .git/config, .vscode, …) exists at launch; ones the command creates stay writable"),
@@ -418,12 +461,16 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         (false, true) => prot("signals-outside", Enforced, "landlock scope (ABI 6)", "no signals to processes outside the sandbox"),
         (false, false) => prot("signals-outside", Degraded, "none", format!("Landlock ABI {abi} < 6 has no signal scoping: kill of same-uid processes outside works; only a PID namespace (Full level) stops it")),
     });
-    v.push(prot("ptrace", Enforced, if ll { "seccomp + landlock" } else { "seccomp" }, "no ptrace, process_vm_readv/writev"));
+    v.push(if ll {
+        prot("ptrace", Enforced, "seccomp + landlock", "no ptrace, process_vm_readv/writev; /proc/<pid>/mem, environ and root of processes outside are refused")
+    } else {
+        prot("ptrace", Degraded, "seccomp", "ptrace and process_vm_readv/writev fail, but without Landlock /proc/<pid>/mem, environ and root of same-uid processes outside stay accessible")
+    });
     v.push(prot("syscall-abi", Enforced, "seccomp (arch check, x32 deny)", "i386 int 0x80 kills the process; x32 syscalls fail"));
     v.push(prot("io-uring", Enforced, "seccomp", "io_uring_setup/enter/register fail"));
     v.push(prot("tty-injection", Enforced, "seccomp + setsid", "TIOCSTI and TIOCLINUX fail; the command has no controlling terminal"));
     v.push(match ns {
-        Some(n) if n.private_devpts => prot("other-terminals", Enforced, "private devpts instance", "the user's own terminals under /dev/pts are not visible"),
+        Some(n) if n.private_dev => prot("other-terminals", Enforced, "private devpts instance", "the user's own terminals under /dev/pts are not visible"),
         _ => prot("other-terminals", Degraded, "none",
             "/dev/pts must stay usable for script and pty-based tools, so the user's other terminals (same uid) can be opened, read and written; Full level mounts a private devpts"),
     });
@@ -481,6 +528,10 @@ fn warnings(plan: &Plan, caps: &Capabilities) -> Vec<String> {
         } else {
             "UNSANDBOXED: no kernel confinement is available; only the timeout and output caps apply".to_string()
         }),
+        SandboxLevel::Minimal if plan.namespaces.is_some() => w.push(format!(
+            "degraded to minimal: no Landlock ({}), so reads outside the workspace are NOT confined; namespaces still make everything outside the workspace read-only, mask credentials and isolate processes and network",
+            caps.missing_for(SandboxLevel::Standard).join("; ")
+        )),
         SandboxLevel::Minimal => w.push(format!(
             "degraded to minimal: network and dangerous syscalls are blocked but the filesystem is NOT confined ({})",
             caps.missing_for(SandboxLevel::Standard).join("; ")
@@ -667,10 +718,16 @@ mod tests {
         assert_eq!(ll.handled_fs & landlock::fs::TRUNCATE, 0);
         let state = |p: &Plan, id: &str| p.protections.iter().find(|x| x.id == id).unwrap().state;
         assert_eq!(state(&p2, "signals-outside"), ProtectionState::Degraded);
-        assert_eq!(state(&p2, "fs-truncate-outside"), ProtectionState::Degraded);
+        // Below ABI 3, seccomp stands in for Landlock's truncate right at Standard.
+        assert_eq!(state(&p2, "fs-truncate-outside"), ProtectionState::Enforced);
+        let rules = &p2.seccomp.as_ref().unwrap().rules;
+        assert!(rules.iter().any(|r| r.syscall == "truncate") && rules.iter().any(|r| r.syscall == "openat2"));
+        let p1 = make_plan(&pol, &caps(1, false), &RunContext::default()).unwrap();
+        assert_eq!(state(&p1, "fs-truncate-outside"), ProtectionState::Enforced);
         assert_eq!(state(&p2, "network"), ProtectionState::Enforced);
         let p7 = make_plan(&pol, &caps(7, false), &RunContext::default()).unwrap();
         assert_eq!(state(&p7, "signals-outside"), ProtectionState::Enforced);
+        assert!(!p7.seccomp.as_ref().unwrap().rules.iter().any(|r| r.syscall == "truncate"), "ABI 3+: Landlock handles truncate");
         assert_eq!(state(&p7, "fs-metadata-outside"), ProtectionState::Degraded);
         let p11 = make_plan(&pol, &caps(11, false), &RunContext::default()).unwrap();
         assert_eq!(p11.landlock.as_ref().unwrap().handled_abi, landlock::MAX_KNOWN_ABI);
@@ -736,15 +793,55 @@ mod tests {
         assert!(p.drop_capabilities, "capabilities are dropped inside the user namespace");
         assert!(matches!(p.process_limit, ProcessLimit::Rlimit { max: 64 }));
         let state = |id: &str| p.protections.iter().find(|x| x.id == id).unwrap().state;
-        for id in ["fs-metadata-outside", "fs-stat-secrets", "workspace-persistence", "tmp-private", "pid-isolation", "process-count"] {
+        for id in ["fs-metadata-outside", "fs-stat-secrets", "tmp-private", "pid-isolation", "process-count"] {
             assert_eq!(state(id), ProtectionState::Enforced, "{id}");
         }
+        // .vscode, .git/config, … do not exist: the command could create them, so persistence
+        // is only degraded; once every protected path exists it is enforced.
+        assert_eq!(state("workspace-persistence"), ProtectionState::Degraded);
+        assert!(ns.unprotected.contains(&ws.join(".vscode")));
+        for rel in crate::plan::namespaces::DEFAULT_PROTECTED_WORKSPACE_PATHS {
+            std::fs::create_dir_all(ws.join(rel)).unwrap();
+        }
+        let all = make_plan(&pol, &c, &RunContext::default()).unwrap();
+        assert_eq!(all.protections.iter().find(|x| x.id == "workspace-persistence").unwrap().state, ProtectionState::Enforced);
         assert!(p.env.vars.contains(&("TMPDIR".into(), "/tmp".into())));
         assert!(p.helper_plan(1, None).namespaces.is_some());
+        // Below ABI 3 the read-only mounts stop truncation outside; no seccomp guard is needed.
+        let mut c2 = c.clone();
+        c2.landlock.abi = 2;
+        let p2 = make_plan(&pol, &c2, &RunContext::default()).unwrap();
+        assert_eq!(p2.protections.iter().find(|x| x.id == "fs-truncate-outside").unwrap().state, ProtectionState::Enforced);
+        assert!(!p2.seccomp.as_ref().unwrap().rules.iter().any(|r| r.syscall == "truncate"));
         // Asking for standard explicitly drops the namespaces.
         let mut pol = pol;
         pol.level = LevelSetting::Exactly(SandboxLevel::Standard);
         assert!(make_plan(&pol, &c, &RunContext::default()).unwrap().namespaces.is_none());
+    }
+
+    #[test]
+    fn no_landlock_with_user_namespaces_uses_mounts_at_minimal() {
+        let (_d, home, ws) = world();
+        let mut c = caps(0, false);
+        c.user_namespaces = Some(Feature { available: true, detail: String::new() });
+        let pol = policy(SandboxMode::WorkspaceWrite, &home, &ws);
+        let p = make_plan(&pol, &c, &RunContext::default()).unwrap();
+        assert_eq!(p.level, SandboxLevel::Minimal);
+        assert!(p.landlock.is_none() && p.namespaces.is_some());
+        let state = |id: &str| p.protections.iter().find(|x| x.id == id).unwrap();
+        assert_eq!(state("fs-write-outside").state, ProtectionState::Enforced);
+        assert_eq!(state("fs-write-outside").mechanism, "read-only mounts");
+        assert_eq!(state("fs-read-credentials").mechanism, "mount masks");
+        assert_eq!(state("fs-read-outside").state, ProtectionState::Degraded);
+        assert_eq!(state("signals-outside").state, ProtectionState::Enforced);
+        assert_eq!(state("fs-device-ioctl").mechanism, "private /dev");
+        assert!(p.warnings[0].contains("reads outside the workspace are NOT confined"), "{:?}", p.warnings);
+        // An explicit --level minimal stays seccomp only.
+        let mut pol = pol;
+        pol.level = LevelSetting::Exactly(SandboxLevel::Minimal);
+        let p = make_plan(&pol, &c, &RunContext::default()).unwrap();
+        assert!(p.namespaces.is_none());
+        assert_eq!(p.protections.iter().find(|x| x.id == "fs-write-outside").unwrap().state, ProtectionState::Off);
     }
 
     #[test]

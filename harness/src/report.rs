@@ -1,0 +1,317 @@
+//! Gates and the release report.
+//!
+//! Contract shared by every suite (security, latency, compat, platform): a suite writes one
+//! section file `<report dir>/sections/<name>.json`:
+//!
+//! ```json
+//! {"name": "security", "title": "…", "gate": {"passed": true, "criterion": "0 escapes", "summary": "…"},
+//!  "figures": {…}, "markdown": "…section body…"}
+//! ```
+//!
+//! (`gate` may be `null` for an informative section.) [`merge`] reads every section file present
+//! and writes `report.json` and `report.md`, one section per gate with its figures and pass/fail.
+//! The release fails when any gate failed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::CaseResult;
+
+/// A gate's outcome.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Gate {
+    /// Pass/fail.
+    pub passed: bool,
+    /// The success criterion (spec 11).
+    pub criterion: String,
+    /// One line.
+    pub summary: String,
+}
+
+/// One section of the release report.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Section {
+    /// File stem and id.
+    pub name: String,
+    /// Title.
+    pub title: String,
+    /// The gate, or `null` for an informative section.
+    pub gate: Option<Gate>,
+    /// Figures (any JSON).
+    pub figures: serde_json::Value,
+    /// Markdown body.
+    pub markdown: String,
+}
+
+/// The default report directory: `$LOCALGPT_REPORT_DIR` or `target/release-report`.
+#[must_use]
+pub fn report_dir() -> PathBuf {
+    std::env::var_os("LOCALGPT_REPORT_DIR").filter(|v| !v.is_empty()).map_or_else(|| PathBuf::from("target/release-report"), PathBuf::from)
+}
+
+/// Writes `section` to `<dir>/sections/<name>.json`.
+///
+/// # Errors
+/// I/O errors.
+pub fn write_section(dir: &Path, section: &Section) -> std::io::Result<PathBuf> {
+    let d = dir.join("sections");
+    std::fs::create_dir_all(&d)?;
+    let p = d.join(format!("{}.json", section.name));
+    std::fs::write(&p, serde_json::to_vec_pretty(section).map_err(std::io::Error::other)?)?;
+    Ok(p)
+}
+
+/// The minimum number of vectors (spec 11.1 asks for 50+; the corpus issue for 60+).
+pub const MIN_VECTORS: usize = 60;
+
+/// Builds the security section from the results of one or more runs (one per user).
+#[must_use]
+pub fn security_section(results: &[CaseResult]) -> Section {
+    let mut by_verdict: BTreeMap<String, usize> = BTreeMap::new();
+    let mut columns: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut rows: BTreeMap<(String, String), (String, BTreeMap<(String, String), String>)> = BTreeMap::new();
+    for r in results {
+        *by_verdict.entry(r.verdict.clone()).or_insert(0) += 1;
+        columns.insert((r.level.clone(), r.user.clone()));
+        let e = rows.entry((r.family.clone(), r.vector.clone())).or_insert_with(|| (r.source.clone(), BTreeMap::new()));
+        e.1.insert((r.level.clone(), r.user.clone()), r.verdict.clone());
+    }
+    let count = |k: &str| by_verdict.get(k).copied().unwrap_or(0);
+    let vectors = rows.len();
+    let users: BTreeSet<&str> = results.iter().map(|r| r.user.as_str()).collect();
+    let has_root = users.contains("root");
+    let has_unpriv = users.iter().any(|u| *u != "root");
+    let levels: BTreeSet<&str> = results.iter().map(|r| r.level.as_str()).collect();
+    let escapes: Vec<&CaseResult> = results.iter().filter(|r| r.verdict == "escaped").collect();
+    let bad: Vec<&CaseResult> = results.iter().filter(|r| r.verdict == "invalid_probe" || r.verdict == "error").collect();
+    let mut problems = Vec::new();
+    if !escapes.is_empty() {
+        problems.push(format!("{} escape(s)", escapes.len()));
+    }
+    if count("invalid_probe") > 0 {
+        problems.push(format!("{} invalid probe(s)", count("invalid_probe")));
+    }
+    if count("error") > 0 {
+        problems.push(format!("{} error(s)", count("error")));
+    }
+    if vectors < MIN_VECTORS {
+        problems.push(format!("only {vectors} vectors (need {MIN_VECTORS})"));
+    }
+    if !has_root {
+        problems.push("no run as root".into());
+    }
+    if !has_unpriv {
+        problems.push("no run as an unprivileged user".into());
+    }
+    let passed = problems.is_empty();
+    let summary = if passed {
+        format!(
+            "0 escapes: {vectors} vectors × {} level(s) × {} user(s): {} blocked, {} not preventable (degraded protection), {} skipped",
+            levels.len(),
+            users.len(),
+            count("blocked"),
+            count("not_preventable"),
+            count("skipped")
+        )
+    } else {
+        format!("FAILED: {}", problems.join(", "))
+    };
+    let mut md = String::new();
+    let _ = writeln!(md, "{summary}.\n");
+    let _ = writeln!(md, "Every vector also ran bare (unsandboxed) and had to escape there; every \"blocked\" was verified from outside (canary files, listeners, the victim process, the process table). \"Not preventable\" means a protection the vector depends on is listed as degraded or off by `localgpt sandbox status` at that level; it is never counted as blocked.\n");
+    let _ = writeln!(md, "| verdict | cases |\n|---|---|");
+    for (k, n) in &by_verdict {
+        let _ = writeln!(md, "| {k} | {n} |");
+    }
+    if !escapes.is_empty() || !bad.is_empty() {
+        let _ = writeln!(md, "\n### Failures\n");
+        for r in escapes.iter().chain(bad.iter()) {
+            let _ = writeln!(md, "- **{}** at {} as {}: {} — {}", r.vector, r.level, r.user, r.verdict, r.detail.replace('\n', " "));
+        }
+    }
+    let _ = write!(md, "\n### Vectors\n\n| family | vector | source |");
+    for (l, u) in &columns {
+        let _ = write!(md, " {l} / {u} |");
+    }
+    let _ = write!(md, "\n|---|---|---|");
+    for _ in &columns {
+        let _ = write!(md, "---|");
+    }
+    let _ = writeln!(md);
+    for ((family, vector), (source, cells)) in &rows {
+        let _ = write!(md, "| {family} | {vector} | {} |", source.replace('|', "/"));
+        for c in &columns {
+            let _ = write!(md, " {} |", cells.get(c).map_or("—", String::as_str));
+        }
+        let _ = writeln!(md);
+    }
+    let skipped: Vec<&CaseResult> = results.iter().filter(|r| r.verdict == "skipped" || r.verdict == "not_preventable").collect();
+    if !skipped.is_empty() {
+        let _ = writeln!(md, "\n### Skipped and not preventable (reasons)\n");
+        let mut seen = BTreeSet::new();
+        for r in skipped {
+            let line = format!("- {} ({} / {}): {}: {}", r.vector, r.level, r.user, r.verdict, r.detail);
+            if seen.insert(line.clone()) {
+                let _ = writeln!(md, "{line}");
+            }
+        }
+    }
+    Section {
+        name: "security".into(),
+        title: "Security: escape-vector corpus".into(),
+        gate: Some(Gate { passed, criterion: format!("0 escapes against {MIN_VECTORS}+ vectors, every probe valid bare, at every reachable level, as root and as an unprivileged user (spec 11.1)"), summary }),
+        figures: serde_json::json!({
+            "vectors": vectors,
+            "cases": results.len(),
+            "verdicts": by_verdict,
+            "levels": levels,
+            "users": users,
+            "escapes": escapes.iter().map(|r| serde_json::json!({"vector": r.vector, "level": r.level, "user": r.user, "detail": r.detail})).collect::<Vec<_>>(),
+        }),
+        markdown: md,
+    }
+}
+
+/// Reads results files (each a JSON object with a `results` array, as printed by
+/// `localgpt sandbox test --full --json`, or a bare array).
+///
+/// # Errors
+/// Unreadable or malformed files.
+pub fn read_results(paths: &[PathBuf]) -> Result<Vec<CaseResult>, String> {
+    let mut all = Vec::new();
+    for p in paths {
+        let text = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+        let arr = v.get("results").cloned().unwrap_or(v);
+        let mut rs: Vec<CaseResult> = serde_json::from_value(arr).map_err(|e| format!("{}: {e}", p.display()))?;
+        all.append(&mut rs);
+    }
+    Ok(all)
+}
+
+/// Merges every section file of `<dir>/sections` into `report.json` and `report.md`.
+/// Returns whether every gate passed (false also when there is no gated section at all).
+///
+/// # Errors
+/// I/O errors or a malformed section file.
+pub fn merge(dir: &Path) -> Result<bool, String> {
+    let sdir = dir.join("sections");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&sdir)
+        .map_err(|e| format!("{}: {e}", sdir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let order = ["security", "compat", "latency", "platform"];
+    let mut sections: Vec<Section> = Vec::new();
+    for f in &files {
+        let text = std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let s: Section = serde_json::from_slice(&text).map_err(|e| format!("{}: not a section: {e}", f.display()))?;
+        sections.push(s);
+    }
+    sections.sort_by_key(|s| (order.iter().position(|o| *o == s.name).unwrap_or(order.len()), s.name.clone()));
+    let gated: Vec<&Section> = sections.iter().filter(|s| s.gate.is_some()).collect();
+    let all_passed = !gated.is_empty() && gated.iter().all(|s| s.gate.as_ref().is_some_and(|g| g.passed));
+    let mut md = String::from("# LocalGPT sandbox — release report\n\n");
+    let _ = writeln!(md, "Overall: **{}**\n", if all_passed { "PASS" } else { "FAIL" });
+    let _ = writeln!(md, "| gate | result | criterion | summary |\n|---|---|---|---|");
+    for s in &sections {
+        match &s.gate {
+            Some(g) => {
+                let _ = writeln!(md, "| {} | {} | {} | {} |", s.title, if g.passed { "✅ pass" } else { "❌ FAIL" }, g.criterion, g.summary.replace('|', "/"));
+            }
+            None => {
+                let _ = writeln!(md, "| {} | (informative) | — | — |", s.title);
+            }
+        }
+    }
+    for s in &sections {
+        let _ = writeln!(md, "\n## {}\n", s.title);
+        if let Some(g) = &s.gate {
+            let _ = writeln!(md, "Gate: **{}** — {}\n", if g.passed { "pass" } else { "FAIL" }, g.criterion);
+        }
+        let _ = writeln!(md, "Figures:\n\n```json\n{}\n```\n", serde_json::to_string_pretty(&s.figures).unwrap_or_default());
+        md.push_str(&s.markdown);
+        md.push('\n');
+    }
+    let json = serde_json::json!({
+        "passed": all_passed,
+        "gates": sections.iter().filter_map(|s| s.gate.as_ref().map(|g| serde_json::json!({"name": s.name, "title": s.title, "passed": g.passed, "criterion": g.criterion, "summary": g.summary}))).collect::<Vec<_>>(),
+        "sections": sections,
+    });
+    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&json).unwrap_or_default()).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("report.md"), md).map_err(|e| e.to_string())?;
+    Ok(all_passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(vector: &str, level: &str, user: &str, verdict: &str) -> CaseResult {
+        CaseResult {
+            vector: vector.into(),
+            family: "network".into(),
+            source: "CVE-0000-0000".into(),
+            attempts: "x".into(),
+            level: level.into(),
+            user: user.into(),
+            verdict: verdict.into(),
+            detail: "d".into(),
+        }
+    }
+
+    fn many(verdict_of: impl Fn(usize) -> &'static str) -> Vec<CaseResult> {
+        let mut v = Vec::new();
+        for i in 0..MIN_VECTORS {
+            for u in ["root", "lgtest"] {
+                v.push(r(&format!("v{i}"), "standard", u, verdict_of(i)));
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn gate_passes_only_with_zero_escapes_both_users_and_enough_vectors() {
+        let s = security_section(&many(|_| "blocked"));
+        assert!(s.gate.as_ref().unwrap().passed, "{:?}", s.gate);
+        let s = security_section(&many(|i| if i == 3 { "escaped" } else { "blocked" }));
+        assert!(!s.gate.as_ref().unwrap().passed);
+        assert!(s.markdown.contains("Failures"));
+        let s = security_section(&many(|i| if i == 3 { "invalid_probe" } else { "not_preventable" }));
+        assert!(!s.gate.as_ref().unwrap().passed);
+        let root_only: Vec<_> = many(|_| "blocked").into_iter().filter(|x| x.user == "root").collect();
+        assert!(!security_section(&root_only).gate.unwrap().passed);
+        let few: Vec<_> = many(|_| "blocked").into_iter().filter(|x| x.vector.len() < 3).collect();
+        assert!(!security_section(&few).gate.unwrap().passed);
+    }
+
+    #[test]
+    fn merge_takes_any_section_and_fails_on_a_failed_gate() {
+        let d = std::env::temp_dir().join(format!("lg-report-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        write_section(&d, &security_section(&many(|_| "blocked"))).unwrap();
+        let latency = Section {
+            name: "latency".into(),
+            title: "Latency".into(),
+            gate: Some(Gate { passed: true, criterion: "<50ms p99".into(), summary: "p99 12ms".into() }),
+            figures: serde_json::json!({"p99_ms": 12}),
+            markdown: "lat".into(),
+        };
+        write_section(&d, &latency).unwrap();
+        assert!(merge(&d).unwrap());
+        let md = std::fs::read_to_string(d.join("report.md")).unwrap();
+        assert!(md.contains("Latency") && md.contains("Security") && md.contains("v1"));
+        let failing = Section { gate: Some(Gate { passed: false, criterion: "c".into(), summary: "s".into() }), name: "compat".into(), ..latency };
+        write_section(&d, &failing).unwrap();
+        assert!(!merge(&d).unwrap());
+        let j: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("report.json")).unwrap()).unwrap();
+        assert_eq!(j["passed"], false);
+        assert_eq!(j["gates"].as_array().unwrap().len(), 3);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

@@ -1,0 +1,575 @@
+//! The world of one run: a fresh directory tree outside `/tmp` (which the sandbox may write),
+//! with a workspace, an outside directory with canaries, a fake `$HOME` full of secret canaries,
+//! listeners (TCP, UDP, pathname and abstract unix sockets), and — when a vector needs them — a
+//! pseudo-terminal, SysV IPC objects, a kernel key and host files in `/tmp` and `/dev/shm`.
+//! Everything is observed from outside the sandbox and torn down on drop.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use localgpt_corpus::Vector;
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A unique token: lowercase letters and digits, starting with `lgtok`.
+#[must_use]
+pub fn new_token() -> String {
+    let n = SEQ.fetch_add(1, Ordering::SeqCst);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("lgtok{}x{}x{}", std::process::id(), n, nanos % 1_000_000)
+}
+
+fn mkdtemp(base: &Path, prefix: &str) -> std::io::Result<PathBuf> {
+    fs::create_dir_all(base)?;
+    for _ in 0..100 {
+        let p = base.join(format!("{prefix}{}", new_token()));
+        match fs::create_dir(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other("cannot create a unique directory"))
+}
+
+/// Where worlds live: `$LOCALGPT_TEST_DIR` or `/var/tmp` (never `/tmp` or `/dev/shm`).
+#[must_use]
+pub fn world_base() -> PathBuf {
+    std::env::var_os("LOCALGPT_TEST_DIR").filter(|v| !v.is_empty()).map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from)
+}
+
+/// Secret files under the fake `$HOME`: (secret name, relative path).
+pub const HOME_SECRETS: &[(&str, &str)] = &[
+    ("ssh", ".ssh/id_rsa"),
+    ("aws", ".aws/credentials"),
+    ("gnupg", ".gnupg/private-keys-v1.d/lg.key"),
+    ("docker", ".docker/config.json"),
+    ("netrc", ".netrc"),
+    ("git_credentials", ".git-credentials"),
+    ("kube", ".kube/config"),
+    ("gh", ".config/gh/hosts.yml"),
+    ("npmrc", ".npmrc"),
+    ("pypirc", ".pypirc"),
+    ("cargo", ".cargo/credentials.toml"),
+];
+
+/// A listener observed from outside.
+#[derive(Default, Debug, Clone)]
+pub struct Seen {
+    /// Connections accepted.
+    pub connections: usize,
+    /// Bytes or datagrams received.
+    pub data: Vec<u8>,
+}
+
+impl Seen {
+    /// Anything at all arrived.
+    #[must_use]
+    pub fn anything(&self) -> bool {
+        self.connections > 0 || !self.data.is_empty()
+    }
+}
+
+fn drain(s: &mut dyn Read, into: &mut Vec<u8>) {
+    let mut buf = [0u8; 4096];
+    for _ in 0..64 {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => into.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// The SysV objects of a world.
+pub struct Sysv {
+    /// Shared memory id.
+    pub shm: i32,
+    /// Message queue id.
+    pub msg: i32,
+    /// Semaphore set id.
+    pub sem: i32,
+}
+
+/// One world.
+pub struct World {
+    /// Root directory (removed on drop).
+    pub root: PathBuf,
+    /// The workspace.
+    pub ws: PathBuf,
+    /// A directory outside the workspace.
+    pub outside: PathBuf,
+    /// The fake `$HOME`.
+    pub home: PathBuf,
+    /// Empty `$XDG_CONFIG_HOME`.
+    pub xdg: PathBuf,
+    /// The unique token of this world.
+    pub token: String,
+    /// Named secrets (see `localgpt_corpus::SECRET_NAMES`).
+    pub secrets: BTreeMap<String, String>,
+    /// Placeholder values.
+    pub vars: BTreeMap<String, String>,
+    tcp: TcpListener,
+    udp: UdpSocket,
+    unix: Vec<UnixListener>,
+    dgram: UnixDatagram,
+    abstract_stream: UnixListener,
+    abstract_dgram: UnixDatagram,
+    accepted: Vec<Box<dyn ReadStream>>,
+    /// Pseudo-terminal (master, slave) when the vector uses `{pty}`.
+    pub pty: Option<(OwnedFd, OwnedFd)>,
+    /// SysV objects when the vector uses them.
+    pub sysv: Option<Sysv>,
+    /// Kernel key id when the vector uses `{key_desc}`.
+    pub key: Option<i64>,
+    host_files: Vec<PathBuf>,
+    /// Snapshots taken before the run (path → (content, metadata summary)).
+    pub before: BTreeMap<String, Snapshot>,
+}
+
+trait ReadStream: Read + Send {}
+impl ReadStream for TcpStream {}
+impl ReadStream for UnixStream {}
+
+/// What a file looked like before the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Content (None: absent or unreadable).
+    pub content: Option<Vec<u8>>,
+    /// mode, uid, gid, mtime (s, ns), xattr names.
+    pub meta: Option<(u32, u32, u32, i64, i64, Vec<String>)>,
+}
+
+/// Lists the extended attribute names of a path (without following symlinks).
+#[must_use]
+pub fn xattrs(p: &Path) -> Vec<String> {
+    let Ok(cp) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else { return Vec::new() };
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: valid path and buffer.
+    let n = unsafe { libc::llistxattr(cp.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n <= 0 {
+        return Vec::new();
+    }
+    let mut v: Vec<String> = buf[..n as usize].split(|&b| b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect();
+    v.sort();
+    v
+}
+
+/// Snapshot of a path.
+#[must_use]
+pub fn snapshot(p: &Path) -> Snapshot {
+    Snapshot {
+        content: fs::read(p).ok(),
+        meta: fs::symlink_metadata(p).ok().map(|m| (m.mode(), m.uid(), m.gid(), m.mtime(), m.mtime_nsec(), xattrs(p))),
+    }
+}
+
+impl World {
+    /// Builds a world for `v` under `base`.
+    ///
+    /// # Errors
+    /// A message when any part of the world cannot be created.
+    pub fn new(base: &Path, v: &Vector) -> Result<World, String> {
+        let e = |what: &str, err: std::io::Error| format!("world: {what}: {err}");
+        let root = mkdtemp(base, "lgw-").map_err(|x| e("mkdir", x))?;
+        let root = fs::canonicalize(&root).map_err(|x| e("canonicalize", x))?;
+        if root.starts_with("/tmp") || root.starts_with("/dev/shm") {
+            let _ = fs::remove_dir_all(&root);
+            return Err(format!("world root {} is under /tmp or /dev/shm, which the sandbox may write", root.display()));
+        }
+        let token = root.file_name().map(|n| n.to_string_lossy().trim_start_matches("lgw-").to_string()).unwrap_or_default();
+        let ws = root.join("ws");
+        let outside = root.join("outside");
+        let home = root.join("home");
+        let xdg = root.join("xdg");
+        for d in [&ws, &outside, &home, &xdg, &outside.join("dbus"), &outside.join("systemd"), &outside.join("repo/.git/hooks"), &ws.join(".git/hooks"), &ws.join(".vscode"), &ws.join(".idea"), &ws.join(".localgpt")] {
+            fs::create_dir_all(d).map_err(|x| e("mkdir", x))?;
+        }
+        let mut secrets = BTreeMap::new();
+        let canary = outside.join("canary.txt");
+        let outside_secret = format!("lgsecret-outside-{token}");
+        fs::write(&canary, format!("canary {outside_secret}\n")).map_err(|x| e("canary", x))?;
+        secrets.insert("outside".to_string(), outside_secret);
+        for (name, rel) in HOME_SECRETS {
+            let p = home.join(rel);
+            if let Some(parent) = p.parent() {
+                fs::create_dir_all(parent).map_err(|x| e("mkdir home", x))?;
+            }
+            let s = format!("lgsecret-{name}-{token}");
+            fs::write(&p, format!("-----BEGIN SECRET-----\n{s}\n-----END SECRET-----\n")).map_err(|x| e("secret", x))?;
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).map_err(|x| e("chmod", x))?;
+            secrets.insert((*name).to_string(), s);
+        }
+        let _ = fs::set_permissions(home.join(".ssh"), fs::Permissions::from_mode(0o700));
+        let ino = fs::metadata(home.join(".ssh/id_rsa")).map(|m| m.ino()).unwrap_or(0);
+        secrets.insert("stat_ssh".into(), format!("ino={ino} "));
+        fs::write(home.join(".bashrc"), "# bashrc canary\nexport LG_BASHRC=1\n").map_err(|x| e("bashrc", x))?;
+        fs::write(home.join(".profile"), "# profile canary\n").map_err(|x| e("profile", x))?;
+        fs::create_dir_all(home.join(".config/git")).map_err(|x| e("mkdir", x))?;
+        fs::write(home.join(".config/git/config"), "[user]\n\tname = LG\n").map_err(|x| e("gitconfig", x))?;
+        let git_config = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n";
+        fs::write(outside.join("repo/.git/config"), git_config).map_err(|x| e("repo", x))?;
+        fs::write(ws.join(".git/config"), git_config).map_err(|x| e("ws repo", x))?;
+        fs::write(ws.join("notes.txt"), "workspace file\n").map_err(|x| e("ws file", x))?;
+        let env_secret = format!("lgsecret-env-{token}");
+        secrets.insert("env".into(), env_secret.clone());
+        let victim_secret = format!("lgsecret-victim-{token}");
+        secrets.insert("victim".into(), victim_secret);
+
+        let tcp = TcpListener::bind("127.0.0.1:0").map_err(|x| e("tcp listener", x))?;
+        tcp.set_nonblocking(true).map_err(|x| e("nonblocking", x))?;
+        let udp = UdpSocket::bind("127.0.0.1:0").map_err(|x| e("udp socket", x))?;
+        udp.set_nonblocking(true).map_err(|x| e("nonblocking", x))?;
+        let socks = [outside.join("docker.sock"), outside.join("dbus/system_bus_socket"), outside.join("systemd/private")];
+        let mut unix = Vec::new();
+        for s in &socks {
+            let l = UnixListener::bind(s).map_err(|x| e("unix listener", x))?;
+            l.set_nonblocking(true).map_err(|x| e("nonblocking", x))?;
+            unix.push(l);
+        }
+        let dgram_path = outside.join("log");
+        let dgram = UnixDatagram::bind(&dgram_path).map_err(|x| e("unix dgram", x))?;
+        dgram.set_nonblocking(true).map_err(|x| e("nonblocking", x))?;
+        let abstract_name = format!("{token}-stream");
+        let abstract_dgram_name = format!("{token}-dgram");
+        let (abstract_stream, abstract_dgram) = {
+            use std::os::linux::net::SocketAddrExt;
+            let a = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).map_err(|x| e("abstract", x))?;
+            let l = UnixListener::bind_addr(&a).map_err(|x| e("abstract listener", x))?;
+            l.set_nonblocking(true).map_err(|x| e("nonblocking", x))?;
+            let b = std::os::unix::net::SocketAddr::from_abstract_name(abstract_dgram_name.as_bytes()).map_err(|x| e("abstract", x))?;
+            let d = UnixDatagram::bind_addr(&b).map_err(|x| e("abstract dgram", x))?;
+            d.set_nonblocking(true).map_err(|x| e("nonblocking", x))?;
+            (l, d)
+        };
+
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let mut vars = BTreeMap::new();
+        let mut put = |k: &str, v: String| {
+            vars.insert(k.to_string(), v);
+        };
+        put("ws", ws.display().to_string());
+        put("outside", outside.display().to_string());
+        put("home", home.display().to_string());
+        put("canary", canary.display().to_string());
+        put("token", token.clone());
+        put("tcp_port", tcp.local_addr().map_err(|x| e("addr", x))?.port().to_string());
+        put("udp_port", udp.local_addr().map_err(|x| e("addr", x))?.port().to_string());
+        put("docker_sock", socks[0].display().to_string());
+        put("dbus_sock", socks[1].display().to_string());
+        put("systemd_sock", socks[2].display().to_string());
+        put("dgram_sock", dgram_path.display().to_string());
+        put("abstract_name", abstract_name);
+        put("abstract_dgram", abstract_dgram_name);
+        put("secret_env", env_secret);
+        put("uid", uid.to_string());
+        put("gid", gid.to_string());
+
+        let mut w = World {
+            root,
+            ws,
+            outside,
+            home,
+            xdg,
+            token,
+            secrets,
+            vars,
+            tcp,
+            udp,
+            unix,
+            dgram,
+            abstract_stream,
+            abstract_dgram,
+            accepted: Vec::new(),
+            pty: None,
+            sysv: None,
+            key: None,
+            host_files: Vec::new(),
+            before: BTreeMap::new(),
+        };
+        let text = serde_json::to_string(v).unwrap_or_default();
+        if text.contains("{pty}") || v.check.contains(&localgpt_corpus::Check::TtyInputEmpty) {
+            w.make_pty()?;
+        }
+        if text.contains("{shm_id}") || text.contains("{msg_id}") || text.contains("{sem_id}") {
+            w.make_sysv()?;
+        }
+        if text.contains("{key_desc}") {
+            w.make_key()?;
+        }
+        if text.contains("{host_tmp_secret}") || text.contains("{host_shm_secret}") {
+            w.make_host_files()?;
+        }
+        Ok(w)
+    }
+
+    fn make_pty(&mut self) -> Result<(), String> {
+        // SAFETY: standard pty allocation; every returned fd is owned below.
+        unsafe {
+            let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+            if m < 0 || libc::grantpt(m) != 0 || libc::unlockpt(m) != 0 {
+                return Err(format!("pty: {}", std::io::Error::last_os_error()));
+            }
+            let mut name = [0 as libc::c_char; 128];
+            if libc::ptsname_r(m, name.as_mut_ptr(), name.len()) != 0 {
+                return Err("ptsname".into());
+            }
+            let path = std::ffi::CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned();
+            let s = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK);
+            if s < 0 {
+                return Err(format!("open {path}: {}", std::io::Error::last_os_error()));
+            }
+            let mut t: libc::termios = std::mem::zeroed();
+            libc::tcgetattr(s, &mut t);
+            libc::cfmakeraw(&mut t);
+            libc::tcsetattr(s, libc::TCSANOW, &t);
+            self.vars.insert("pty".into(), path);
+            self.pty = Some((OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s)));
+        }
+        Ok(())
+    }
+
+    /// Bytes waiting in the pty's input queue (what TIOCSTI would have injected).
+    #[must_use]
+    pub fn pty_input(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if let Some((_, s)) = &self.pty {
+            let mut buf = [0u8; 1024];
+            loop {
+                // SAFETY: reading into our buffer from our own non-blocking fd.
+                let n = unsafe { libc::read(s.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+                if n <= 0 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n as usize]);
+            }
+        }
+        out
+    }
+
+    fn make_sysv(&mut self) -> Result<(), String> {
+        let shm_secret = format!("lgsecret-shm-{}", self.token);
+        let msg_secret = format!("lgsecret-msg-{}", self.token);
+        // SAFETY: SysV calls with valid buffers; objects are removed on drop.
+        unsafe {
+            let shm = libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600);
+            let msg = libc::msgget(libc::IPC_PRIVATE, libc::IPC_CREAT | 0o600);
+            let sem = libc::semget(libc::IPC_PRIVATE, 1, libc::IPC_CREAT | 0o600);
+            if shm < 0 || msg < 0 || sem < 0 {
+                return Err(format!("sysv: {}", std::io::Error::last_os_error()));
+            }
+            self.sysv = Some(Sysv { shm, msg, sem });
+            let p = libc::shmat(shm, std::ptr::null(), 0);
+            if p as isize == -1 {
+                return Err("shmat".into());
+            }
+            std::ptr::copy_nonoverlapping(shm_secret.as_ptr(), p.cast::<u8>(), shm_secret.len());
+            libc::shmdt(p);
+            let mut m = vec![0u8; 8 + msg_secret.len()];
+            m[..8].copy_from_slice(&1i64.to_ne_bytes());
+            m[8..].copy_from_slice(msg_secret.as_bytes());
+            if libc::msgsnd(msg, m.as_ptr().cast(), msg_secret.len(), libc::IPC_NOWAIT) != 0 {
+                return Err("msgsnd".into());
+            }
+            if libc::semctl(sem, 0, libc::SETVAL, 1) != 0 {
+                return Err("semctl".into());
+            }
+        }
+        self.vars.insert("shm_id".into(), self.sysv.as_ref().map_or(0, |s| s.shm).to_string());
+        self.vars.insert("msg_id".into(), self.sysv.as_ref().map_or(0, |s| s.msg).to_string());
+        self.vars.insert("sem_id".into(), self.sysv.as_ref().map_or(0, |s| s.sem).to_string());
+        self.secrets.insert("shm".into(), shm_secret);
+        self.secrets.insert("msg".into(), msg_secret);
+        Ok(())
+    }
+
+    /// Whether the SysV objects are as created: (shm intact, message still queued, sem = 1).
+    #[must_use]
+    pub fn sysv_intact(&self) -> (bool, bool, bool) {
+        let Some(s) = &self.sysv else { return (true, true, true) };
+        let want = self.secrets.get("shm").cloned().unwrap_or_default();
+        // SAFETY: SysV calls on our own objects.
+        unsafe {
+            let p = libc::shmat(s.shm, std::ptr::null(), libc::SHM_RDONLY);
+            let shm_ok = p as isize != -1 && {
+                let got = std::slice::from_raw_parts(p.cast::<u8>(), want.len());
+                let ok = got == want.as_bytes();
+                libc::shmdt(p);
+                ok
+            };
+            let mut ds: libc::msqid_ds = std::mem::zeroed();
+            let msg_ok = libc::msgctl(s.msg, libc::IPC_STAT, &mut ds) == 0 && ds.msg_qnum == 1;
+            let sem_ok = libc::semctl(s.sem, 0, libc::GETVAL) == 1;
+            (shm_ok, msg_ok, sem_ok)
+        }
+    }
+
+    fn make_key(&mut self) -> Result<(), String> {
+        let desc = format!("{}-key", self.token);
+        let secret = format!("lgsecret-key-{}", self.token);
+        let cd = std::ffi::CString::new(desc.clone()).map_err(|x| x.to_string())?;
+        // SAFETY: add_key/keyctl with valid strings.
+        let id = unsafe {
+            libc::syscall(libc::SYS_add_key, c"user".as_ptr(), cd.as_ptr(), secret.as_ptr(), secret.len(), -4i64)
+        };
+        if id < 0 {
+            return Err(format!("add_key: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: KEYCTL_SETPERM on our own key: possessor and user may view/read/search.
+        unsafe { libc::syscall(libc::SYS_keyctl, 5, id, 0x3f3f_0000u32) };
+        self.key = Some(id);
+        self.vars.insert("key_desc".into(), desc);
+        self.secrets.insert("key".into(), secret);
+        Ok(())
+    }
+
+    fn make_host_files(&mut self) -> Result<(), String> {
+        for (var, dir, name) in [("host_tmp_secret", "/tmp", "host_tmp"), ("host_shm_secret", "/dev/shm", "host_shm")] {
+            let p = PathBuf::from(dir).join(format!("{}-{name}", self.token));
+            let s = format!("lgsecret-{name}-{}", self.token);
+            if fs::write(&p, &s).is_ok() {
+                let _ = fs::set_permissions(&p, fs::Permissions::from_mode(0o600));
+                self.host_files.push(p.clone());
+                self.vars.insert(var.into(), p.display().to_string());
+                self.secrets.insert(name.into(), s);
+            }
+        }
+        Ok(())
+    }
+
+    /// Registers a host path to remove on drop (files the probes may plant in /tmp).
+    pub fn remove_on_drop(&mut self, p: PathBuf) {
+        self.host_files.push(p);
+    }
+
+    /// Substitutes `{placeholders}`.
+    #[must_use]
+    pub fn subst(&self, s: &str) -> String {
+        let mut out = s.to_string();
+        for (k, v) in &self.vars {
+            out = out.replace(&format!("{{{k}}}"), v);
+        }
+        out
+    }
+
+    /// TCP listener: connections and data since the last call.
+    pub fn observe_tcp(&mut self) -> Seen {
+        let mut seen = Seen::default();
+        while let Ok((s, _)) = self.tcp.accept() {
+            seen.connections += 1;
+            let _ = s.set_nonblocking(true);
+            self.accepted.push(Box::new(s));
+        }
+        for s in &mut self.accepted {
+            drain(s.as_mut(), &mut seen.data);
+        }
+        seen
+    }
+
+    /// Everything the UDP socket received.
+    pub fn observe_udp(&self) -> Seen {
+        let mut seen = Seen::default();
+        let mut buf = [0u8; 65536];
+        while let Ok((n, _)) = self.udp.recv_from(&mut buf) {
+            seen.connections += 1;
+            seen.data.extend_from_slice(&buf[..n.max(1)]);
+        }
+        seen
+    }
+
+    /// The pathname stream listeners.
+    pub fn observe_unix(&mut self) -> Seen {
+        let mut seen = Seen::default();
+        for l in &self.unix {
+            while let Ok((s, _)) = l.accept() {
+                seen.connections += 1;
+                let _ = s.set_nonblocking(true);
+                let mut s = s;
+                drain(&mut s, &mut seen.data);
+            }
+        }
+        seen
+    }
+
+    /// The pathname datagram socket.
+    pub fn observe_dgram(&self) -> Seen {
+        let mut seen = Seen::default();
+        let mut buf = [0u8; 65536];
+        while let Ok(n) = self.dgram.recv(&mut buf) {
+            seen.connections += 1;
+            seen.data.extend_from_slice(&buf[..n.max(1)]);
+        }
+        seen
+    }
+
+    /// The abstract listeners (stream and datagram).
+    pub fn observe_abstract(&mut self) -> Seen {
+        let mut seen = Seen::default();
+        while let Ok((s, _)) = self.abstract_stream.accept() {
+            seen.connections += 1;
+            let _ = s.set_nonblocking(true);
+            let mut s = s;
+            drain(&mut s, &mut seen.data);
+        }
+        let mut buf = [0u8; 65536];
+        while let Ok(n) = self.abstract_dgram.recv(&mut buf) {
+            seen.connections += 1;
+            seen.data.extend_from_slice(&buf[..n.max(1)]);
+        }
+        seen
+    }
+
+    /// A connected TCP socket to this world's listener (for the inherited-socket vector).
+    ///
+    /// # Errors
+    /// Connect failure.
+    pub fn connect_tcp(&self) -> std::io::Result<TcpStream> {
+        TcpStream::connect(self.tcp.local_addr()?)
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if let Some(s) = &self.sysv {
+            // SAFETY: removing our own IPC objects.
+            unsafe {
+                libc::shmctl(s.shm, libc::IPC_RMID, std::ptr::null_mut());
+                libc::msgctl(s.msg, libc::IPC_RMID, std::ptr::null_mut());
+                libc::semctl(s.sem, 0, libc::IPC_RMID);
+            }
+        }
+        if let Some(id) = self.key {
+            // SAFETY: KEYCTL_INVALIDATE on our own key.
+            unsafe { libc::syscall(libc::SYS_keyctl, 21, id) };
+        }
+        for p in &self.host_files {
+            if p.is_dir() {
+                let _ = fs::remove_dir_all(p);
+            } else {
+                let _ = fs::remove_file(p);
+            }
+        }
+        // The sandbox may have left read-only or setuid files: make everything removable first.
+        fn unlock(p: &Path) {
+            if let Ok(m) = fs::symlink_metadata(p) {
+                if m.is_dir() {
+                    let _ = fs::set_permissions(p, fs::Permissions::from_mode(0o700));
+                    if let Ok(rd) = fs::read_dir(p) {
+                        for e in rd.flatten() {
+                            unlock(&e.path());
+                        }
+                    }
+                }
+            }
+        }
+        unlock(&self.root);
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
