@@ -100,6 +100,12 @@ fn parse_opts() -> Opts {
     if o.n == 0 {
         usage();
     }
+    // The tool chdirs into its scratch workspace: make the output directory absolute first.
+    if o.out.is_relative() {
+        if let Ok(cwd) = std::env::current_dir() {
+            o.out = cwd.join(&o.out);
+        }
+    }
     o
 }
 
