@@ -119,7 +119,9 @@ fn smoke(suite: &Suite, level: &str) -> Vec<SmokeLine> {
     // 5. Timeout: killed, nothing left running (checked in the process table).
     let line = match World::new(&world_base(), &vectors[0]) {
         Ok(w) => {
-            let cmd = format!("bash -c 'exec -a {}-sleeper sleep 60' & wait", w.token);
+            // A looping bash whose own command line carries the token (portable: `exec -a` would
+            // rename a busybox `sleep` into an unknown applet).
+            let cmd = format!("bash -c 'while :; do sleep 1; done; : {}-sleeper' & wait", w.token);
             match sandbox_json(suite, &w, level, 2, &cmd) {
                 Ok(j) => {
                     let left = token_pids(&w.token);
@@ -167,7 +169,12 @@ pub fn test(args: &TestArgs) -> Result<i32, Failure> {
     if args.full {
         return full(&suite, args);
     }
-    let Some(level) = suite.status_level.clone().filter(|l| suite.levels.iter().any(|x| &x.name == l)).or_else(|| suite.levels.first().map(|l| l.name.clone())) else {
+    // `auto` when the default run is a level of its own (see `Suite::levels`), else the status level.
+    let auto = suite.levels.iter().any(|x| x.name == "auto").then(|| "auto".to_string());
+    let Some(level) = auto
+        .or_else(|| suite.status_level.clone().filter(|l| suite.levels.iter().any(|x| &x.name == l)))
+        .or_else(|| suite.levels.first().map(|l| l.name.clone()))
+    else {
         return Err(Failure { code: 1, message: "no sandbox level is available on this machine (see `localgpt sandbox status`)".into() });
     };
     if !args.json {

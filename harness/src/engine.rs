@@ -320,15 +320,26 @@ impl Suite {
             if t.is_empty() {
                 return Err(format!("explain --level {l}: empty protection table"));
             }
-            let mut inconsistency = None;
-            if status_level.as_deref() == Some(l.as_str()) {
-                let a: BTreeMap<_, _> = status_table.iter().map(|(k, v)| (k.clone(), v.state.clone())).collect();
-                let b: BTreeMap<_, _> = t.iter().map(|(k, v)| (k.clone(), v.state.clone())).collect();
-                if a != b {
-                    inconsistency = Some(format!("`sandbox status` and `sandbox explain --level {l}` disagree: {a:?} vs {b:?}"));
+            levels.push(LevelInfo { name: l.clone(), protections: t, inconsistency: None });
+        }
+        // The default (`auto`) run is what `status` describes. It usually equals one explicit
+        // level, but not always: without Landlock but with user namespaces, auto is minimal plus
+        // namespaces while `--level minimal` is seccomp only. Then `auto` is a level of its own.
+        let ex = cmd(&["sandbox", "explain", "--json"])?;
+        let auto_table = table(ex.pointer("/plan/protections").unwrap_or(&serde_json::Value::Null));
+        let states = |t: &BTreeMap<String, ProtectionRow>| -> BTreeMap<String, String> {
+            t.iter().map(|(k, v)| (k.clone(), v.state.clone())).collect()
+        };
+        let (a, b) = (states(&status_table), states(&auto_table));
+        let inconsistency = (a != b).then(|| format!("`sandbox status` and `sandbox explain` disagree: {a:?} vs {b:?}"));
+        match levels.iter_mut().find(|li| status_level.as_deref() == Some(li.name.as_str())) {
+            Some(li) if states(&li.protections) == b => li.inconsistency = inconsistency,
+            _ => {
+                let wanted = only_levels.is_none_or(|o| o.iter().any(|x| x == "auto" || Some(x.as_str()) == status_level.as_deref()));
+                if wanted {
+                    levels.insert(0, LevelInfo { name: "auto".into(), protections: auto_table, inconsistency });
                 }
             }
-            levels.push(LevelInfo { name: l.clone(), protections: t, inconsistency });
         }
         // The scratch home/workspace was only needed for `status` and `explain`: remove it now
         // (a suite held in a static, as in the test target, is never dropped).
@@ -572,7 +583,9 @@ impl Suite {
                     )
                 })?;
                 let got = j.get("level").and_then(|x| x.as_str()).unwrap_or("");
-                if got != l {
+                // `auto` runs at the level `status` reports.
+                let want = if l == "auto" { self.status_level.as_deref().unwrap_or(l) } else { l };
+                if got != want {
                     return Err(format!("asked for level {l}, the run reports level {got}"));
                 }
                 run_table = Some(table(j.get("protections").unwrap_or(&serde_json::Value::Null)));

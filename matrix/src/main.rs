@@ -849,7 +849,8 @@ fn suite(args: &[String]) -> i32 {
                 }
                 let out = run_as(user, &home, &status_ws, &argv, Duration::from_secs(1800));
                 if out.code != 0 {
-                    fail(format!("`{}` failed (exit {})", argv[1..].join(" "), out.code));
+                    let tail = |s: &str| s.chars().rev().take(1500).collect::<String>().chars().rev().collect::<String>();
+                    fail(format!("`{}` failed (exit {}); stdout tail: {}; stderr tail: {}", argv[1..].join(" "), out.code, tail(&out.stdout), tail(&out.stderr)));
                 }
                 let summary: Value = serde_json::from_str(&out.stdout).unwrap_or(Value::Null);
                 json!({"state": if out.code == 0 { "passed" } else { "failed" }, "command": argv[1..].join(" "),

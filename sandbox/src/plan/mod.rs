@@ -463,6 +463,8 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     });
     v.push(if ll {
         prot("ptrace", Enforced, "seccomp + landlock", "no ptrace, process_vm_readv/writev; /proc/<pid>/mem, environ and root of processes outside are refused")
+    } else if ns.is_some() {
+        prot("ptrace", Enforced, "seccomp + PID namespace", "no ptrace, process_vm_readv/writev; processes outside are not visible in the sandbox's /proc")
     } else {
         prot("ptrace", Degraded, "seccomp", "ptrace and process_vm_readv/writev fail, but without Landlock /proc/<pid>/mem, environ and root of same-uid processes outside stay accessible")
     });
