@@ -158,6 +158,7 @@ fn exec_confined(plan: &HelperPlan, argv: &[CString]) -> ! {
     report(&format!("R{}\n", serde_json::to_string(&applied).unwrap_or_default()));
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
+    supervise::reset_signals_for_exec();
     // SAFETY: NUL-terminated argv of valid C strings.
     unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
     let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);

@@ -32,6 +32,19 @@ pub fn reset_stop_handlers() {
     }
 }
 
+/// Gives the command the signal state a shell expects: `SIGPIPE` back to its default action
+/// (the Rust runtime ignores it in the helper, and an ignored disposition survives exec, so
+/// `yes | head` printed "Broken pipe" errors instead of dying quietly) and an empty signal mask.
+pub fn reset_signals_for_exec() {
+    // SAFETY: resetting a disposition and the mask of our own (single-threaded) process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+}
+
 /// Direct children of `pid`, read from `/proc/<pid>/task/*/children`.
 fn children_of(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
