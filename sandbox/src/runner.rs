@@ -195,9 +195,26 @@ struct RunCgroup(PathBuf);
 
 impl RunCgroup {
     fn create(base: &Path, max: u32) -> Result<Self, SandboxError> {
-        let n = RUN_SEQ.fetch_add(1, Ordering::SeqCst);
-        let dir = base.join(format!("localgpt-sandbox-{}-{n}", std::process::id()));
-        std::fs::create_dir(&dir).map_err(|e| SandboxError::io(format!("create cgroup {}", dir.display()), e))?;
+        // The name holds our pid, which is unique among live processes; a directory that already
+        // has it was left by an earlier runner with the same (reused) pid that was killed before
+        // its Drop ran. It is removed when empty (rmdir of a cgroup with live tasks fails with
+        // EBUSY, so a live run's cgroup is never taken); otherwise the next sequence number is
+        // tried.
+        let mut attempt = 0;
+        let dir = loop {
+            let n = RUN_SEQ.fetch_add(1, Ordering::SeqCst);
+            let dir = base.join(format!("localgpt-sandbox-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => break dir,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
+                    attempt += 1;
+                    if std::fs::remove_dir(&dir).is_ok() && std::fs::create_dir(&dir).is_ok() {
+                        break dir;
+                    }
+                }
+                Err(e) => return Err(SandboxError::io(format!("create cgroup {}", dir.display()), e)),
+            }
+        };
         let cg = RunCgroup(dir);
         std::fs::write(cg.0.join("pids.max"), max.to_string())
             .map_err(|e| SandboxError::io(format!("write {}/pids.max", cg.0.display()), e))?;
