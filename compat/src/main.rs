@@ -123,7 +123,7 @@ fn real_main() -> Result<ExitCode, String> {
                 .unwrap_or_else(|| PathBuf::from("target/debug/localgpt"));
             let localgpt = std::fs::canonicalize(&localgpt).map_err(|e| format!("{}: {e}", localgpt.display()))?;
             let corpus = std::fs::canonicalize(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
-            let user = std::env::var("USER").unwrap_or_else(|_| format!("uid{}", unsafe { libc::getuid() }));
+            let user = compat::runner::user_name();
             let work_root = work_root.unwrap_or_else(|| PathBuf::from(format!("/var/tmp/lgcompat-{user}")));
             let filter = filter.map(|f| regex::Regex::new(&f)).transpose().map_err(|e| e.to_string())?;
             let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));

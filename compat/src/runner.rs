@@ -246,14 +246,27 @@ struct Who {
     uid: u32,
 }
 
+/// The name of the current user (from the password database, else `$USER`, else `uid<N>`).
+#[must_use]
+pub fn user_name() -> String {
+    // SAFETY: getuid cannot fail; getpwuid returns NULL or a pointer to static storage, read
+    // immediately (the runner calls this before starting any thread).
+    unsafe {
+        let uid = libc::getuid();
+        let pw = libc::getpwuid(uid);
+        if !pw.is_null() && !(*pw).pw_name.is_null() {
+            if let Ok(n) = std::ffi::CStr::from_ptr((*pw).pw_name).to_str() {
+                return n.to_string();
+            }
+        }
+        std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| format!("uid{uid}"))
+    }
+}
+
 fn whoami() -> Who {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    let name = std::env::var("USER").ok().filter(|u| !u.is_empty()).or_else(|| {
-        let out = Proc::new("id").arg("-un").output().ok()?;
-        Some(text(&out.stdout).trim().to_string())
-    });
-    Who { name: name.unwrap_or_else(|| format!("uid{uid}")), uid }
+    Who { name: user_name(), uid }
 }
 
 /// Levels the binary reports as available, minus `minimal`.
