@@ -205,10 +205,12 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
         }
     }
     mount(Some("proc"), Path::new("/proc"), Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)?;
-    let host = ns.hostname.as_bytes();
-    // SAFETY: valid buffer and length.
-    if unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) } != 0 {
-        return Err(last_err("sethostname"));
+    if let Some(name) = &ns.hostname {
+        let host = name.as_bytes();
+        // SAFETY: valid buffer and length.
+        if unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) } != 0 {
+            return Err(last_err("sethostname"));
+        }
     }
     write_file("/proc/sys/user/max_user_namespaces", "0")?;
     Ok(())

@@ -54,8 +54,12 @@ pub struct NamespacePlan {
     pub tmpfs: Vec<PathBuf>,
     /// Masked credential paths.
     pub masks: Vec<Mask>,
-    /// Hostname in the UTS namespace.
-    pub hostname: String,
+    /// Hostname set in the UTS namespace; `None` keeps the host's (the namespace still stops
+    /// the command from renaming the host). Tools resolve the hostname through `/etc/hosts`
+    /// (`hostname -f`, Java's `InetAddress.getLocalHost`, `getent hosts $(hostname)`), which
+    /// lists the host's name, not a made-up one; and `/etc/hostname` is readable anyway.
+    #[serde(default)]
+    pub hostname: Option<String>,
 }
 
 /// Builds the namespace plan.
@@ -118,7 +122,7 @@ pub fn namespace_plan(
         ro_binds,
         tmpfs,
         masks,
-        hostname: "localgpt-sandbox".into(),
+        hostname: None,
     }
 }
 
