@@ -38,6 +38,9 @@ pub enum Outcome {
     DeniedOk,
     /// A must-be-denied command was not denied, or its probe proved nothing.
     DeniedFail,
+    /// A must-be-denied command was not denied at a level where that protection is documented
+    /// as degraded (reported, not gating).
+    DeniedDegraded,
 }
 
 /// The verdict with its explanation.
@@ -130,7 +133,9 @@ pub fn judge_succeed(cmd: &Command, bare: &RunOutput, bare_ctx: &PathContext, sb
 
 /// Judges a must-be-denied command from the two runs and what was seen outside after each.
 #[must_use]
-pub fn judge_denied(bare: &RunOutput, bare_effect: EffectSeen, sbx: &RunOutput, sbx_effect: EffectSeen) -> Verdict {
+/// `degraded` names the documented limitation when the level is one of the command's
+/// `degraded_levels`.
+pub fn judge_denied(bare: &RunOutput, bare_effect: EffectSeen, sbx: &RunOutput, sbx_effect: EffectSeen, degraded: Option<&str>) -> Verdict {
     let v = |outcome, cause: String| Verdict { outcome, cause, diff: String::new() };
     if bare.error.is_some() || bare.timed_out || bare.exit_code != Some(0) {
         return v(Outcome::DeniedFail, format!("the probe failed bare (exit {}): it proves nothing; stderr: {}", exit_text(bare), bare.stderr.trim()));
@@ -142,6 +147,9 @@ pub fn judge_denied(bare: &RunOutput, bare_effect: EffectSeen, sbx: &RunOutput, 
         return v(Outcome::DeniedFail, format!("sandbox error, nothing ran: {e}"));
     }
     if sbx_effect.present {
+        if let Some(why) = degraded {
+            return v(Outcome::DeniedDegraded, format!("not denied at this level, as documented: {why}"));
+        }
         return v(Outcome::DeniedFail, format!("NOT DENIED: the effect is visible outside after the sandboxed run (exit {})", exit_text(sbx)));
     }
     let how = first_marker_line(&sbx.stderr).unwrap_or_else(|| sbx.stderr.lines().next().unwrap_or("").chars().take(200).collect());
@@ -174,6 +182,7 @@ mod tests {
             why: None,
             timeout: 10,
             check: None,
+            degraded_levels: vec![],
         }
     }
 
@@ -242,11 +251,15 @@ mod tests {
     fn denial_needs_a_working_probe_and_an_absent_effect() {
         let seen = EffectSeen { present: true };
         let unseen = EffectSeen { present: false };
-        let ok = judge_denied(&out(0, "", ""), seen, &out(1, "", "x: Permission denied\n"), unseen);
+        let ok = judge_denied(&out(0, "", ""), seen, &out(1, "", "x: Permission denied\n"), unseen, None);
         assert_eq!(ok.outcome, Outcome::DeniedOk);
         assert!(ok.cause.contains("Permission denied"));
-        assert_eq!(judge_denied(&out(1, "", ""), seen, &out(1, "", ""), unseen).outcome, Outcome::DeniedFail);
-        assert!(judge_denied(&out(0, "", ""), unseen, &out(1, "", ""), unseen).cause.contains("proves nothing"));
-        assert!(judge_denied(&out(0, "", ""), seen, &out(0, "", ""), seen).cause.starts_with("NOT DENIED"));
+        assert_eq!(judge_denied(&out(1, "", ""), seen, &out(1, "", ""), unseen, None).outcome, Outcome::DeniedFail);
+        assert!(judge_denied(&out(0, "", ""), unseen, &out(1, "", ""), unseen, None).cause.contains("proves nothing"));
+        assert!(judge_denied(&out(0, "", ""), seen, &out(0, "", ""), seen, None).cause.starts_with("NOT DENIED"));
+        let d = judge_denied(&out(0, "", ""), seen, &out(0, "", ""), seen, Some("chmod is not covered by Landlock"));
+        assert_eq!(d.outcome, Outcome::DeniedDegraded);
+        // a degraded level that does deny is simply denied
+        assert_eq!(judge_denied(&out(0, "", ""), seen, &out(1, "", ""), unseen, Some("x")).outcome, Outcome::DeniedOk);
     }
 }

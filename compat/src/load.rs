@@ -156,6 +156,11 @@ pub fn parse_corpus(sources: &[(String, String)], fixtures: Vec<String>) -> Resu
             if spec.compare != Compare::Output && spec.why.as_deref().is_none_or(|w| w.trim().is_empty()) {
                 problems.push(here("compare narrower than output needs a `why`"));
             }
+            for l in &spec.degraded_levels {
+                if !["full", "standard"].contains(&l.as_str()) {
+                    problems.push(here(&format!("degraded level {l:?} (full | standard)")));
+                }
+            }
             let timeout = spec.timeout.or(file.defaults.timeout).unwrap_or(DEFAULT_TIMEOUT);
             if timeout == 0 || timeout > MAX_TIMEOUT {
                 problems.push(here(&format!("timeout {timeout} must be 1..={MAX_TIMEOUT}")));
@@ -173,6 +178,9 @@ pub fn parse_corpus(sources: &[(String, String)], fixtures: Vec<String>) -> Resu
             }
             match spec.expect {
                 Expect::Succeed => {
+                    if !spec.degraded_levels.is_empty() {
+                        problems.push(here("degraded_levels is only for expect: denied"));
+                    }
                     if spec.check.is_some() {
                         problems.push(here("`check` is only for expect: denied"));
                     }
@@ -186,13 +194,18 @@ pub fn parse_corpus(sources: &[(String, String)], fixtures: Vec<String>) -> Resu
                     }
                     let has_check = spec.check.as_deref().is_some_and(|c| !c.trim().is_empty());
                     if !has_check && !uses.contains("{{TOKEN}}") {
+                        // (a token sent to a listener is checked by the runner)
                         problems.push(here("a denied command needs a `check` or a {{TOKEN}} sent to a listener"));
                     }
-                    if uses.contains("{{TOKEN}}") && !(uses.contains("{{TCP_PORT}}") || uses.contains("{{UDP_PORT}}")) {
-                        problems.push(here("{{TOKEN}} without {{TCP_PORT}} or {{UDP_PORT}} cannot be checked"));
+                    let listener = ["{{TCP_PORT}}", "{{UDP_PORT}}", "{{UNIX_SOCK}}"].iter().any(|p| uses.contains(*p));
+                    if uses.contains("{{TOKEN}}") && !listener && !has_check {
+                        problems.push(here("{{TOKEN}} without a listener ({{TCP_PORT}}, {{UDP_PORT}}, {{UNIX_SOCK}}) or a `check` cannot be checked"));
                     }
                     if spec.compare != Compare::Output {
                         problems.push(here("compare does not apply to denied commands"));
+                    }
+                    if !spec.degraded_levels.is_empty() && spec.why.as_deref().is_none_or(|w| w.trim().is_empty()) {
+                        problems.push(here("degraded_levels needs a `why` naming the documented limitation"));
                     }
                 }
             }
@@ -210,6 +223,7 @@ pub fn parse_corpus(sources: &[(String, String)], fixtures: Vec<String>) -> Resu
                 why: spec.why,
                 timeout,
                 check: spec.check,
+                degraded_levels: spec.degraded_levels,
             });
         }
         groups.push(Group { id: file.group, title: file.title, commands });
@@ -379,8 +393,8 @@ commands:
     fn denied_commands_need_an_outside_check() {
         let ok = one("d", "group: d\ntitle: D\ndefaults: {fixture: empty}\ncommands:\n  - {name: w, run: 'touch {{OUTSIDE}}/f', expect: denied, check: 'test ! -e {{OUTSIDE}}/f'}\n  - {name: n, run: 'echo {{TOKEN}} >/dev/tcp/127.0.0.1/{{TCP_PORT}}', expect: denied}\n");
         assert!(ok.is_ok(), "{ok:?}");
-        let p = problems(one("d", "group: d\ntitle: D\ndefaults: {fixture: empty}\ncommands:\n  - {name: w, run: 'touch /x', expect: denied}\n  - {name: t, run: 'echo {{TOKEN}}', expect: denied}\n  - {name: e, run: 'x', expect: denied, exit_code: 1, check: 'true'}\n  - {name: s, run: 'x', check: 'true'}\n"));
-        for w in ["w: a denied command needs a `check`", "t: {{TOKEN}} without", "e: a denied command must succeed bare", "s: `check` is only for expect: denied"] {
+        let p = problems(one("d", "group: d\ntitle: D\ndefaults: {fixture: empty}\ncommands:\n  - {name: g, run: 'chmod 1 {{OUTSIDE}}/x', expect: denied, check: 'true', degraded_levels: [standard]}\n  - {name: w, run: 'touch /x', expect: denied}\n  - {name: t, run: 'echo {{TOKEN}}', expect: denied}\n  - {name: e, run: 'x', expect: denied, exit_code: 1, check: 'true'}\n  - {name: s, run: 'x', check: 'true'}\n"));
+        for w in ["w: a denied command needs a `check`", "t: {{TOKEN}} without", "e: a denied command must succeed bare", "s: `check` is only for expect: denied", "g: degraded_levels needs a `why`"] {
             assert!(p.iter().any(|x| x.contains(w)), "missing {w:?} in {p:#?}");
         }
     }

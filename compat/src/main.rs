@@ -176,9 +176,10 @@ fn print_summary(r: &UserResults) {
         let denom = p + f;
         let rate = if denom == 0 { 0.0 } else { (p as f64) * 100.0 / denom as f64 };
         eprintln!(
-            "compat: {level} as {}: {p} passed, {f} failed, {s} skipped ({rate:.2} %); denied ok {}, denial failures {}",
+            "compat: {level} as {}: {p} passed, {f} failed, {s} skipped ({rate:.2} %); denied ok {}, known degraded {}, denial failures {}",
             r.user,
             n(Outcome::DeniedOk),
+            n(Outcome::DeniedDegraded),
             n(Outcome::DeniedFail)
         );
         for c in cases.iter().filter(|c| matches!(c.outcome, Outcome::Fail | Outcome::DeniedFail)) {

@@ -57,7 +57,7 @@ fn builtins() -> &'static Builtins {
             // sub-directory per cache variable).
             sandbox_scratch: r(r"/tmp/(\.localgpt-cache|localgpt-sandbox-[A-Za-z0-9]{6})"),
             tmpnames: r(r"\btmp(\.[A-Za-z0-9]{10}|[a-z0-9_]{8})\b"),
-            iso: r(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|\s?[+-]\d{2}:?\d{2}\b)?)?"),
+            iso: r(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}[:_]\d{2}(?:[:_]\d{2}(?:[.,_]\d+)?)?(?:Z|\s?[+-]\d{2}:?\d{2}\b)?)?"),
             clock: r(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b"),
             weekday: r(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)\b,?"),
             month_day: r(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\b"),
@@ -100,8 +100,8 @@ pub fn normalise(text: &str, which: &[Normalisation], replace: &[Replace], ctx: 
     }
     if has(Normalisation::Durations) {
         s = b.dur_bash.replace_all(&s, "<DUR>").into_owned();
-        s = b.dur_words.replace_all(&s, "${1}${2}<DUR>").into_owned();
         s = b.dur_units.replace_all(&s, "<DUR>").into_owned();
+        s = b.dur_words.replace_all(&s, "${1}${2}<DUR>").into_owned();
         s = b.dur_run.replace_all(&s, "<DUR>").into_owned();
     }
     if has(Normalisation::Timestamps) {
@@ -176,15 +176,15 @@ pub fn diff_lines(a: &str, b: &str, max_lines: usize) -> String {
         out.extend(ma.iter().map(|l| format!("-{l}")));
         out.extend(mb.iter().map(|l| format!("+{l}")));
     }
-    if out.is_empty() && a != b {
-        out.push("(differs only in trailing newline or line endings)".into());
+    if out.is_empty() {
+        return if a == b { String::new() } else { "(differs only in trailing newline or line endings)".into() };
     }
     let total = out.len();
     if total > max_lines {
         out.truncate(max_lines);
         out.push(format!("… {} more diff line(s)", total - max_lines));
     }
-    if pre > 0 && !out.is_empty() {
+    if pre > 0 {
         out.insert(0, format!("@@ after {pre} identical line(s)"));
     }
     out.join("\n")
@@ -229,6 +229,7 @@ mod tests {
         assert_eq!(n("Sat Nov 22 03:12:00 UTC 2025"), "<TIME>");
         assert_eq!(n("mtime 1732245120"), "mtime <TIME>");
         assert_eq!(n("version 1.2.3"), "version 1.2.3");
+        assert_eq!(n("_logs/2026-11-22T03_29_45_789Z-debug-0.log"), "_logs/<TIME>-debug-0.log");
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub struct LevelUser {
     pub denied_ok: usize,
     /// Must-be-denied commands not denied (or whose probe proved nothing).
     pub denied_failed: usize,
+    /// Must-be-denied commands not denied at a level where that protection is documented as
+    /// degraded.
+    pub denied_degraded: usize,
     /// passed / (total − skipped), percent, two decimals.
     pub pass_rate: f64,
 }
@@ -200,6 +203,7 @@ pub fn build_section(all: &[UserResults], causes: &[KnownCause], expected_users:
                 skipped: 0,
                 denied_ok: 0,
                 denied_failed: 0,
+                denied_degraded: 0,
                 pass_rate: 0.0,
             };
             for r in u.cases.iter().filter(|r| r.level == *level) {
@@ -242,6 +246,11 @@ pub fn build_section(all: &[UserResults], causes: &[KnownCause], expected_users:
                     }
                     Outcome::DeniedOk => {
                         row.denied_ok += 1;
+                        g[0] += 1;
+                        denials.push(skip());
+                    }
+                    Outcome::DeniedDegraded => {
+                        row.denied_degraded += 1;
                         g[0] += 1;
                         denials.push(skip());
                     }
@@ -329,13 +338,13 @@ fn render_markdown(gate: &Gate, f: &Figures, warnings: &[String]) -> String {
     };
     let _ = writeln!(m, "Compat gate ({}): {verdict}. {}\n", gate.criterion, gate.summary);
     let _ = writeln!(m, "Every command runs bare and sandboxed (default mode, no config) in identical fresh fixtures; exit code and normalised stdout + stderr are compared. Pass rate = passed / (total − skipped).\n");
-    let _ = writeln!(m, "| level | user | total | passed | failed | skipped | denied ok | denial failures | pass rate |");
-    let _ = writeln!(m, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(m, "| level | user | total | passed | failed | skipped | pass rate | denied ok | denied: known degraded | denial failures |");
+    let _ = writeln!(m, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &f.per_level_user {
         let _ = writeln!(
             m,
-            "| {} | {} ({}) | {} | {} | {} | {} | {} | {} | {:.2} % |",
-            r.level, r.user, r.user_kind, r.total, r.passed, r.failed, r.skipped, r.denied_ok, r.denied_failed, r.pass_rate
+            "| {} | {} ({}) | {} | {} | {} | {} | **{:.2} %** | {} | {} | {} |",
+            r.level, r.user, r.user_kind, r.total, r.passed, r.failed, r.skipped, r.pass_rate, r.denied_ok, r.denied_degraded, r.denied_failed
         );
     }
     // per group: one column per level × user
@@ -385,8 +394,15 @@ fn render_markdown(gate: &Gate, f: &Figures, warnings: &[String]) -> String {
             let _ = writeln!(m, "- `{}` at {} as {}: {}", x.name, x.level, x.user, one_line(&x.cause, 400));
         }
     }
-    let denied_ok = f.denials.len() - f.denial_failures.len();
+    let degraded: Vec<&SkipEntry> = f.denials.iter().filter(|d| d.reason.starts_with("not denied at this level, as documented")).collect();
+    let denied_ok = f.denials.len() - f.denial_failures.len() - degraded.len();
     let _ = writeln!(m, "\nMust-be-denied commands (network, writes outside the workspace): {denied_ok} of {} runs correctly denied, counted separately from the pass rate.", f.denials.len());
+    if !degraded.is_empty() {
+        let _ = writeln!(m, "\nNot denied where the protection is documented as degraded ({}):\n", degraded.len());
+        for d in degraded {
+            let _ = writeln!(m, "- `{}` at {} as {}: {}", d.name, d.level, d.user, one_line(&d.reason, 300));
+        }
+    }
     let _ = writeln!(m, "\n### Skips ({})\n", f.skips.len());
     if f.skips.is_empty() {
         let _ = writeln!(m, "None.");
@@ -490,7 +506,7 @@ mod tests {
         assert_eq!(s.figures.per_level_user[1].pass_rate, 100.0);
         assert_eq!(s.figures.failures.len(), 1);
         assert_eq!(s.figures.skips.len(), 10);
-        assert!(s.markdown.contains("| full | root (root) | 109 | 98 | 1 | 10 | 1 | 0 | 98.98 % |"), "{}", s.markdown);
+        assert!(s.markdown.contains("| full | root (root) | 109 | 98 | 1 | 10 | **98.98 %** | 1 | 0 | 0 |"), "{}", s.markdown);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{IsTerminal, Read, Write};
 use std::net::{TcpListener, UdpSocket};
+use std::os::unix::net::UnixListener;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command as Proc, Stdio};
@@ -48,6 +49,9 @@ const PASS_THROUGH: &[&str] = &[
 
 /// Fixed dates for building fixtures, so that every copy (and every user's) is identical.
 const FIXTURE_DATE: &str = "2024-01-15T10:00:00+00:00";
+
+/// Content of `{{OUTSIDE}}/canary.txt`, created (mode 644) in every fresh outside directory.
+pub const OUTSIDE_CANARY: &str = "canary\n";
 
 /// Per-stream cap on captured output (the sandbox's default cap).
 const OUTPUT_CAP: usize = 1 << 20;
@@ -183,11 +187,12 @@ fn text(b: &[u8]) -> String {
 struct Listeners {
     tcp_port: u16,
     udp_port: u16,
+    unix_path: PathBuf,
     seen: Arc<Mutex<Vec<String>>>,
 }
 
 impl Listeners {
-    fn start() -> Result<Self, RunError> {
+    fn start(unix_dir: &Path) -> Result<Self, RunError> {
         let tcp = TcpListener::bind("127.0.0.1:0").map_err(io("bind tcp 127.0.0.1:0"))?;
         let udp = UdpSocket::bind("127.0.0.1:0").map_err(io("bind udp 127.0.0.1:0"))?;
         let tcp_port = tcp.local_addr().map_err(io("tcp addr"))?.port();
@@ -196,16 +201,9 @@ impl Listeners {
         let s = seen.clone();
         std::thread::spawn(move || {
             for conn in tcp.incoming().flatten() {
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(3)));
                 let s = s.clone();
-                std::thread::spawn(move || {
-                    let mut conn = conn;
-                    let _ = conn.set_read_timeout(Some(Duration::from_secs(3)));
-                    let mut buf = Vec::new();
-                    let _ = (&mut conn).take(4096).read_to_end(&mut buf);
-                    if let Ok(mut v) = s.lock() {
-                        v.push(format!("tcp:{}", text(&buf)));
-                    }
-                });
+                std::thread::spawn(move || record_and_answer(conn, "tcp", &s));
             }
         });
         let s = seen.clone();
@@ -217,7 +215,18 @@ impl Listeners {
                 }
             }
         });
-        Ok(Listeners { tcp_port, udp_port, seen })
+        let unix_path = unix_dir.join("listener.sock");
+        let _ = std::fs::remove_file(&unix_path);
+        let unix = UnixListener::bind(&unix_path).map_err(io(format!("bind {}", unix_path.display())))?;
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for conn in unix.incoming().flatten() {
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(3)));
+                let s = s.clone();
+                std::thread::spawn(move || record_and_answer(conn, "unix", &s));
+            }
+        });
+        Ok(Listeners { tcp_port, udp_port, unix_path, seen })
     }
 
     fn saw(&self, token: &str) -> bool {
@@ -237,6 +246,17 @@ impl Listeners {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// Records what a client sent (first read, up to 4 KiB) and answers with a minimal HTTP
+/// response, so that HTTP clients (curl, wget, git, pip, npm) finish instead of waiting.
+fn record_and_answer<S: Read + Write>(mut conn: S, kind: &str, seen: &Mutex<Vec<String>>) {
+    let mut buf = [0u8; 4096];
+    let n = conn.read(&mut buf).unwrap_or(0);
+    if let Ok(mut v) = seen.lock() {
+        v.push(format!("{kind}:{}", text(&buf[..n])));
+    }
+    let _ = conn.write_all(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
 }
 
 /// The user the runner runs as.
@@ -388,6 +408,7 @@ fn substitute(s: &str, outside: &Path, l: &Listeners, token: &str) -> String {
     s.replace("{{OUTSIDE}}", &outside.display().to_string())
         .replace("{{TCP_PORT}}", &l.tcp_port.to_string())
         .replace("{{UDP_PORT}}", &l.udp_port.to_string())
+        .replace("{{UNIX_SOCK}}", &l.unix_path.display().to_string())
         .replace("{{TOKEN}}", token)
 }
 
@@ -420,6 +441,10 @@ fn fresh_run_dir(template: &Path, run_dir: &Path) -> Result<(), RunError> {
     for d in ["outside", "scratch"] {
         std::fs::create_dir_all(run_dir.join(d)).map_err(io(run_dir.join(d).display().to_string()))?;
     }
+    // an existing file outside, for the probes that modify or delete one
+    let canary = run_dir.join("outside").join("canary.txt");
+    std::fs::write(&canary, OUTSIDE_CANARY).map_err(io(canary.display().to_string()))?;
+    let _ = Proc::new("chmod").arg("644").arg(&canary).status();
     Ok(())
 }
 
@@ -498,7 +523,7 @@ fn effect_seen(sh: &Shared, cmd: &Command, run_dir: &Path, token: &str, after_ba
         let raw = run_process(shell(&sh.env.base, run_dir, &script), Duration::from_secs(30), true);
         present |= raw.code != Some(0);
     }
-    if cmd.run.contains("{{TOKEN}}") {
+    if cmd.run.contains("{{TOKEN}}") && (cmd.run.contains("_PORT}}") || cmd.run.contains("{{UNIX_SOCK}}")) {
         let wait = if after_bare { Duration::from_secs(3) } else { Duration::from_millis(300) };
         present |= sh.listeners.wait_for(token, wait);
     }
@@ -579,7 +604,8 @@ fn run_command(sh: &Shared, idx: usize, cmd: &Command) -> Vec<CaseRecord> {
             Expect::Succeed => judge_succeed(cmd, &bare, &bare_ctx, &sbx, &path_ctx(sh, &run_dir, &run_dir.join("scratch"))),
             Expect::Denied => {
                 let effect = effect_seen(sh, cmd, &run_dir, &token, false);
-                judge_denied(&bare, bare_effect.unwrap_or(EffectSeen { present: false }), &sbx, effect)
+                let degraded = cmd.degraded_levels.iter().any(|l| l == level).then(|| cmd.why.as_deref().unwrap_or("documented as degraded"));
+                judge_denied(&bare, bare_effect.unwrap_or(EffectSeen { present: false }), &sbx, effect, degraded)
             }
         };
         any_failed |= matches!(v.outcome, Outcome::Fail | Outcome::DeniedFail);
@@ -626,7 +652,7 @@ impl Progress {
             let Ok(mut c) = self.counts.lock() else { return };
             for r in recs {
                 match r.outcome {
-                    Outcome::Pass | Outcome::DeniedOk => c[0] += 1,
+                    Outcome::Pass | Outcome::DeniedOk | Outcome::DeniedDegraded => c[0] += 1,
                     Outcome::Fail | Outcome::DeniedFail => c[1] += 1,
                     Outcome::Skip => c[2] += 1,
                 }
@@ -683,7 +709,7 @@ pub fn run(cfg: RunConfig, corpus: &Corpus) -> Result<UserResults, RunError> {
         .collect();
     let missing_tools = find_missing_tools(corpus, &env, &root, &who, &selected);
     let templates = build_fixtures(&cfg, corpus, &env, &root);
-    let listeners = Listeners::start()?;
+    let listeners = Listeners::start(&root)?;
     // slowest first, so the long builds overlap with the many short commands
     let mut order: Vec<(usize, &Command)> = selected.iter().copied().enumerate().collect();
     order.sort_by_key(|(i, c)| (std::cmp::Reverse(c.timeout), *i));

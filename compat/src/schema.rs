@@ -24,9 +24,12 @@
 //! ```
 //!
 //! Placeholders, substituted in `run` and `check` before either runs: `{{OUTSIDE}}` (a directory
-//! outside the workspace, fresh per run, writable by the runner's user), `{{TCP_PORT}}` and
-//! `{{UDP_PORT}}` (listeners in the runner on 127.0.0.1 that record every token they receive),
-//! `{{TOKEN}}` (unique per run; the runner checks whether a listener received it).
+//! outside the workspace, fresh per run, writable by the runner's user, holding `canary.txt`
+//! = "canary\n", mode 644), `{{TCP_PORT}}` and `{{UDP_PORT}}` (listeners in the runner on
+//! 127.0.0.1) and `{{UNIX_SOCK}}` (a pathname unix socket listener outside the workspace, like
+//! docker.sock), which record everything they receive and answer HTTP 404; `{{TOKEN}}` (unique
+//! per run: when the command also names a listener, the runner checks whether it received
+//! the token).
 
 use serde::{Deserialize, Serialize};
 
@@ -95,6 +98,11 @@ pub struct CommandSpec {
     pub timeout: Option<u64>,
     /// Denied commands: the outside check.
     pub check: Option<String>,
+    /// Denied commands: levels at which the protection is documented as degraded (the effect
+    /// is then reported as "known degraded", not as a denial failure); `why` says which
+    /// documented limitation.
+    #[serde(default)]
+    pub degraded_levels: Vec<String>,
 }
 
 /// A command's expectation.
@@ -196,6 +204,8 @@ pub struct Command {
     pub timeout: u64,
     /// Denied: the outside check.
     pub check: Option<String>,
+    /// Denied: levels where the protection is documented as degraded.
+    pub degraded_levels: Vec<String>,
 }
 
 /// A group with its resolved commands.
@@ -226,7 +236,7 @@ impl Corpus {
 }
 
 /// Placeholders a command may use.
-pub const PLACEHOLDERS: &[&str] = &["{{OUTSIDE}}", "{{TCP_PORT}}", "{{UDP_PORT}}", "{{TOKEN}}"];
+pub const PLACEHOLDERS: &[&str] = &["{{OUTSIDE}}", "{{TCP_PORT}}", "{{UDP_PORT}}", "{{UNIX_SOCK}}", "{{TOKEN}}"];
 
 /// The fixtures every corpus must provide (the issue's list).
 pub const REQUIRED_FIXTURES: &[&str] = &["empty", "git", "cargo", "python", "node", "c"];
