@@ -455,7 +455,15 @@ fn bare_run(sh: &Shared, cmd: &Command, run_dir: &Path, script: &str) -> RunOutp
     for (k, sub) in CACHE_VARS {
         vars.push(((*k).into(), run_dir.join("scratch").join(sub).display().to_string()));
     }
-    let raw = run_process(shell(&vars, &ws, script), Duration::from_secs(cmd.timeout), true);
+    // `bash -c` runs as a child of a session-leading `sh`, as in the sandbox (where it is a
+    // child of the supervisor or init): not a process-group leader itself, which changes how
+    // e.g. setsid(1) behaves.
+    let mut p = Proc::new("sh");
+    p.args(["-c", "bash -c \"$1\"; exit $?", "compat-bare", script])
+        .current_dir(&ws)
+        .env_clear()
+        .envs(vars.iter().map(|(a, b)| (a, b)));
+    let raw = run_process(p, Duration::from_secs(cmd.timeout), true);
     RunOutput {
         exit_code: raw.code,
         stdout: text(&raw.stdout),
