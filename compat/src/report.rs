@@ -418,7 +418,7 @@ fn render_markdown(gate: &Gate, f: &Figures, warnings: &[String]) -> String {
             let _ = writeln!(m, "- {user}: {reason} — {} command(s) × every level: {}", names.len(), names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "));
         }
     }
-    let _ = writeln!(m, "\nProduced by:");
+    let _ = writeln!(m, "\nReproduce everything (installs the tools, runs as root and as lgtest, merges): `bash ci/compat`. Produced by:");
     for c in &f.commands {
         let _ = writeln!(m, "- `{c}`");
     }
