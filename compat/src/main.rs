@@ -174,7 +174,7 @@ fn print_summary(r: &UserResults) {
         let n = |o: Outcome| cases.iter().filter(|c| c.outcome == o).count();
         let (p, f, s) = (n(Outcome::Pass), n(Outcome::Fail), cases.iter().filter(|c| c.outcome == Outcome::Skip && c.expect == Expect::Succeed).count());
         let denom = p + f;
-        let rate = if denom == 0 { 0.0 } else { (p as f64) * 100.0 / denom as f64 };
+        let rate = compat::report::rate(p, denom);
         eprintln!(
             "compat: {level} as {}: {p} passed, {f} failed, {s} skipped ({rate:.2} %); denied ok {}, known degraded {}, denial failures {}",
             r.user,

@@ -160,7 +160,9 @@ fn known_for<'a>(causes: &'a [KnownCause], r: &CaseRecord, user_kind: &str) -> O
     })
 }
 
-fn rate(passed: usize, denom: usize) -> f64 {
+/// passed / denom in percent, rounded down to two decimals (0 when denom is 0).
+#[must_use]
+pub fn rate(passed: usize, denom: usize) -> f64 {
     if denom == 0 {
         return 0.0;
     }
