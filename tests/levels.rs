@@ -39,7 +39,7 @@ fn full_level_hides_host_processes_network_and_tmp() {
     let token = unique_token();
     let snippet = format!(
         "echo {STARTED}; ps -e -o pid= | wc -l; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '; \
-         echo x > /tmp/{token}; hostname; kill -9 -1; echo after"
+         echo x > /tmp/{token}; hostname; hostname lg-renamed-{token} 2>/dev/null; kill -9 -1; echo after"
     );
     let o = w.sandboxed(&snippet);
     assert!(o.stdout.contains(STARTED), "{}", o.describe());
@@ -48,7 +48,12 @@ fn full_level_hides_host_processes_network_and_tmp() {
     assert!(procs <= 6, "ps shows {procs} processes: host processes are visible\n{}", o.describe());
     assert_eq!(lines[2], "lo", "only loopback in the network namespace\n{}", o.describe());
     assert!(!lines[3..].iter().any(|l| l.contains("eth") || l.contains("ens")), "{}", o.describe());
-    assert!(o.stdout.contains("localgpt-sandbox"), "hostname is the sandbox's\n{}", o.describe());
+    // The UTS namespace keeps the host's name (tools resolve it through /etc/hosts) and a
+    // rename inside cannot reach the host.
+    let host = std::process::Command::new("hostname").output().map(|h| String::from_utf8_lossy(&h.stdout).trim().to_string()).unwrap_or_default();
+    assert_eq!(lines.get(3).copied(), Some(host.as_str()), "hostname is the host's\n{}", o.describe());
+    let after = std::process::Command::new("hostname").output().map(|h| String::from_utf8_lossy(&h.stdout).trim().to_string()).unwrap_or_default();
+    assert_eq!(after, host, "a rename inside the sandbox changed the host's hostname");
     assert!(!std::path::Path::new(&format!("/tmp/{token}")).exists(), "a /tmp file leaked to the host's /tmp");
     assert!(canary.alive(), "kill -9 -1 inside killed a process outside");
     // Bare, the same ps sees the host and /tmp is the host's (the probe can escape).

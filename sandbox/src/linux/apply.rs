@@ -99,12 +99,22 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
         rs = rs.scope(sc).map_err(|e| format!("landlock scope: {e}"))?;
     }
     let mut created = rs.create().map_err(|e| format!("landlock create: {e}"))?;
+    let mut applied = 0;
     for (path, access) in &ll.rules {
         let a = BitFlags::<AccessFs>::from_bits(*access as _).map_err(|e| format!("landlock rule rights: {e}"))?;
-        let fd = PathFd::new(path).map_err(|e| format!("landlock open {}: {e}", path.display()))?;
+        let fd = match PathFd::new(path) {
+            Ok(fd) => fd,
+            // A path that vanished since the plan was made (the snapshot expansion around a
+            // denied path lists every entry of e.g. ~/.cargo, where cargo creates and deletes
+            // `.global-cache-journal` and lock files) is simply not granted: dropping a grant
+            // can only remove access, never add it.
+            Err(_) if matches!(std::fs::symlink_metadata(path), Err(ref m) if m.kind() == std::io::ErrorKind::NotFound) => continue,
+            Err(e) => return Err(format!("landlock open {}: {e}", path.display())),
+        };
         created = created
             .add_rule(PathBeneath::new(fd, a))
             .map_err(|e| format!("landlock rule {}: {e}", path.display()))?;
+        applied += 1;
     }
     let status = created.restrict_self().map_err(|e| format!("landlock restrict_self: {e}"))?;
     if status.ruleset != RulesetStatus::FullyEnforced {
@@ -113,7 +123,7 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
     if !status.no_new_privs {
         return Err("landlock: no_new_privs not set".into());
     }
-    Ok(ll.rules.len())
+    Ok(applied)
 }
 
 #[repr(C)]

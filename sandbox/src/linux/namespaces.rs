@@ -23,11 +23,20 @@ fn write_file(path: &str, data: &str) -> Result<(), String> {
     std::fs::write(path, data).map_err(|e| format!("write {path}: {e}"))
 }
 
+/// The host's `kernel.pid_max`, recorded by the supervisor before the PID namespace exists
+/// (0 = unknown). The helper is single-threaded; `fork` copies the value into init.
+static HOST_PID_MAX: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Supervisor: unshare user + PID namespaces and map the caller's uid/gid to themselves.
 ///
 /// # Errors
 /// A message starting with [`USERNS_ERROR_PREFIX`] when user namespaces are unavailable.
 pub fn enter_user_and_pid_namespaces(ns: &NamespacePlan) -> Result<(), String> {
+    // The host's pid_max, read while /proc is still the host's: init copies it into the new PID
+    // namespace (see `setup_init_namespaces`).
+    if let Some(v) = std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse::<u64>().ok()) {
+        HOST_PID_MAX.store(v, std::sync::atomic::Ordering::SeqCst);
+    }
     // SAFETY: unshare with constant flags.
     if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) } != 0 {
         return Err(format!("{USERNS_ERROR_PREFIX} {}", last_err("unshare(CLONE_NEWUSER|CLONE_NEWPID)")));
@@ -240,11 +249,22 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
         }
     }
     mount(Some("proc"), Path::new("/proc"), Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)?;
-    let host = ns.hostname.as_bytes();
-    // SAFETY: valid buffer and length.
-    if unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) } != 0 {
-        return Err(last_err("sethostname"));
+    if let Some(name) = &ns.hostname {
+        let host = name.as_bytes();
+        // SAFETY: valid buffer and length.
+        if unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) } != 0 {
+            return Err(last_err("sethostname"));
+        }
     }
     write_file("/proc/sys/user/max_user_namespaces", "0")?;
+    // Since Linux 6.14 pid_max is per PID namespace and a new one starts at the built-in
+    // maximum, not at the host's value: `ps` sizes its PID columns from it, so `ps -ef`/`ps aux`
+    // were laid out differently inside. Give the namespace the host's value (only ever lower,
+    // and only when it differs, which never happens on kernels where pid_max is global).
+    let host_max = HOST_PID_MAX.load(std::sync::atomic::Ordering::SeqCst);
+    let ns_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse::<u64>().ok());
+    if host_max > 0 && ns_max.is_some_and(|m| m > host_max) {
+        let _ = std::fs::write("/proc/sys/kernel/pid_max", host_max.to_string());
+    }
     Ok(())
 }

@@ -60,8 +60,12 @@ pub struct NamespacePlan {
     pub tmpfs: Vec<PathBuf>,
     /// Masked credential paths.
     pub masks: Vec<Mask>,
-    /// Hostname in the UTS namespace.
-    pub hostname: String,
+    /// Hostname set in the UTS namespace; `None` keeps the host's (the namespace still stops
+    /// the command from renaming the host). Tools resolve the hostname through `/etc/hosts`
+    /// (`hostname -f`, Java's `InetAddress.getLocalHost`, `getent hosts $(hostname)`), which
+    /// lists the host's name, not a made-up one; and `/etc/hostname` is readable anyway.
+    #[serde(default)]
+    pub hostname: Option<String>,
     /// A private `/dev`: a tmpfs holding only `dev_nodes` (bound from the host), a private devpts
     /// instance (the user's own terminals are not reachable), `/dev/shm` and the `fd`/`std*`
     /// links. Without it uid 0 could write raw block devices, which read-only mounts do not stop.
@@ -137,7 +141,7 @@ pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePl
         unprotected,
         tmpfs,
         masks,
-        hostname: "localgpt-sandbox".into(),
+        hostname: None,
         private_dev: Path::new("/dev").is_dir(),
         dev_nodes: crate::config::DEVICE_PATHS
             .iter()
