@@ -227,8 +227,32 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     if ns.private_dev {
         private_dev(ns)?;
     }
+    // Hold the read-only grants a tmpfs is about to cover, then bind them back inside it.
+    let mut held = Vec::new();
+    for p in &ns.tmpfs_ro_binds {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH)
+            .open(p)
+            .map_err(|e| format!("open {}: {e}", p.display()))?;
+        let is_dir = f.metadata().map(|m| m.is_dir()).map_err(|e| format!("stat {}: {e}", p.display()))?;
+        held.push((p, f, is_dir));
+    }
     for t in &ns.tmpfs {
         mount(Some("tmpfs"), t, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=1777"))?;
+    }
+    for (p, f, is_dir) in &held {
+        use std::os::fd::AsRawFd;
+        if *is_dir {
+            std::fs::create_dir_all(p).map_err(|e| format!("mkdir {}: {e}", p.display()))?;
+        } else {
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
+            }
+            std::fs::File::create(p).map_err(|e| format!("create {}: {e}", p.display()))?;
+        }
+        mount(Some(&format!("/proc/self/fd/{}", f.as_raw_fd())), p, None, libc::MS_BIND | libc::MS_REC, None)?;
+        set_readonly(p)?;
     }
     for m in &ns.masks {
         if ns.tmpfs.iter().any(|t| m.path.starts_with(t)) {

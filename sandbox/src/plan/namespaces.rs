@@ -58,6 +58,9 @@ pub struct NamespacePlan {
     /// Private tmpfs mounts (`/tmp`, `/dev/shm` in workspace-write; `/tmp` read-only-empty is not
     /// used in read-only mode, where `/tmp` stays the host's, read-only).
     pub tmpfs: Vec<PathBuf>,
+    /// Read-only grants under a private tmpfs, bound back into it read-only.
+    #[serde(default)]
+    pub tmpfs_ro_binds: Vec<PathBuf>,
     /// Masked credential paths.
     pub masks: Vec<Mask>,
     /// Hostname set in the UTS namespace; `None` keeps the host's (the namespace still stops
@@ -113,6 +116,14 @@ pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePl
             tmpfs.push(canon_t);
         }
     }
+    // Read-only grants that a fresh tmpfs would hide (a binary or a HOME under /tmp): bound back,
+    // read-only, inside the private tmpfs, so /tmp stays private and the grant stays visible.
+    let tmpfs_ro_binds: Vec<PathBuf> = policy
+        .read_only_paths
+        .iter()
+        .filter_map(|p| canon(p))
+        .filter(|p| tmpfs.iter().any(|t| p.starts_with(t) && p != t))
+        .collect();
     let mut masks: Vec<Mask> = Vec::new();
     for d in deny_paths {
         let Some(c) = canon(d) else { continue };
@@ -140,6 +151,7 @@ pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePl
         ro_binds,
         unprotected,
         tmpfs,
+        tmpfs_ro_binds,
         masks,
         hostname: None,
         private_dev: Path::new("/dev").is_dir(),
@@ -196,5 +208,15 @@ mod tests {
         let p = namespace_plan(&policy, 0, 0);
         assert!(!p.tmpfs.contains(&PathBuf::from("/tmp")));
         assert_eq!(p.rw_binds[0], PathBuf::from("/tmp"));
+        // A read-only grant under /tmp (e.g. the binary of a checkout in /tmp) is bound back.
+        let ws2 = crate::test_dir();
+        let policy = build_sandbox_policy(
+            ws2.path(),
+            &SandboxSettings { home: None, extra_read: vec![ws.clone()], ..Default::default() },
+        )
+        .unwrap();
+        let p = namespace_plan(&policy, 0, 0);
+        assert!(p.tmpfs.contains(&PathBuf::from("/tmp")));
+        assert_eq!(p.tmpfs_ro_binds, vec![ws.clone()]);
     }
 }
