@@ -82,7 +82,7 @@ pub fn normalise(text: &str, which: &[Normalisation], replace: &[Replace], ctx: 
     let mut s = text.to_string();
     // 1. paths (always)
     let mut paths = ctx.paths.clone();
-    paths.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+    paths.sort_by_key(|b| std::cmp::Reverse(b.0.len()));
     for (p, tok) in &paths {
         s = s.replace(p.as_str(), tok);
     }

@@ -155,7 +155,7 @@ pub struct Section {
 fn known_for<'a>(causes: &'a [KnownCause], r: &CaseRecord, user_kind: &str) -> Option<&'a KnownCause> {
     causes.iter().find(|c| {
         c.name == r.name
-            && (c.levels.is_empty() || c.levels.iter().any(|l| *l == r.level))
+            && (c.levels.is_empty() || c.levels.contains(&r.level))
             && (c.users.is_empty() || c.users.iter().any(|u| u == user_kind))
     })
 }

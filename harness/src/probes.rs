@@ -202,7 +202,7 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 if p as isize == -1 {
                     return Some(result(false, "shmat"));
                 }
-                std::ptr::copy_nonoverlapping(b"PWNED\0".as_ptr(), p.cast::<u8>(), 6);
+                std::ptr::copy_nonoverlapping(c"PWNED".as_ptr().cast::<u8>(), p.cast::<u8>(), 6);
                 result(true, "shm write")
             }
             "msg-recv" => {

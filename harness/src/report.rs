@@ -67,12 +67,15 @@ pub fn write_section(dir: &Path, section: &Section) -> std::io::Result<PathBuf> 
 /// The minimum number of vectors (spec 11.1 asks for 50+; the corpus issue for 60+).
 pub const MIN_VECTORS: usize = 60;
 
+/// Per vector: its source, and the verdict per (level, user).
+type VectorRow = (String, BTreeMap<(String, String), String>);
+
 /// Builds the security section from the results of one or more runs (one per user).
 #[must_use]
 pub fn security_section(results: &[CaseResult]) -> Section {
     let mut by_verdict: BTreeMap<String, usize> = BTreeMap::new();
     let mut columns: BTreeSet<(String, String)> = BTreeSet::new();
-    let mut rows: BTreeMap<(String, String), (String, BTreeMap<(String, String), String>)> = BTreeMap::new();
+    let mut rows: BTreeMap<(String, String), VectorRow> = BTreeMap::new();
     for r in results {
         *by_verdict.entry(r.verdict.clone()).or_insert(0) += 1;
         columns.insert((r.level.clone(), r.user.clone()));
