@@ -176,7 +176,7 @@ fn print_summary(r: &UserResults) {
         let denom = p + f;
         let rate = compat::report::rate(p, denom);
         eprintln!(
-            "compat: {level} as {}: {p} passed, {f} failed, {s} skipped ({rate:.2} %); denied ok {}, known degraded {}, denial failures {}",
+            "compat: {level} as {}: pass rate {rate:.2} % ({p} pass, {f} fail, {s} skipped); denied ok {}, known degraded {}, denial failures {}",
             r.user,
             n(Outcome::DeniedOk),
             n(Outcome::DeniedDegraded),
