@@ -170,25 +170,49 @@ fn set_readonly(p: &Path) -> Result<(), String> {
     remount_bind(p, true)
 }
 
+/// A path held open (`O_PATH`) so that it can be bound back after a fresh mount covers it.
+struct Held {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+    is_dir: bool,
+}
+
+impl Held {
+    fn open(path: &Path) -> Result<Held, String> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH)
+            .open(path)
+            .map_err(|e| format!("open {}: {e}", path.display()))?;
+        let is_dir = file.metadata().map(|m| m.is_dir()).map_err(|e| format!("stat {}: {e}", path.display()))?;
+        Ok(Held { path: path.to_path_buf(), file, is_dir })
+    }
+
+    /// Creates the mount point at the same path (under the new mount) and binds the held object.
+    fn bind_back(&self, flags: libc::c_ulong) -> Result<(), String> {
+        use std::os::fd::AsRawFd;
+        let p = &self.path;
+        if self.is_dir {
+            std::fs::create_dir_all(p).map_err(|e| format!("mkdir {}: {e}", p.display()))?;
+        } else {
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
+            }
+            std::fs::File::create(p).map_err(|e| format!("create {}: {e}", p.display()))?;
+        }
+        mount(Some(&format!("/proc/self/fd/{}", self.file.as_raw_fd())), p, None, flags, None)
+    }
+}
+
 /// Replaces `/dev` with a tmpfs holding only the plan's device nodes (bound from the host through
 /// descriptors opened before the host's `/dev` is covered), a private devpts, `/dev/shm` and the
 /// usual links; then makes the new `/dev` itself read-only.
 fn private_dev(ns: &NamespacePlan) -> Result<(), String> {
-    use std::os::fd::AsRawFd;
-    let mut held = Vec::new();
-    for node in &ns.dev_nodes {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH)
-            .open(node)
-            .map_err(|e| format!("open {}: {e}", node.display()))?;
-        held.push((node.clone(), f));
-    }
+    let held = ns.dev_nodes.iter().map(|n| Held::open(n)).collect::<Result<Vec<_>, _>>()?;
     let dev = Path::new("/dev");
     mount(Some("tmpfs"), dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("mode=0755,size=64k"))?;
-    for (node, f) in &held {
-        std::fs::File::create(node).map_err(|e| format!("create {}: {e}", node.display()))?;
-        mount(Some(&format!("/proc/self/fd/{}", f.as_raw_fd())), node, None, libc::MS_BIND, None)?;
+    for h in &held {
+        h.bind_back(libc::MS_BIND)?;
     }
     for d in ["/dev/pts", "/dev/shm"] {
         std::fs::create_dir(d).map_err(|e| format!("mkdir {d}: {e}"))?;
@@ -228,31 +252,13 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
         private_dev(ns)?;
     }
     // Hold the read-only grants a tmpfs is about to cover, then bind them back inside it.
-    let mut held = Vec::new();
-    for p in &ns.tmpfs_ro_binds {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH)
-            .open(p)
-            .map_err(|e| format!("open {}: {e}", p.display()))?;
-        let is_dir = f.metadata().map(|m| m.is_dir()).map_err(|e| format!("stat {}: {e}", p.display()))?;
-        held.push((p, f, is_dir));
-    }
+    let held = ns.tmpfs_ro_binds.iter().map(|p| Held::open(p)).collect::<Result<Vec<_>, _>>()?;
     for t in &ns.tmpfs {
         mount(Some("tmpfs"), t, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=1777"))?;
     }
-    for (p, f, is_dir) in &held {
-        use std::os::fd::AsRawFd;
-        if *is_dir {
-            std::fs::create_dir_all(p).map_err(|e| format!("mkdir {}: {e}", p.display()))?;
-        } else {
-            if let Some(parent) = p.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
-            }
-            std::fs::File::create(p).map_err(|e| format!("create {}: {e}", p.display()))?;
-        }
-        mount(Some(&format!("/proc/self/fd/{}", f.as_raw_fd())), p, None, libc::MS_BIND | libc::MS_REC, None)?;
-        set_readonly(p)?;
+    for h in &held {
+        h.bind_back(libc::MS_BIND | libc::MS_REC)?;
+        set_readonly(&h.path)?;
     }
     for m in &ns.masks {
         if ns.tmpfs.iter().any(|t| m.path.starts_with(t)) {
