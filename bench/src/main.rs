@@ -196,81 +196,81 @@ impl Spawner {
         Spawner { env, devnull, errlog }
     }
 
-    /// Spawns `argv` with stdin/stdout/stderr on /dev/null (or stderr inherited when
-    /// `show_stderr`), waits for it; returns (wall ms from spawn to reap, wait status, ru_maxrss KB).
-    fn run(&self, argv: &[String], show_stderr: bool) -> Result<(f64, i32, i64), String> {
+    /// posix_spawn's `argv` with this spawner's environment plus `extra`, fd `stdio[i]` dup'ed
+    /// onto fd `i` (-1: inherited). Returns the pid and the time just before the spawn call (the
+    /// C strings and file actions are prepared before that instant, outside any timed interval).
+    fn spawn_with(&self, argv: &[String], extra: Option<&CString>, stdio: [i32; 3]) -> Result<(i32, Instant, u64), String> {
         let cargs: Vec<CString> =
             argv.iter().map(|a| CString::new(a.as_bytes()).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
         let mut ptrs: Vec<*mut libc::c_char> = cargs.iter().map(|a| a.as_ptr() as *mut _).collect();
         ptrs.push(std::ptr::null_mut());
         let mut envp: Vec<*mut libc::c_char> = self.env.iter().map(|a| a.as_ptr() as *mut _).collect();
+        envp.extend(extra.map(|e| e.as_ptr() as *mut libc::c_char));
         envp.push(std::ptr::null_mut());
-        // SAFETY: file actions/attrs are initialised and destroyed here; every pointer outlives the
-        // posix_spawn call; wait4 gets valid out-pointers.
+        // SAFETY: the file actions are initialised and destroyed here; every pointer outlives the
+        // posix_spawn call.
         unsafe {
             let mut fa: libc::posix_spawn_file_actions_t = std::mem::zeroed();
             libc::posix_spawn_file_actions_init(&mut fa);
-            libc::posix_spawn_file_actions_adddup2(&mut fa, self.devnull, 0);
-            libc::posix_spawn_file_actions_adddup2(&mut fa, self.devnull, 1);
-            if !show_stderr {
-                libc::posix_spawn_file_actions_adddup2(&mut fa, self.errlog, 2);
+            for (target, &fd) in stdio.iter().enumerate() {
+                if fd >= 0 {
+                    libc::posix_spawn_file_actions_adddup2(&mut fa, fd, target as i32);
+                }
             }
             let mut pid: libc::pid_t = 0;
-            let t0 = Instant::now();
+            let (t0, t0_ns) = (Instant::now(), now_ns());
             let r = libc::posix_spawn(&mut pid, cargs[0].as_ptr(), &fa, std::ptr::null(), ptrs.as_ptr(), envp.as_ptr());
+            libc::posix_spawn_file_actions_destroy(&mut fa);
             if r != 0 {
-                libc::posix_spawn_file_actions_destroy(&mut fa);
                 return Err(format!("spawn {}: {}", argv[0], std::io::Error::from_raw_os_error(r)));
             }
-            let mut st = 0;
-            let mut ru: libc::rusage = std::mem::zeroed();
-            loop {
-                let w = libc::wait4(pid, &mut st, 0, &mut ru);
-                if w == pid {
-                    break;
-                }
-                if w < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                    libc::posix_spawn_file_actions_destroy(&mut fa);
-                    return Err(format!("wait4: {}", std::io::Error::last_os_error()));
-                }
-            }
-            let ms = t0.elapsed().as_secs_f64() * 1000.0;
-            libc::posix_spawn_file_actions_destroy(&mut fa);
-            Ok((ms, st, ru.ru_maxrss))
+            Ok((pid, t0, t0_ns))
         }
+    }
+
+    /// Spawns `argv` with stdin/stdout/stderr on /dev/null (or stderr inherited when
+    /// `show_stderr`), waits for it; returns (wall ms from spawn to reap, wait status, ru_maxrss KB).
+    fn run(&self, argv: &[String], show_stderr: bool) -> Result<(f64, i32, i64), String> {
+        let stderr = if show_stderr { -1 } else { self.errlog };
+        let (pid, t0, _) = self.spawn_with(argv, None, [self.devnull, self.devnull, stderr])?;
+        let mut st = 0;
+        // SAFETY: wait4 gets valid out-pointers.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: waiting for our own child.
+            let w = unsafe { libc::wait4(pid, &mut st, 0, &mut ru) };
+            if w == pid {
+                break;
+            }
+            if w < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return Err(format!("wait4: {}", std::io::Error::last_os_error()));
+            }
+        }
+        Ok((t0.elapsed().as_secs_f64() * 1000.0, st, ru.ru_maxrss))
     }
 
     /// Spawns `argv` with `extra` added to the environment and stderr on a pipe; returns
     /// (CLOCK_MONOTONIC ns just before posix_spawn, ns just after wait4, wait status, stderr).
     fn run_capture_stderr(&self, argv: &[String], extra: &CString) -> Result<(u64, u64, i32, String), String> {
-        let cargs: Vec<CString> =
-            argv.iter().map(|a| CString::new(a.as_bytes()).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
-        let mut ptrs: Vec<*mut libc::c_char> = cargs.iter().map(|a| a.as_ptr() as *mut _).collect();
-        ptrs.push(std::ptr::null_mut());
-        let mut envp: Vec<*mut libc::c_char> = self.env.iter().map(|a| a.as_ptr() as *mut _).collect();
-        envp.push(extra.as_ptr() as *mut _);
-        envp.push(std::ptr::null_mut());
         let mut fds = [0i32; 2];
-        // SAFETY: pipe2 writes two fds; posix_spawn as in `run`; we read our own pipe until EOF
-        // (the command's descendants are gone when the CLI exits) and then wait for the child.
+        // SAFETY: pipe2 writes two fds.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+        }
+        let spawned = self.spawn_with(argv, Some(extra), [self.devnull, self.devnull, fds[1]]);
+        // SAFETY: closing our copy of the write end.
+        unsafe { libc::close(fds[1]) };
+        let (pid, _, t0) = match spawned {
+            Ok(s) => s,
+            Err(e) => {
+                // SAFETY: closing our own read end.
+                unsafe { libc::close(fds[0]) };
+                return Err(e);
+            }
+        };
+        // SAFETY: we read our own pipe until EOF (the command's descendants are gone when the CLI
+        // exits) and then wait for the child.
         unsafe {
-            if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-                return Err(format!("pipe: {}", std::io::Error::last_os_error()));
-            }
-            let mut fa: libc::posix_spawn_file_actions_t = std::mem::zeroed();
-            libc::posix_spawn_file_actions_init(&mut fa);
-            libc::posix_spawn_file_actions_adddup2(&mut fa, self.devnull, 0);
-            libc::posix_spawn_file_actions_adddup2(&mut fa, self.devnull, 1);
-            libc::posix_spawn_file_actions_adddup2(&mut fa, fds[1], 2);
-            let mut pid: libc::pid_t = 0;
-            let t0 = now_ns();
-            let r = libc::posix_spawn(&mut pid, cargs[0].as_ptr(), &fa, std::ptr::null(), ptrs.as_ptr(), envp.as_ptr());
-            libc::posix_spawn_file_actions_destroy(&mut fa);
-            libc::close(fds[1]);
-            if r != 0 {
-                libc::close(fds[0]);
-                return Err(format!("spawn {}: {}", argv[0], std::io::Error::from_raw_os_error(r)));
-            }
             let mut out = Vec::new();
             let mut buf = [0u8; 8192];
             loop {
@@ -291,27 +291,7 @@ impl Spawner {
 
     /// Spawns `argv` (all stdio on /dev/null) and returns its pid without waiting.
     fn spawn(&self, argv: &[String]) -> Result<i32, String> {
-        let cargs: Vec<CString> =
-            argv.iter().map(|a| CString::new(a.as_bytes()).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
-        let mut ptrs: Vec<*mut libc::c_char> = cargs.iter().map(|a| a.as_ptr() as *mut _).collect();
-        ptrs.push(std::ptr::null_mut());
-        let mut envp: Vec<*mut libc::c_char> = self.env.iter().map(|a| a.as_ptr() as *mut _).collect();
-        envp.push(std::ptr::null_mut());
-        // SAFETY: as in `run`.
-        unsafe {
-            let mut fa: libc::posix_spawn_file_actions_t = std::mem::zeroed();
-            libc::posix_spawn_file_actions_init(&mut fa);
-            for fd in 0..3 {
-                libc::posix_spawn_file_actions_adddup2(&mut fa, self.devnull, fd);
-            }
-            let mut pid: libc::pid_t = 0;
-            let r = libc::posix_spawn(&mut pid, cargs[0].as_ptr(), &fa, std::ptr::null(), ptrs.as_ptr(), envp.as_ptr());
-            libc::posix_spawn_file_actions_destroy(&mut fa);
-            if r != 0 {
-                return Err(format!("spawn {}: {}", argv[0], std::io::Error::from_raw_os_error(r)));
-            }
-            Ok(pid)
-        }
+        self.spawn_with(argv, None, [self.devnull; 3]).map(|(pid, _, _)| pid)
     }
 
     /// Runs one variant once; Ok((ms, maxrss KB or -1)) when the command exited 0.
