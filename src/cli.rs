@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use clap::{Args, Parser, Subcommand};
 use localgpt_sandbox::config::absolutize;
 use localgpt_sandbox::policy::{LevelSetting, SandboxLevel, SandboxMode};
-use localgpt_sandbox::runner::{OutputSink, RunOptions, StdinMode, Stream};
+use localgpt_sandbox::runner::{HelperStart, OutputSink, RunOptions, StdinMode, Stream};
 use localgpt_sandbox::{build_sandbox_policy, SandboxError, SandboxPolicy, SandboxSettings};
 
 use crate::render;
@@ -224,7 +224,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         }
     }
     install_cancel_handler();
-    let opts = RunOptions { stdin: if args.json { StdinMode::Null } else { StdinMode::Inherit }, helper_exe: None, cancel: Some(&CANCEL) };
+    let opts = RunOptions { stdin: if args.json { StdinMode::Null } else { StdinMode::Inherit }, helper_exe: None, helper_start: HelperStart::Fork, cancel: Some(&CANCEL) };
     let result = if args.json {
         let mut sink = localgpt_sandbox::runner::CaptureSink::default();
         let mut r = prepared.run(&argv, &opts, &mut sink)?;

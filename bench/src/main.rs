@@ -826,7 +826,7 @@ fn analyse(
     // Differential breakdown (untraced; p50 of /bin/true, same interleaved run).
     let p50 = |id: &str| t(id).map(|s| s.p50);
     let mut diff = Vec::new();
-    let mut chain: Vec<(&str, String)> = vec![("bare", "bare /bin/true".into()), ("cli-version", "+ exec of the localgpt binary (`localgpt --version`)".into()), ("none", "+ run path without confinement: config, detection, plan, scratch dir, spawn + exec of the helper, supervisor fork, teardown".into())];
+    let mut chain: Vec<(&str, String)> = vec![("bare", "bare /bin/true".into()), ("cli-version", "+ exec of the localgpt binary (`localgpt --version`)".into()), ("none", "+ run path without confinement: config, detection, plan, scratch dir, fork of the helper (the supervisor), fork of the command, teardown".into())];
     for l in levels {
         let what = match l.as_str() {
             "minimal" => "+ cgroup join (root), rlimits, no_new_privs, capability drop (root), seccomp".to_string(),

@@ -272,17 +272,24 @@ mod tests {
 /// is present in the run). `bench` stamps are taken by the benchmark around `posix_spawn` and
 /// `wait4`; `helper` stamps come from the helper's lines (`supervisor` or `command`, which share
 /// the stamps taken before the fork).
-pub const STAMPS: [(&str, &str, &str); 23] = [
+pub const STAMPS: [(&str, &str, &str); 30] = [
     ("bench", "spawn", "benchmark calls posix_spawn"),
     ("cli", "start", "exec of the CLI: posix_spawn, execve, dynamic loading, Rust start-up"),
-    ("cli", "spawn_helper", "CLI: arguments, config, detection, policy, plan, scratch dir, cgroup creation, plan encoding"),
-    ("helper", "start", "posix_spawn + execve + dynamic loading of the helper"),
+    ("cli", "spawn_helper", "CLI: arguments, config, detection, policy, plan, scratch dir (Standard), cgroup creation"),
+    ("helper", "start", "fork of the CLI into the helper (the library's default: posix_spawn + execve + plan decode)"),
     ("helper", "plan_decoded", "helper: plan decode"),
     ("helper", "cgroup_join", "helper: setsid, subreaper, parent-death signal"),
     ("helper", "cgroup_joined", "helper: join the per-run cgroup (write cgroup.procs)"),
     ("helper", "user_pid_ns", "helper: unshare user + PID namespaces, id maps (Full)"),
     ("helper", "fork", "helper: signal handlers, status pipe (+ setsid, subreaper when no cgroup is joined)"),
-    ("command", "init_namespaces", "fork of PID 1; mount, net, IPC, UTS namespaces, mounts (Full)"),
+    ("command", "init_unshared", "fork of PID 1; it unshares the mount, net, IPC and UTS namespaces (Full)"),
+    ("command", "init_binds", "PID 1: private propagation; workspace and protected-path binds"),
+    ("command", "init_readonly", "PID 1: everything read-only, the workspace writable again"),
+    ("command", "init_dev", "PID 1: private /dev (tmpfs, device node binds, devpts)"),
+    ("command", "init_tmpfs", "PID 1: private /tmp and /dev/shm, read-only grants bound back inside"),
+    ("command", "init_masks", "PID 1: credential masks"),
+    ("command", "init_proc", "PID 1: fresh /proc"),
+    ("command", "init_namespaces", "PID 1: max_user_namespaces = 0, pid_max"),
     ("command", "child", "fork of the command process (by PID 1 at Full)"),
     ("command", "rlimits", "chdir, rlimits"),
     ("command", "fds_closed", "close fds above 3"),

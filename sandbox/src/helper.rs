@@ -1,14 +1,24 @@
-//! The re-executed helper (`argv[0] = "localgpt-sandbox"`).
+//! The helper: the process that becomes the sandbox's *supervisor* and forks the command.
 //!
-//! The [`HelperPlan`] arrives as JSON in `$LOCALGPT_SANDBOX_PLAN` (removed before exec, and kept
-//! out of `ps`), `argv[1..]` is the command; fd 3 is the report pipe.
-//! The environment was already scrubbed by the runner (the helper never sees the caller's
-//! secrets). The helper:
+//! It starts in one of two ways ([`crate::runner::HelperStart`]):
+//! - **exec** (the library's default, safe from a multithreaded host): the runner `posix_spawn`s
+//!   its own binary with `argv[0] = "localgpt-sandbox"`; the [`HelperPlan`] arrives as JSON in
+//!   `$LOCALGPT_SANDBOX_PLAN` (removed at once, and kept out of `ps`), `argv[1..]` is the command,
+//!   and the environment is already the scrubbed one;
+//! - **fork** (the CLI, which is single-threaded): a forked copy of the runner calls
+//!   [`run_helper`] with the plan in memory, which saves one `execve` per run. That copy still
+//!   holds the runner's memory, the caller's environment included, until it exits; the command
+//!   cannot read it (Landlock denies ptrace-mode access, `/proc/<pid>/environ` and `mem`
+//!   included, to processes outside its domain, and at Full the supervisor is outside the
+//!   command's PID namespace), and at Minimal level the runner's own memory is as reachable.
+//!
+//! Either way fd 3 is the report pipe, and the helper:
 //!
 //! 1. starts a new session, becomes a child subreaper, asks for `SIGTERM` if the runner dies,
 //!    and joins the per-run cgroup — this process stays as the *supervisor*;
 //! 2. forks the command process, which sets `PR_SET_PDEATHSIG(SIGKILL)`, applies the plan
-//!    ([`crate::linux::apply::apply_confinement`]), reports what it applied on fd 3 and execs;
+//!    ([`crate::linux::apply::apply_confinement`]), reports what it applied on fd 3 and execs
+//!    with the plan's environment;
 //! 3. the supervisor waits, kills every leftover descendant, and exits with the command's status.
 //!
 //! Report lines on fd 3: `R<json AppliedReport>` after confinement, `E<message>` when setup
@@ -61,6 +71,15 @@ pub fn helper_main() -> ! {
         Ok(v) => v,
         Err(e) => fail(&format!("command argument: {e}")),
     };
+    run_helper(&plan, &argv)
+}
+
+/// The helper's work once it has its plan and the command's argv: supervisor set-up, the
+/// namespaces (Full), the fork of the command (through PID 1 at Full) and supervision. Runs in
+/// the re-executed helper ([`helper_main`]) or in a forked copy of a single-threaded runner
+/// ([`crate::runner::HelperStart::Fork`]); either way fds 0–3 are in place and the process is
+/// single-threaded. Never returns.
+pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
     // SAFETY: plain syscalls on our own process.
     unsafe {
         if plan.confine && libc::setsid() < 0 {
@@ -109,13 +128,13 @@ pub fn helper_main() -> ! {
                 crate::timing::stamp("init_namespaces");
                 let cmd = fork_child();
                 if cmd == 0 {
-                    exec_confined(&plan, &argv);
+                    exec_confined(plan, argv);
                 }
                 // SAFETY: init keeps no copy of the report pipe.
                 unsafe { libc::close(REPORT_FD) };
                 supervise::run_init(cmd, status_pipe[1])
             }
-            None => exec_confined(&plan, &argv),
+            None => exec_confined(plan, argv),
         }
     }
     // SAFETY: the supervisor keeps no copy of the report pipe, so EOF means "exec done"; nor of

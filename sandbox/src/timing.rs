@@ -38,6 +38,15 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// In a forked copy of a process (the helper forked by the runner): forgets the stamps inherited
+/// from the parent and turns the stamps on or off as the child's own environment would.
+pub fn restart(enabled: bool) {
+    if let Ok(mut v) = STAMPS.lock() {
+        v.clear();
+    }
+    STATE.store(if enabled { 2 } else { 1 }, Ordering::Relaxed);
+}
+
 /// Records the time of `label` (no-op unless enabled).
 pub fn stamp(label: &'static str) {
     if enabled() {

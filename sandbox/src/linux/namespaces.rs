@@ -234,6 +234,7 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     if unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS) } != 0 {
         return Err(last_err("unshare(mount, net, ipc, uts)"));
     }
+    crate::timing::stamp("init_unshared");
     mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     for p in &ns.rw_binds {
         mount(Some(&p.to_string_lossy()), p, None, libc::MS_BIND | libc::MS_REC, None)?;
@@ -241,6 +242,7 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     for p in &ns.ro_binds {
         mount(Some(&p.to_string_lossy()), p, None, libc::MS_BIND, None)?;
     }
+    crate::timing::stamp("init_binds");
     make_all_readonly()?;
     for p in &ns.rw_binds {
         set_writable(p)?;
@@ -248,9 +250,11 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     for p in &ns.ro_binds {
         set_readonly(p)?;
     }
+    crate::timing::stamp("init_readonly");
     if ns.private_dev {
         private_dev(ns)?;
     }
+    crate::timing::stamp("init_dev");
     // Hold the read-only grants a tmpfs is about to cover, then bind them back inside it.
     let held = ns.tmpfs_ro_binds.iter().map(|p| Held::open(p)).collect::<Result<Vec<_>, _>>()?;
     for t in &ns.tmpfs {
@@ -260,6 +264,7 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
         h.bind_back(libc::MS_BIND | libc::MS_REC)?;
         set_readonly(&h.path)?;
     }
+    crate::timing::stamp("init_tmpfs");
     for m in &ns.masks {
         if ns.tmpfs.iter().any(|t| m.path.starts_with(t)) {
             continue; // already hidden by a fresh tmpfs
@@ -278,7 +283,9 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
             }
         }
     }
+    crate::timing::stamp("init_masks");
     mount(Some("proc"), Path::new("/proc"), Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)?;
+    crate::timing::stamp("init_proc");
     if let Some(name) = &ns.hostname {
         let host = name.as_bytes();
         // SAFETY: valid buffer and length.

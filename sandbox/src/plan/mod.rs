@@ -197,6 +197,19 @@ pub struct RunContext {
     pub uid_tasks: Option<u64>,
 }
 
+/// Whether a run at `level` uses the namespaces and mounts (private `/tmp` included): at Full,
+/// and also when the level fell to Minimal only because Landlock is missing (a 5.10 kernel, or
+/// Landlock left out of `lsm=`) while user namespaces work: read-only mounts, masks, a private
+/// /dev and PID/network isolation then carry what they can. An explicit `--level minimal` stays
+/// seccomp only.
+#[must_use]
+pub fn uses_namespaces(policy: &SandboxPolicy, caps: &Capabilities, level: SandboxLevel) -> bool {
+    let userns = caps.user_namespaces.as_ref().is_some_and(|u| u.available);
+    let mounts_without_landlock =
+        level == SandboxLevel::Minimal && policy.level == LevelSetting::Auto && caps.landlock.abi == 0 && userns;
+    level == SandboxLevel::Full || mounts_without_landlock
+}
+
 /// Builds the plan.
 ///
 /// # Errors
@@ -205,16 +218,7 @@ pub struct RunContext {
 pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) -> Result<Plan, SandboxError> {
     let level = choose_level(policy, caps)?;
     let confined = level > SandboxLevel::None;
-    // Namespaces at Full, and also when the level fell to Minimal only because Landlock is missing
-    // (a 5.10 kernel, or Landlock left out of `lsm=`) while user namespaces work: read-only
-    // mounts, masks, a private /dev and PID/network isolation then carry what they can. An
-    // explicit `--level minimal` stays seccomp only.
-    let userns = caps.user_namespaces.as_ref().is_some_and(|u| u.available);
-    let mounts_without_landlock = level == SandboxLevel::Minimal
-        && policy.level == LevelSetting::Auto
-        && caps.landlock.abi == 0
-        && userns;
-    let full = level == SandboxLevel::Full || mounts_without_landlock;
+    let full = uses_namespaces(policy, caps, level);
     let namespaces = full.then(|| namespaces::namespace_plan(policy, caps.uid, caps.gid));
     // At Full level existing credential paths are hidden by mounts, so Landlock grants need no
     // expansion around them; a credential path that does not exist at launch can only appear
