@@ -208,7 +208,9 @@ impl OutputSink for PassThrough {
 /// # Errors
 /// A failure with exit code 1 or 2 when nothing could be run.
 pub fn run(args: RunArgs) -> Result<i32, Failure> {
+    localgpt_sandbox::timing::stamp("args");
     let policy = resolve_policy(&args.policy)?;
+    localgpt_sandbox::timing::stamp("policy");
     let argv = if args.cmd.len() == 1 {
         vec!["bash".to_string(), "-c".to_string(), args.cmd[0].clone()]
     } else {
@@ -224,7 +226,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         }
     }
     install_cancel_handler();
-    let opts = RunOptions { stdin: if args.json { StdinMode::Null } else { StdinMode::Inherit }, helper_exe: None, helper_start: HelperStart::Fork, cancel: Some(&CANCEL) };
+    let opts = RunOptions { stdin: if args.json { StdinMode::Null } else { StdinMode::Inherit }, helper_exe: None, helper_start: HelperStart::Auto, cancel: Some(&CANCEL) };
     let result = if args.json {
         let mut sink = localgpt_sandbox::runner::CaptureSink::default();
         let mut r = prepared.run(&argv, &opts, &mut sink)?;

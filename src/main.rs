@@ -11,6 +11,7 @@ use clap::Parser;
 fn main() {
     localgpt_sandbox::dispatch();
     probe::dispatch();
+    localgpt_sandbox::timing::stamp("parse");
     let parsed = cli::Cli::parse();
     let outcome = match parsed.command {
         cli::Top::Sandbox(cli::SandboxCmd::Run(a)) => cli::run(a),

@@ -272,11 +272,17 @@ mod tests {
 /// is present in the run). `bench` stamps are taken by the benchmark around `posix_spawn` and
 /// `wait4`; `helper` stamps come from the helper's lines (`supervisor` or `command`, which share
 /// the stamps taken before the fork).
-pub const STAMPS: [(&str, &str, &str); 30] = [
+pub const STAMPS: [(&str, &str, &str); 36] = [
     ("bench", "spawn", "benchmark calls posix_spawn"),
-    ("cli", "start", "exec of the CLI: posix_spawn, execve, dynamic loading, Rust start-up"),
-    ("cli", "spawn_helper", "CLI: arguments, config, detection, policy, plan, scratch dir (Standard), cgroup creation"),
-    ("helper", "start", "fork of the CLI into the helper (the library's default: posix_spawn + execve + plan decode)"),
+    ("cli", "start", "exec of the CLI: posix_spawn, execve, Rust start-up"),
+    ("cli", "parse", "CLI: argv[0] (helper) and probe dispatch"),
+    ("cli", "args", "CLI: argument parsing (clap)"),
+    ("cli", "policy", "CLI: config file, workspace, policy"),
+    ("cli", "detected", "CLI: detection (Landlock ABI, seccomp, user namespaces, pids cgroup)"),
+    ("cli", "scratch", "CLI: per-run scratch dir (Standard: mkdtemp in /tmp)"),
+    ("cli", "planned", "CLI: plan (Landlock rules, namespaces, seccomp program, environment, protections)"),
+    ("cli", "spawn_helper", "CLI: signal handlers, per-run cgroup, pipes, single-thread check"),
+    ("helper", "start", "fork of the runner into the helper (from a multithreaded host: posix_spawn + execve + plan decode)"),
     ("helper", "plan_decoded", "helper: plan decode"),
     ("helper", "cgroup_join", "helper: setsid, subreaper, parent-death signal"),
     ("helper", "cgroup_joined", "helper: join the per-run cgroup (write cgroup.procs)"),

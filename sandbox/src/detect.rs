@@ -215,8 +215,8 @@ pub fn probe_user_namespaces() -> Feature {
 /// Finds a pids cgroup the caller may create children in.
 #[must_use]
 pub fn detect_cgroup_pids() -> Option<CgroupPids> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mountinfo = read_small("/proc/self/mountinfo")?;
+    let own = read_small("/proc/self/cgroup")?;
     let writable = |p: &PathBuf| {
         let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok();
         // SAFETY: access() with a valid C string.
@@ -256,7 +256,25 @@ pub fn detect_cgroup_pids() -> Option<CgroupPids> {
 }
 
 fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+    // SAFETY: uname fills a zeroed utsname; release is NUL-terminated by the kernel.
+    unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return String::new();
+        }
+        std::ffi::CStr::from_ptr(u.release.as_ptr()).to_string_lossy().into_owned()
+    }
+}
+
+/// Reads a small (proc or sys) file. `std::fs::read_to_string` sizes its buffer from the file's
+/// size, which procfs reports as 0, and then grows it from 32 bytes: ten reads for
+/// /proc/self/mountinfo instead of two. Run start-up reads several of these.
+pub(crate) fn read_small(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut buf = Vec::with_capacity(16 * 1024);
+    f.read_to_end(&mut buf).ok()?;
+    String::from_utf8(buf).ok()
 }
 
 /// A cheap prediction of whether unprivileged user namespaces work, from sysctls. The helper's own
@@ -269,12 +287,13 @@ pub fn predict_user_namespaces() -> Feature {
     }
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
-    predict_userns_from(|p| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()), root)
+    predict_userns_from(|p| read_small(p).map(|s| s.trim().to_string()), root)
 }
 
 /// The prediction itself, over a sysctl reader (pure, for tests).
 pub fn predict_userns_from(read: impl Fn(&str) -> Option<String>, root: bool) -> Feature {
-    if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+    let max = read("/proc/sys/user/max_user_namespaces");
+    if max.as_deref() == Some("0") {
         return Feature { available: false, detail: "user.max_user_namespaces = 0".into() };
     }
     if !root && read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
@@ -283,7 +302,7 @@ pub fn predict_userns_from(read: impl Fn(&str) -> Option<String>, root: bool) ->
     if !root && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
         return Feature { available: false, detail: "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)".into() };
     }
-    if read("/proc/self/ns/user").is_none() && read("/proc/sys/user/max_user_namespaces").is_none() {
+    if max.is_none() && read("/proc/self/ns/user").is_none() {
         return Feature { available: false, detail: "kernel built without user namespaces".into() };
     }
     Feature { available: true, detail: "predicted from sysctls; confirmed by the helper's unshare at run time".into() }

@@ -1,15 +1,15 @@
 //! The helper: the process that becomes the sandbox's *supervisor* and forks the command.
 //!
 //! It starts in one of two ways ([`crate::runner::HelperStart`]):
-//! - **exec** (the library's default, safe from a multithreaded host): the runner `posix_spawn`s
+//! - **exec** (from a multithreaded host, where only this is safe): the runner `posix_spawn`s
 //!   its own binary with `argv[0] = "localgpt-sandbox"`; the [`HelperPlan`] arrives as JSON in
 //!   `$LOCALGPT_SANDBOX_PLAN` (removed at once, and kept out of `ps`), `argv[1..]` is the command,
 //!   and the environment is already the scrubbed one;
-//! - **fork** (the CLI, which is single-threaded): a forked copy of the runner calls
-//!   [`run_helper`] with the plan in memory, which saves one `execve` per run. That copy still
-//!   holds the runner's memory, the caller's environment included, until it exits; the command
-//!   cannot read it (Landlock denies ptrace-mode access, `/proc/<pid>/environ` and `mem`
-//!   included, to processes outside its domain, and at Full the supervisor is outside the
+//! - **fork** (the default from a single-threaded process, the CLI's case): a forked copy of the
+//!   runner calls [`run_helper`] with the plan in memory, which saves one `execve` per run. That
+//!   copy still holds the runner's memory, the caller's environment included, until it exits;
+//!   the command cannot read it (Landlock denies ptrace-mode access, `/proc/<pid>/environ` and
+//!   `mem` included, to processes outside its domain, and at Full the supervisor is outside the
 //!   command's PID namespace), and at Minimal level the runner's own memory is as reachable.
 //!
 //! Either way fd 3 is the report pipe, and the helper:

@@ -71,15 +71,14 @@ pub enum StdinMode {
 /// How the runner starts the helper (see [`crate::helper`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum HelperStart {
-    /// `posix_spawn` of the helper binary ([`RunOptions::helper_exe`]): no code of the caller
-    /// runs in a forked copy of it, so it is safe from a multithreaded host. The default.
+    /// `fork` when the calling process has a single thread (the CLI, a single-threaded host):
+    /// the forked copy runs the helper code directly, one `execve` (~0.7 ms on a small VM) less
+    /// per run; otherwise as [`HelperStart::Exec`]. The default.
     #[default]
+    Auto,
+    /// Always `posix_spawn` the helper binary ([`RunOptions::helper_exe`]): no code of the
+    /// caller runs in a forked copy of it (what a multithreaded host gets under `Auto`).
     Exec,
-    /// `fork` of the calling process, whose copy runs the helper code directly: one `execve`
-    /// (~0.7 ms on a small VM) less per run. Only for a single-threaded caller (the CLI): the
-    /// runner checks the thread count first and uses [`HelperStart::Exec`] when there are
-    /// more threads. `helper_exe` is not used.
-    Fork,
 }
 
 /// Options of a run that are not policy.
@@ -87,7 +86,8 @@ pub enum HelperStart {
 pub struct RunOptions {
     /// stdin handling.
     pub stdin: StdinMode,
-    /// The binary that dispatches `localgpt-sandbox` (default `/proc/self/exe`).
+    /// The binary that dispatches `localgpt-sandbox` (default `/proc/self/exe`), when the
+    /// helper is exec'd.
     pub helper_exe: Option<PathBuf>,
     /// How the helper starts.
     pub helper_start: HelperStart,
@@ -298,6 +298,7 @@ pub struct PreparedRun {
 pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
     policy.validate()?;
     let caps = crate::detect::detect_quick();
+    crate::timing::stamp("detected");
     // The per-run scratch dir holds the redirected caches; with a private /tmp (namespaces) they
     // go there instead, so the dir would only cost a mkdtemp and an rmdir.
     let private_tmp = crate::plan::choose_level(policy, &caps).is_ok_and(|l| crate::plan::uses_namespaces(policy, &caps, l));
@@ -306,9 +307,11 @@ pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
     } else {
         None
     };
+    crate::timing::stamp("scratch");
     let uid_tasks = if !caps.is_root && caps.cgroup_pids.is_none() { Some(count_uid_tasks(caps.uid)) } else { None };
     let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks };
     let plan = make_plan(policy, &caps, &ctx)?;
+    crate::timing::stamp("planned");
     Ok(PreparedRun { plan, caps, policy: policy.clone(), _scratch: scratch })
 }
 
@@ -388,8 +391,7 @@ struct HelperFds {
 
 /// True when the calling process has exactly one thread (`/proc/self/status`).
 fn single_threaded() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
+    crate::detect::read_small("/proc/self/status")
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim() == "1")))
         .unwrap_or(false)
 }
@@ -545,7 +547,7 @@ pub fn run_plan(plan: &Plan, argv: &[String], opts: &RunOptions, sink: &mut dyn 
         .iter()
         .map(|(k, v)| cstr(format!("{k}={v}").as_bytes(), "environment variable"))
         .collect::<Result<_, _>>()?;
-    let fork = opts.helper_start == HelperStart::Fork && single_threaded();
+    let fork = opts.helper_start == HelperStart::Auto && single_threaded();
     if !fork {
         let plan_json = serde_json::to_vec(&helper_plan).map_err(|e| SandboxError::Plan(e.to_string()))?;
         let mut plan_var = format!("{}=", crate::helper::PLAN_ENV).into_bytes();
