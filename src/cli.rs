@@ -61,7 +61,7 @@ pub struct TestArgs {
 }
 
 /// Flags that shape the policy (shared by `run` and `explain`).
-#[derive(Args, Clone, Default)]
+#[derive(Args, Clone, Default, Debug, PartialEq, Eq)]
 pub struct PolicyArgs {
     /// workspace-write (default), read-only or full-access.
     #[arg(long)]
@@ -98,7 +98,7 @@ pub struct PolicyArgs {
     pub keep_env: Vec<String>,
 }
 
-#[derive(Args)]
+#[derive(Args, Default, Debug, PartialEq, Eq)]
 pub struct RunArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
@@ -111,6 +111,76 @@ pub struct RunArgs {
     /// The command.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub cmd: Vec<String>,
+}
+
+/// `localgpt sandbox run …` parsed without clap, for the common shapes only: long flags
+/// (`--flag value` or `--flag=value`), then `--` and the command. Anything else — a short flag,
+/// `--help`, an unknown or repeated single-valued flag, a value that starts with `-`, an empty
+/// or non-UTF-8 value, a number that does not parse, no command — returns `None`, and clap
+/// parses (and reports) it. Building clap's parser is ~0.13 ms of every run's start-up; the
+/// test `fast_run_parse_agrees_with_clap` checks both parsers agree.
+pub fn fast_run_args(args: &[std::ffi::OsString]) -> Option<RunArgs> {
+    let mut it = args.iter().map(|a| a.to_str());
+    if it.next().is_none() || it.next()? != Some("sandbox") || it.next()? != Some("run") {
+        return None;
+    }
+    let mut r = RunArgs::default();
+    fn once<T>(slot: &mut Option<T>, v: T) -> Option<()> {
+        if slot.is_some() {
+            return None;
+        }
+        *slot = Some(v);
+        Some(())
+    }
+    loop {
+        let a = it.next()??;
+        if a == "--" {
+            break;
+        }
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (a, None),
+        };
+        let flag = |b: &mut bool| -> Option<()> {
+            if inline.is_some() || *b {
+                return None;
+            }
+            *b = true;
+            Some(())
+        };
+        match name {
+            "--json" => flag(&mut r.json)?,
+            "--quiet" => flag(&mut r.quiet)?,
+            "--dangerously-allow-full-access" => flag(&mut r.policy.dangerously_allow_full_access)?,
+            _ => {
+                let v = match inline {
+                    Some(v) => v,
+                    None => it.next()??,
+                };
+                if v.is_empty() || v.starts_with('-') {
+                    return None;
+                }
+                let p = &mut r.policy;
+                match name {
+                    "--mode" => once(&mut p.mode, v.to_string())?,
+                    "--workspace" => once(&mut p.workspace, PathBuf::from(v))?,
+                    "--allow-read" => p.allow_read.push(PathBuf::from(v)),
+                    "--allow-write" => p.allow_write.push(PathBuf::from(v)),
+                    "--deny" => p.deny.push(PathBuf::from(v)),
+                    "--timeout" => once(&mut p.timeout, v.parse().ok()?)?,
+                    "--max-output" => once(&mut p.max_output, v.parse().ok()?)?,
+                    "--require" => once(&mut p.require, v.to_string())?,
+                    "--level" => once(&mut p.level, v.to_string())?,
+                    "--keep-env" => p.keep_env.push(v.to_string()),
+                    _ => return None,
+                }
+            }
+        }
+    }
+    for a in it {
+        r.cmd.push(a?.to_string());
+    }
+    (!r.cmd.is_empty()).then_some(r)
 }
 
 #[derive(Args)]
@@ -282,4 +352,65 @@ pub fn explain(args: ExplainArgs) -> Result<i32, Failure> {
         print!("{}", render::explain_text(&policy, &plan));
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<std::ffi::OsString> {
+        v.iter().map(std::ffi::OsString::from).collect()
+    }
+
+    fn clap_run(v: &[&str]) -> Option<RunArgs> {
+        match Cli::try_parse_from(os(v)).ok()?.command {
+            Top::Sandbox(SandboxCmd::Run(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn fast_run_parse_agrees_with_clap() {
+        let fast_shapes: &[&[&str]] = &[
+            &["localgpt", "sandbox", "run", "--", "echo hi"],
+            &["localgpt", "sandbox", "run", "--quiet", "--level", "standard", "--workspace", "/w", "--", "/bin/true", "x"],
+            &["localgpt", "sandbox", "run", "--json", "--level=full", "--timeout", "5", "--max-output=100", "--", "a", "--", "-b"],
+            &["localgpt", "sandbox", "run", "--allow-read", "/a", "--allow-read=/b", "--allow-write", "/c", "--deny", "/d", "--keep-env", "X",
+                "--keep-env=Y", "--mode", "read-only", "--require", "standard", "--", "cmd"],
+            &["localgpt", "sandbox", "run", "--dangerously-allow-full-access", "--level", "none", "--", "x"],
+            &["/abs/path/localgpt", "sandbox", "run", "--workspace", "rel/dir", "--", "x", "y z"],
+        ];
+        for v in fast_shapes {
+            let fast = fast_run_args(&os(v)).unwrap_or_else(|| panic!("fast path declined {v:?}"));
+            assert_eq!(Some(fast), clap_run(v), "{v:?}");
+        }
+        // Shapes the fast path must hand to clap (which accepts or rejects them itself).
+        let clap_shapes: &[&[&str]] = &[
+            &["localgpt", "sandbox", "run", "echo"],
+            &["localgpt", "sandbox", "run", "--"],
+            &["localgpt", "sandbox", "run", "--help"],
+            &["localgpt", "sandbox", "run", "-q", "--", "x"],
+            &["localgpt", "sandbox", "run", "--level", "full", "--level", "standard", "--", "x"],
+            &["localgpt", "sandbox", "run", "--json", "--json", "--", "x"],
+            &["localgpt", "sandbox", "run", "--json=1", "--", "x"],
+            &["localgpt", "sandbox", "run", "--timeout", "soon", "--", "x"],
+            &["localgpt", "sandbox", "run", "--timeout", "-1", "--", "x"],
+            &["localgpt", "sandbox", "run", "--workspace", "", "--", "x"],
+            &["localgpt", "sandbox", "run", "--workspace", "--", "x"],
+            &["localgpt", "sandbox", "run", "--unknown", "v", "--", "x"],
+            &["localgpt", "sandbox", "run", "--level"],
+            &["localgpt", "sandbox", "explain", "--", "x"],
+            &["localgpt", "--version"],
+            &["localgpt"],
+        ];
+        for v in clap_shapes {
+            assert_eq!(fast_run_args(&os(v)), None, "{v:?}");
+        }
+        // Whatever the fast path accepts, clap parses identically.
+        for v in fast_shapes.iter().chain(clap_shapes) {
+            if let Some(f) = fast_run_args(&os(v)) {
+                assert_eq!(Some(f), clap_run(v), "{v:?}");
+            }
+        }
+    }
 }

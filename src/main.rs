@@ -12,8 +12,12 @@ fn main() {
     localgpt_sandbox::dispatch();
     probe::dispatch();
     localgpt_sandbox::timing::stamp("parse");
-    let parsed = cli::Cli::parse();
-    let outcome = match parsed.command {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let command = match cli::fast_run_args(&args) {
+        Some(run) => cli::Top::Sandbox(cli::SandboxCmd::Run(run)),
+        None => cli::Cli::parse_from(args).command,
+    };
+    let outcome = match command {
         cli::Top::Sandbox(cli::SandboxCmd::Run(a)) => cli::run(a),
         cli::Top::Sandbox(cli::SandboxCmd::Status(a)) => cli::status(a),
         cli::Top::Sandbox(cli::SandboxCmd::Explain(a)) => cli::explain(a),
