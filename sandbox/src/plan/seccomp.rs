@@ -1,14 +1,29 @@
 //! The seccomp rule table and its compilation to a BPF program.
 //!
 //! Every rule sits in [`seccomp_table`] with its reason; `explain` prints that table. The program
-//! is compiled in the parent (the helper only loads it) and is a hand-written prologue followed
-//! by a seccompiler-generated deny list:
+//! is compiled in the parent (the helper only loads it) by [`compile`], our own classic-BPF
+//! compiler:
 //!
-//! 1. architecture ≠ x86_64 → kill the process (i386 `int 0x80`, `socketcall`);
-//! 2. x32 syscall numbers (`nr & 0x40000000`) → `EPERM` (seccompiler does not check them);
-//! 3. `clone3` and `openat2` → `ENOSYS` (their flags and mode live in
-//!    memory, so libc and careful callers fall back to `clone`/`openat`);
-//! 4. the table → `EPERM`; everything else allowed.
+//! 1. prologue: architecture ≠ x86_64 → kill the process (i386 `int 0x80`, `socketcall`);
+//!    x32 syscall numbers (`nr & 0x40000000`) → `EPERM`; the table's `ENOSYS` rows (`clone3`,
+//!    `openat2`) → `ENOSYS` (their flags and mode live in memory, so libc and careful callers
+//!    fall back to `clone`/`openat`);
+//! 2. a balanced binary decision tree on the syscall number: the numbers are cut into intervals
+//!    with one outcome each (allow, `EPERM`, or a syscall's argument handler; neighbouring
+//!    intervals with the same constant outcome merged), and each node is one `JGE start`
+//!    splitting them in half, so every syscall number is decided after about log2(intervals)
+//!    jumps instead of a walk down a linear chain. A conditional jump reaching further than 255
+//!    instructions (`jt`/`jf` are one byte) goes through a `JA` trampoline;
+//! 3. per syscall with argument conditions, a handler: the rules in table order (OR), each an AND
+//!    of tests on the argument's low 32 bits (`seccomp_data.args[i]` at offset 16 + 8i,
+//!    little-endian) that jump to the rule's action; no rule holds → allow (an unconditional
+//!    row ends the list: its action is the fallback instead). One-bit tests are a
+//!    single `JSET` (and a run of one-bit rules on the same argument one `JSET` of all the bits);
+//!    an argument already in A is not reloaded;
+//! 4. shared `RET` instructions at the end. Syscalls not in the table are allowed.
+//!
+//! Loading the filter is cheap because the kernel emulates it once per syscall number to build
+//! its action cache and converts every instruction: a short, shallow program keeps both small.
 //!
 //! [`truncate_guard_rules`] are added below Landlock ABI 3 without a mount namespace (Standard):
 //! there Landlock controls neither `truncate(2)` nor `open(O_RDONLY|O_TRUNC)` on a file it lets
@@ -48,7 +63,7 @@ pub enum ArgCondition {
         /// Bits.
         bits: u32,
     },
-    /// `arg & mask == value`.
+    /// `arg & mask == value` (`value` must lie within `mask`; [`compile`] rejects it otherwise).
     Masked {
         /// Argument index.
         arg: u8,
@@ -251,69 +266,445 @@ pub fn unpack(i: PackedInsn) -> (u16, u8, u8, u32) {
 }
 
 const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_JA: u16 = 0x05;
 const BPF_JEQ_K: u16 = 0x15;
+const BPF_JGE_K: u16 = 0x35;
 const BPF_JSET_K: u16 = 0x45;
+const BPF_AND_K: u16 = 0x54;
 const BPF_RET_K: u16 = 0x06;
 const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
+const RET_ALLOW: u32 = 0x7fff_0000;
+/// `offsetof(struct seccomp_data, arch)`.
+const DATA_ARCH: u32 = 4;
+/// `offsetof(struct seccomp_data, nr)`.
+const DATA_NR: u32 = 0;
+/// `offsetof(struct seccomp_data, args)`; `args[i]` is 8 bytes, its low word first (little-endian).
+const DATA_ARGS: u32 = 16;
+/// The x32 ABI bit of a syscall number.
+const X32_BIT: u32 = 0x4000_0000;
+/// The kernel's `BPF_MAXINSNS`.
+const MAX_INSNS: usize = 4096;
+/// Conditional jump offsets (`jt`/`jf`) are one byte.
+const MAX_COND_JUMP: usize = u8::MAX as usize;
 
-/// Compiles the table into a BPF program.
+/// A jump target, bound to a position of the program by [`Asm::bind`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Label(usize);
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    /// A non-jumping instruction (load, ALU, return).
+    Stmt(u16, u32),
+    /// A conditional jump `code k` to `jt` if true, `jf` if false.
+    Jump { code: u16, k: u32, jt: Label, jf: Label },
+    /// An unconditional jump.
+    Ja(Label),
+    /// Binds a label to the next instruction.
+    Bind(Label),
+}
+
+/// A tiny classic-BPF assembler with symbolic (forward) labels.
+///
+/// A conditional jump whose target lies more than 255 instructions ahead gets a `JA` trampoline
+/// (32-bit offset) right after it: `jt`/`jf` then point at the trampoline.
+#[derive(Default)]
+struct Asm {
+    ops: Vec<Op>,
+    labels: usize,
+}
+
+impl Asm {
+    fn label(&mut self) -> Label {
+        self.labels += 1;
+        Label(self.labels - 1)
+    }
+
+    fn bind(&mut self, l: Label) {
+        self.ops.push(Op::Bind(l));
+    }
+
+    fn stmt(&mut self, code: u16, k: u32) {
+        self.ops.push(Op::Stmt(code, k));
+    }
+
+    fn jump(&mut self, code: u16, k: u32, jt: Label, jf: Label) {
+        self.ops.push(Op::Jump { code, k, jt, jf });
+    }
+
+    fn ja(&mut self, l: Label) {
+        self.ops.push(Op::Ja(l));
+    }
+
+    /// Addresses of every op and of every label, given which jump sides use a trampoline.
+    fn layout(&self, far: &[[bool; 2]]) -> Result<(Vec<usize>, Vec<usize>), String> {
+        let mut at = Vec::with_capacity(self.ops.len());
+        let mut label_at = vec![None; self.labels];
+        let mut addr = 0usize;
+        for (op, f) in self.ops.iter().zip(far) {
+            at.push(addr);
+            match op {
+                Op::Bind(l) => {
+                    let slot = label_at.get_mut(l.0).ok_or("seccomp compiler: unknown label")?;
+                    if slot.replace(addr).is_some() {
+                        return Err("seccomp compiler: label bound twice".into());
+                    }
+                }
+                Op::Jump { .. } => addr += 1 + usize::from(f[0]) + usize::from(f[1]),
+                Op::Stmt(..) | Op::Ja(_) => addr += 1,
+            }
+        }
+        let label_at = label_at.into_iter().collect::<Option<Vec<_>>>().ok_or("seccomp compiler: unbound label")?;
+        Ok((at, label_at))
+    }
+
+    /// Resolves the labels into a program (forward jumps only, as cBPF requires).
+    fn assemble(&self) -> Result<Vec<PackedInsn>, String> {
+        let fwd = |from: usize, to: usize| to.checked_sub(from + 1).ok_or("seccomp compiler: backward jump");
+        // Trampolines only lengthen jumps, so marking sides until none is too far terminates.
+        let mut far = vec![[false; 2]; self.ops.len()];
+        let (at, label_at) = loop {
+            let (at, label_at) = self.layout(&far)?;
+            let mut changed = false;
+            for (i, op) in self.ops.iter().enumerate() {
+                if let Op::Jump { jt, jf, .. } = op {
+                    for (side, l) in [*jt, *jf].into_iter().enumerate() {
+                        if !far[i][side] && fwd(at[i], label_at[l.0])? > MAX_COND_JUMP {
+                            far[i][side] = true;
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                break (at, label_at);
+            }
+        };
+        let short = |from: usize, l: Label| -> Result<u8, String> {
+            u8::try_from(fwd(from, label_at[l.0])?).map_err(|_| "seccomp compiler: jump too far".to_string())
+        };
+        let long = |from: usize, l: Label| -> Result<u32, String> {
+            u32::try_from(fwd(from, label_at[l.0])?).map_err(|_| "seccomp compiler: jump too far".to_string())
+        };
+        let mut prog = Vec::new();
+        for (i, op) in self.ops.iter().enumerate() {
+            match *op {
+                Op::Bind(_) => {}
+                Op::Stmt(code, k) => prog.push(pack(code, 0, 0, k)),
+                Op::Ja(l) => prog.push(pack(BPF_JA, 0, 0, long(at[i], l)?)),
+                Op::Jump { code, k, jt, jf } => {
+                    let [ft, ff] = far[i];
+                    // Trampolines sit right after the jump: jt's first, then jf's.
+                    let t = if ft { 0 } else { short(at[i], jt)? };
+                    let f = if ff { u8::from(ft) } else { short(at[i], jf)? };
+                    prog.push(pack(code, t, f, k));
+                    if ft {
+                        prog.push(pack(BPF_JA, 0, 0, long(at[i] + 1, jt)?));
+                    }
+                    if ff {
+                        prog.push(pack(BPF_JA, 0, 0, long(at[i] + 1 + usize::from(ft), jf)?));
+                    }
+                }
+            }
+        }
+        Ok(prog)
+    }
+}
+
+/// One argument test, normalised from an [`ArgCondition`] (all on the argument's low 32 bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Test {
+    /// `(arg & mask) == value`, or `!=` when `negate`; `mask == u32::MAX` needs no `AND`.
+    Cmp { arg: u8, mask: u32, value: u32, negate: bool },
+    /// `arg & bits != 0` (one `JSET`), or `== 0` when `negate`.
+    AnyBit { arg: u8, bits: u32, negate: bool },
+}
+
+impl Test {
+    /// The test for a condition, `None` when it always holds (an empty mask).
+    fn new(c: &ArgCondition) -> Result<Option<Test>, String> {
+        let (arg, mask, value, negate) = match *c {
+            ArgCondition::Eq { arg, value } => (arg, u32::MAX, value, false),
+            ArgCondition::Ne { arg, value } => (arg, u32::MAX, value, true),
+            ArgCondition::HasBits { arg, bits } => (arg, bits, bits, false),
+            ArgCondition::Masked { arg, mask, value } => (arg, mask, value, false),
+        };
+        if arg > 5 {
+            return Err(format!("argument index {arg} out of range (0..=5)"));
+        }
+        if value & !mask != 0 {
+            return Err(format!("value {value:#x} has bits outside mask {mask:#x}: the rule could never match"));
+        }
+        Ok(if mask == 0 {
+            // (arg & 0) == 0 always holds (value is 0 here, checked above); `Ne` has a full mask.
+            None
+        } else if mask != u32::MAX && value == 0 {
+            Some(Test::AnyBit { arg, bits: mask, negate: !negate })
+        } else if mask.is_power_of_two() && value == mask {
+            Some(Test::AnyBit { arg, bits: mask, negate })
+        } else {
+            Some(Test::Cmp { arg, mask, value, negate })
+        })
+    }
+
+    fn arg(self) -> u8 {
+        match self {
+            Test::Cmp { arg, .. } | Test::AnyBit { arg, .. } => arg,
+        }
+    }
+}
+
+/// One rule of a syscall's handler: all `tests` hold (AND) → `action`.
+#[derive(Clone, Debug)]
+struct Rule {
+    tests: Vec<Test>,
+    action: u32,
+}
+
+/// What the tree's leaf for an interval of syscall numbers does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Leaf {
+    /// Return this action.
+    Ret(u32),
+    /// Run handler `i` (argument tests).
+    Handler(usize),
+}
+
+/// A syscall's handler: the first rule that holds decides (OR), else `otherwise`.
+#[derive(Clone, Debug)]
+struct Handler {
+    rules: Vec<Rule>,
+    otherwise: u32,
+}
+
+impl Handler {
+    /// Rules in table order up to the first unconditional one (which becomes `otherwise`); runs of
+    /// one-bit `HasBits` rules on the same argument with the same action become one `JSET`.
+    fn new(rows: Vec<Rule>) -> Handler {
+        let mut rules: Vec<Rule> = Vec::new();
+        for r in rows {
+            if r.tests.is_empty() {
+                return Handler { rules, otherwise: r.action };
+            }
+            if let (Some(prev), [Test::AnyBit { arg, bits, negate: false }]) = (rules.last_mut(), r.tests.as_slice()) {
+                if let [Test::AnyBit { arg: parg, bits: pbits, negate: false }] = prev.tests.as_mut_slice() {
+                    if parg == arg && prev.action == r.action {
+                        *pbits |= *bits;
+                        continue;
+                    }
+                }
+            }
+            rules.push(r);
+        }
+        Handler { rules, otherwise: RET_ALLOW }
+    }
+}
+
+/// The syscall number of a table row, checked to be a plain x86_64 number.
+fn row_nr(r: &SeccompRuleSpec) -> Result<u32, String> {
+    u32::try_from(r.nr)
+        .ok()
+        .filter(|n| n & X32_BIT == 0)
+        .ok_or_else(|| format!("{}: syscall number {} out of range", r.syscall, r.nr))
+}
+
+/// Builds the program for [`compile`]; the tree, handlers and return labels live here.
+struct Builder {
+    asm: Asm,
+    handlers: Vec<(Label, Handler)>,
+    rets: Vec<(u32, Label)>,
+}
+
+impl Builder {
+    /// The shared `RET action` instruction (emitted once, at the end).
+    fn ret(&mut self, action: u32) -> Label {
+        if let Some(&(_, l)) = self.rets.iter().find(|(a, _)| *a == action) {
+            return l;
+        }
+        let l = self.asm.label();
+        self.rets.push((action, l));
+        l
+    }
+
+    fn leaf(&mut self, leaf: Leaf) -> Label {
+        match leaf {
+            Leaf::Ret(a) => self.ret(a),
+            Leaf::Handler(i) => self.handlers[i].0,
+        }
+    }
+
+    /// The entry of the subtree deciding among `iv[lo..=hi]`: a leaf's target, or a new label.
+    fn entry(&mut self, iv: &[(u32, Leaf)], lo: usize, hi: usize) -> Label {
+        if lo == hi {
+            self.leaf(iv[lo].1)
+        } else {
+            self.asm.label()
+        }
+    }
+
+    /// Emits the balanced tree over the intervals `iv[lo..=hi]` (`lo < hi`), A = nr:
+    /// `JGE start(mid)` → right half, else left half; left half first, so `jf` falls through.
+    fn tree(&mut self, iv: &[(u32, Leaf)], lo: usize, hi: usize, entry: Label) {
+        self.asm.bind(entry);
+        let mid = lo + (hi - lo).div_ceil(2);
+        let left = self.entry(iv, lo, mid - 1);
+        let right = self.entry(iv, mid, hi);
+        self.asm.jump(BPF_JGE_K, iv[mid].0, right, left);
+        if lo < mid - 1 {
+            self.tree(iv, lo, mid - 1, left);
+        }
+        if mid < hi {
+            self.tree(iv, mid, hi, right);
+        }
+    }
+
+    /// Emits one test jumping to `pass` or `fail`; `a` tracks which argument A holds unmodified.
+    fn test(&mut self, t: Test, a: &mut Option<u8>, pass: Label, fail: Label) {
+        let arg = t.arg();
+        if *a != Some(arg) {
+            self.asm.stmt(BPF_LD_W_ABS, DATA_ARGS + 8 * u32::from(arg));
+            *a = Some(arg);
+        }
+        let (code, k, negate) = match t {
+            Test::AnyBit { bits, negate, .. } => (BPF_JSET_K, bits, negate),
+            Test::Cmp { mask, value, negate, .. } => {
+                if mask != u32::MAX {
+                    self.asm.stmt(BPF_AND_K, mask);
+                    *a = None;
+                }
+                (BPF_JEQ_K, value, negate)
+            }
+        };
+        let (jt, jf) = if negate { (fail, pass) } else { (pass, fail) };
+        self.asm.jump(code, k, jt, jf);
+    }
+
+    /// Emits handler `i`: rule after rule, each a chain of tests; A is reloaded only when needed.
+    fn handler(&mut self, i: usize) {
+        let (entry, h) = self.handlers[i].clone();
+        self.asm.bind(entry);
+        let otherwise = self.ret(h.otherwise);
+        let mut a = None; // A = nr at the entry
+        for (ri, rule) in h.rules.iter().enumerate() {
+            let fail = if ri + 1 == h.rules.len() { otherwise } else { self.asm.label() };
+            let done = self.ret(rule.action);
+            // What A holds when this rule fails: the same at every failing test, or unknown.
+            let mut a_at_fail: Option<Option<u8>> = None;
+            for (ti, t) in rule.tests.iter().enumerate() {
+                let pass = if ti + 1 == rule.tests.len() { done } else { self.asm.label() };
+                self.test(*t, &mut a, pass, fail);
+                a_at_fail = Some(match a_at_fail {
+                    Some(prev) if prev != a => None,
+                    _ => a,
+                });
+                if pass != done {
+                    self.asm.bind(pass);
+                }
+            }
+            if fail != otherwise {
+                self.asm.bind(fail);
+            }
+            a = a_at_fail.flatten();
+        }
+    }
+}
+
+/// Compiles the table into a BPF program (layout in the module docs).
 ///
 /// # Errors
-/// A message if seccompiler rejects a rule (a bug in the table).
+/// A message if a row cannot be compiled (a bug in the table): a conditional `ENOSYS` row, a
+/// syscall number outside the x86_64 range, an argument index above 5, a `Masked` value with bits
+/// outside its mask, or a program longer than the kernel's 4096 instructions.
 pub fn compile(table: &[SeccompRuleSpec]) -> Result<Vec<PackedInsn>, String> {
-    use seccompiler::{SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition, SeccompFilter,
-        SeccompRule, TargetArch};
     let eperm = RET_ERRNO | libc::EPERM as u32;
-    let mut prog = vec![
-        pack(BPF_LD_W_ABS, 0, 0, 4), // seccomp_data.arch
-        pack(BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
-        pack(BPF_RET_K, 0, 0, RET_KILL_PROCESS),
-        pack(BPF_LD_W_ABS, 0, 0, 0), // seccomp_data.nr
-        pack(BPF_JSET_K, 0, 1, 0x4000_0000),
-        pack(BPF_RET_K, 0, 0, eperm),
-    ];
-    // Unconditional ENOSYS rows (clone3 first, always present) in the prologue, once per syscall.
-    let mut enosys_seen = Vec::new();
+    let enosys = RET_ERRNO | libc::ENOSYS as u32;
+    // Unconditional ENOSYS rows (clone3 first, always present) go in the prologue, once per syscall.
+    let mut enosys_nrs: Vec<u32> = Vec::new();
     for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Enosys) {
         if !r.conditions.is_empty() {
             return Err(format!("{}: conditional ENOSYS rules are not supported", r.syscall));
         }
-        if enosys_seen.contains(&r.nr) {
-            continue;
+        let nr = row_nr(r)?;
+        if !enosys_nrs.contains(&nr) {
+            enosys_nrs.push(nr);
         }
-        enosys_seen.push(r.nr);
-        prog.push(pack(BPF_JEQ_K, 0, 1, r.nr as u32));
-        prog.push(pack(BPF_RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32));
     }
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Eperm) {
-        let entry = rules.entry(r.nr).or_default();
-        if !r.conditions.is_empty() {
-            let mut conds = Vec::new();
-            for c in &r.conditions {
-                let cond = match *c {
-                    ArgCondition::Ne { arg, value } => SeccompCondition::new(arg, Len::Dword, Op::Ne, u64::from(value)),
-                    ArgCondition::Eq { arg, value } => SeccompCondition::new(arg, Len::Dword, Op::Eq, u64::from(value)),
-                    ArgCondition::HasBits { arg, bits } => {
-                        SeccompCondition::new(arg, Len::Dword, Op::MaskedEq(u64::from(bits)), u64::from(bits))
-                    }
-                    ArgCondition::Masked { arg, mask, value } => {
-                        SeccompCondition::new(arg, Len::Dword, Op::MaskedEq(u64::from(mask)), u64::from(value))
-                    }
-                }
-                .map_err(|e| format!("{}: {e}", r.syscall))?;
-                conds.push(cond);
+    // The other rows, per syscall in table order (a syscall answered ENOSYS never gets here).
+    let mut rows: BTreeMap<u32, Vec<Rule>> = BTreeMap::new();
+    for r in table.iter().filter(|r| r.nr >= 0 && r.action != SeccompDeny::Enosys) {
+        let nr = row_nr(r)?;
+        let mut tests = Vec::new();
+        for c in &r.conditions {
+            tests.extend(Test::new(c).map_err(|e| format!("{}: {e}", r.syscall))?);
+        }
+        let action = if r.action == SeccompDeny::KillProcess { RET_KILL_PROCESS } else { eperm };
+        if !enosys_nrs.contains(&nr) {
+            rows.entry(nr).or_default().push(Rule { tests, action });
+        }
+    }
+
+    let mut b = Builder { asm: Asm::default(), handlers: Vec::new(), rets: Vec::new() };
+    // Intervals of syscall numbers [start, next start) with one leaf each, starting at 0; adjacent
+    // intervals with the same constant action are merged.
+    let mut iv: Vec<(u32, Leaf)> = vec![(0, Leaf::Ret(RET_ALLOW))];
+    for (nr, rules) in rows {
+        let h = Handler::new(rules);
+        let leaf = if h.rules.is_empty() {
+            Leaf::Ret(h.otherwise)
+        } else {
+            let l = b.asm.label();
+            b.handlers.push((l, h));
+            Leaf::Handler(b.handlers.len() - 1)
+        };
+        for (start, leaf) in [(nr, leaf), (nr + 1, Leaf::Ret(RET_ALLOW))] {
+            if iv.last().is_some_and(|last| last.0 == start) {
+                iv.pop(); // an empty interval (the ALLOW gap after nr - 1)
             }
-            entry.push(SeccompRule::new(conds).map_err(|e| format!("{}: {e}", r.syscall))?);
+            match iv.last() {
+                Some(last) if last.1 == leaf && matches!(leaf, Leaf::Ret(_)) => {}
+                _ => iv.push((start, leaf)),
+            }
         }
     }
-    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), TargetArch::x86_64)
-        .map_err(|e| e.to_string())?;
-    let body: seccompiler::BpfProgram = filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?;
-    prog.extend(body.iter().map(|i| pack(i.code, i.jt, i.jf, i.k)));
-    if prog.len() > 4096 {
+
+    // Prologue.
+    let a = &mut b.asm;
+    let (arch_ok, kill) = (a.label(), a.label());
+    a.stmt(BPF_LD_W_ABS, DATA_ARCH);
+    a.jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, arch_ok, kill);
+    a.bind(kill);
+    a.stmt(BPF_RET_K, RET_KILL_PROCESS);
+    a.bind(arch_ok);
+    a.stmt(BPF_LD_W_ABS, DATA_NR);
+    let (x32, native) = (a.label(), a.label());
+    a.jump(BPF_JSET_K, X32_BIT, x32, native);
+    a.bind(x32);
+    a.stmt(BPF_RET_K, eperm);
+    a.bind(native);
+    for nr in enosys_nrs {
+        let (hit, miss) = (a.label(), a.label());
+        a.jump(BPF_JEQ_K, nr, hit, miss);
+        a.bind(hit);
+        a.stmt(BPF_RET_K, enosys);
+        a.bind(miss);
+    }
+    // Tree (A = nr), handlers, shared returns.
+    let root = b.entry(&iv, 0, iv.len() - 1);
+    if iv.len() == 1 {
+        b.asm.ja(root);
+    } else {
+        b.tree(&iv, 0, iv.len() - 1, root);
+    }
+    for i in 0..b.handlers.len() {
+        b.handler(i);
+    }
+    for (action, l) in std::mem::take(&mut b.rets) {
+        b.asm.bind(l);
+        b.asm.stmt(BPF_RET_K, action);
+    }
+    let prog = b.asm.assemble()?;
+    if prog.len() > MAX_INSNS {
         return Err(format!("seccomp program too long ({} instructions)", prog.len()));
     }
     Ok(prog)
@@ -364,16 +755,486 @@ mod tests {
     fn program_starts_with_arch_x32_and_clone3_prologue() {
         let p = compile(&seccomp_table()).unwrap();
         assert_eq!(unpack(p[0]), (BPF_LD_W_ABS, 0, 0, 4));
-        assert_eq!(unpack(p[1]).3, AUDIT_ARCH_X86_64);
-        assert_eq!(unpack(p[2]).3, RET_KILL_PROCESS);
+        assert_eq!(unpack(p[1]), (BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64));
+        assert_eq!(unpack(p[2]), (BPF_RET_K, 0, 0, RET_KILL_PROCESS));
+        assert_eq!(unpack(p[3]), (BPF_LD_W_ABS, 0, 0, 0));
         assert_eq!(unpack(p[4]), (BPF_JSET_K, 0, 1, 0x4000_0000));
+        assert_eq!(unpack(p[5]), (BPF_RET_K, 0, 0, RET_ERRNO | libc::EPERM as u32));
+        assert_eq!(unpack(p[6]), (BPF_JEQ_K, 0, 1, nr::CLONE3 as u32));
         assert_eq!(unpack(p[7]).3, RET_ERRNO | libc::ENOSYS as u32);
         assert!(p.len() > 40);
-        for i in &p {
-            assert_eq!(unpack(*i), {
-                let (c, t, f, k) = unpack(*i);
-                (c, t, f, k)
-            });
+        check_structure(&p);
+    }
+
+    // ---- a classic-BPF interpreter and the seccompiler-built reference ---------------------
+
+    const AUDIT_ARCH_I386: u32 = 0x4000_0003;
+    const EPERM: u32 = RET_ERRNO | libc::EPERM as u32;
+    const ENOSYS: u32 = RET_ERRNO | libc::ENOSYS as u32;
+    const BPF_JGT_K: u16 = 0x25;
+
+    /// The old `compile`: the same prologue, then seccompiler's linear chain. The reference.
+    fn reference(table: &[SeccompRuleSpec]) -> Vec<PackedInsn> {
+        use seccompiler::{SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition, SeccompFilter,
+            SeccompRule, TargetArch};
+        let mut prog = vec![
+            pack(BPF_LD_W_ABS, 0, 0, 4),
+            pack(BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+            pack(BPF_RET_K, 0, 0, RET_KILL_PROCESS),
+            pack(BPF_LD_W_ABS, 0, 0, 0),
+            pack(BPF_JSET_K, 0, 1, 0x4000_0000),
+            pack(BPF_RET_K, 0, 0, EPERM),
+        ];
+        let mut enosys_seen = Vec::new();
+        for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Enosys) {
+            if !enosys_seen.contains(&r.nr) {
+                enosys_seen.push(r.nr);
+                prog.push(pack(BPF_JEQ_K, 0, 1, r.nr as u32));
+                prog.push(pack(BPF_RET_K, 0, 0, ENOSYS));
+            }
+        }
+        let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+        for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Eperm) {
+            let entry = rules.entry(r.nr).or_default();
+            if !r.conditions.is_empty() {
+                let conds = r.conditions.iter().map(|c| {
+                    match *c {
+                        ArgCondition::Ne { arg, value } => SeccompCondition::new(arg, Len::Dword, Op::Ne, u64::from(value)),
+                        ArgCondition::Eq { arg, value } => SeccompCondition::new(arg, Len::Dword, Op::Eq, u64::from(value)),
+                        ArgCondition::HasBits { arg, bits } => {
+                            SeccompCondition::new(arg, Len::Dword, Op::MaskedEq(u64::from(bits)), u64::from(bits))
+                        }
+                        ArgCondition::Masked { arg, mask, value } => {
+                            SeccompCondition::new(arg, Len::Dword, Op::MaskedEq(u64::from(mask)), u64::from(value))
+                        }
+                    }
+                    .unwrap()
+                });
+                entry.push(SeccompRule::new(conds.collect()).unwrap());
+            }
+        }
+        let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), TargetArch::x86_64)
+            .unwrap();
+        let body: seccompiler::BpfProgram = filter.try_into().unwrap();
+        prog.extend(body.iter().map(|i| pack(i.code, i.jt, i.jf, i.k)));
+        prog
+    }
+
+    /// `struct seccomp_data` as the filter reads it (x86_64, little-endian).
+    fn data(nr: u32, arch: u32, args: [u64; 6]) -> [u8; 64] {
+        let mut d = [0u8; 64];
+        d[0..4].copy_from_slice(&nr.to_le_bytes());
+        d[4..8].copy_from_slice(&arch.to_le_bytes());
+        d[8..16].copy_from_slice(&0x7f12_3456_7890u64.to_le_bytes()); // instruction_pointer
+        for (i, a) in args.iter().enumerate() {
+            d[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
+        }
+        d
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Run {
+        action: u32,
+        /// Instructions executed.
+        steps: usize,
+        /// Instructions executed before the first argument load (or the return): what the
+        /// kernel's action-cache emulation walks for this syscall number.
+        nr_steps: usize,
+    }
+
+    /// Runs a seccomp cBPF program the way the kernel does (forward jumps, A register only).
+    fn run(prog: &[PackedInsn], d: &[u8; 64]) -> Run {
+        let (mut pc, mut a, mut steps, mut nr_steps) = (0usize, 0u32, 0usize, None);
+        loop {
+            let (code, jt, jf, k) = unpack(*prog.get(pc).unwrap_or_else(|| panic!("ran off the end at {pc}")));
+            steps += 1;
+            let cond = |c: bool| pc + 1 + usize::from(if c { jt } else { jf });
+            pc = match code {
+                BPF_LD_W_ABS => {
+                    let off = k as usize;
+                    assert!(off & 3 == 0 && off + 4 <= d.len(), "load at {off}");
+                    if off >= DATA_ARGS as usize && nr_steps.is_none() {
+                        nr_steps = Some(steps - 1);
+                    }
+                    a = u32::from_le_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]]);
+                    pc + 1
+                }
+                BPF_AND_K => {
+                    a &= k;
+                    pc + 1
+                }
+                BPF_JA => pc + 1 + k as usize,
+                BPF_JEQ_K => cond(a == k),
+                BPF_JGE_K => cond(a >= k),
+                BPF_JGT_K => cond(a > k),
+                BPF_JSET_K => cond(a & k != 0),
+                BPF_RET_K => return Run { action: k, steps, nr_steps: nr_steps.unwrap_or(steps) },
+                _ => panic!("unexpected opcode {code:#x} at {}", pc),
+            };
+        }
+    }
+
+    /// What the kernel's checker would refuse: unknown opcodes, loads outside `seccomp_data`,
+    /// jumps out of the program, a last instruction that is not a return.
+    fn check_structure(p: &[PackedInsn]) {
+        assert!(!p.is_empty() && p.len() <= MAX_INSNS);
+        assert_eq!(unpack(p[p.len() - 1]).0, BPF_RET_K);
+        for (i, &insn) in p.iter().enumerate() {
+            let (code, jt, jf, k) = unpack(insn);
+            match code {
+                BPF_LD_W_ABS => assert!(k & 3 == 0 && k < 64),
+                BPF_AND_K | BPF_RET_K => {}
+                BPF_JA => assert!(i + 1 + (k as usize) < p.len(), "JA out of range at {i}"),
+                BPF_JEQ_K | BPF_JGE_K | BPF_JGT_K | BPF_JSET_K => {
+                    assert!(i + 1 + usize::from(jt.max(jf)) < p.len(), "jump out of range at {i}");
+                }
+                _ => panic!("opcode {code:#x} at {i}"),
+            }
+        }
+    }
+
+    /// Most instructions any execution can run: the longest path through the (acyclic) program.
+    fn longest_path(p: &[PackedInsn]) -> usize {
+        let mut len = vec![0usize; p.len()];
+        for i in (0..p.len()).rev() {
+            let (code, jt, jf, k) = unpack(p[i]);
+            len[i] = 1 + match code {
+                BPF_RET_K => 0,
+                BPF_JA => len[i + 1 + k as usize],
+                BPF_JEQ_K | BPF_JGE_K | BPF_JGT_K | BPF_JSET_K => len[i + 1 + usize::from(jt)].max(len[i + 1 + usize::from(jf)]),
+                _ => len[i + 1],
+            };
+        }
+        len[0]
+    }
+
+    fn tables() -> [(&'static str, Vec<SeccompRuleSpec>); 2] {
+        let mut guarded = seccomp_table();
+        guarded.extend(truncate_guard_rules());
+        [("seccomp_table", seccomp_table()), ("seccomp_table+truncate_guard_rules", guarded)]
+    }
+
+    /// Deterministic xorshift64 for the argument words' garbage.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// Syscall numbers probed: every number up to 600 and a few beyond.
+    fn probe_nrs() -> Vec<u32> {
+        let mut v: Vec<u32> = (0..=600).collect();
+        v.extend([601, 700, 1000, 4095, 65_535, 0x3fff_ffff, 0x8000_0000, 0xffff_ffff]);
+        v
+    }
+
+    #[test]
+    fn compiled_program_matches_seccompiler_for_every_syscall_number() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for (name, t) in tables() {
+            let (new, old) = (compile(&t).unwrap(), reference(&t));
+            check_structure(&new);
+            check_structure(&old);
+            let mut seen = BTreeMap::new();
+            for nr in probe_nrs() {
+                for (arch, nr) in [(AUDIT_ARCH_X86_64, nr), (AUDIT_ARCH_X86_64, nr | X32_BIT), (AUDIT_ARCH_I386, nr)] {
+                    for args in [[0u64; 6], [u64::MAX; 6], std::array::from_fn(|_| rng.next())] {
+                        let d = data(nr, arch, args);
+                        let (n, o) = (run(&new, &d), run(&old, &d));
+                        assert_eq!(n.action, o.action, "{name}: nr {nr:#x} arch {arch:#x} args {args:x?}");
+                        *seen.entry(n.action).or_insert(0usize) += 1;
+                    }
+                }
+            }
+            for action in [RET_ALLOW, EPERM, ENOSYS, RET_KILL_PROCESS] {
+                assert!(seen.contains_key(&action), "{name}: no probe returned {action:#x}");
+            }
+            // Spot checks of the decisions themselves, not only of the agreement.
+            let act = |nr: i64| run(&new, &data(nr as u32, AUDIT_ARCH_X86_64, [0; 6])).action;
+            assert_eq!(act(libc::SYS_getpid), RET_ALLOW);
+            assert_eq!(act(libc::SYS_connect), EPERM);
+            assert_eq!(act(nr::CLONE3), ENOSYS);
+            assert_eq!(act(nr::OPENAT2), ENOSYS);
+            assert_eq!(run(&new, &data(39 | X32_BIT, AUDIT_ARCH_X86_64, [0; 6])).action, EPERM);
+            assert_eq!(run(&new, &data(20, AUDIT_ARCH_I386, [0; 6])).action, RET_KILL_PROCESS);
+        }
+    }
+
+    /// Low words worth probing for the conditions on one argument: each constant, its
+    /// neighbours, bits set and cleared one at a time, 0 and all ones.
+    fn candidates(c: &ArgCondition) -> (u8, Vec<u32>) {
+        let bits_of = |m: u32| (0..32).map(|b| 1u32 << b).filter(move |b| m & b != 0);
+        match *c {
+            ArgCondition::Eq { arg, value } | ArgCondition::Ne { arg, value } => {
+                (arg, vec![value, value.wrapping_add(1), value.wrapping_sub(1), !value, value | 0x8000_0000])
+            }
+            ArgCondition::HasBits { arg, bits } => {
+                let mut v = vec![bits, !bits, bits | 0o1_000_000];
+                v.extend(bits_of(bits).map(|b| !b));
+                v.extend(bits_of(bits).map(|b| bits & !b));
+                (arg, v)
+            }
+            ArgCondition::Masked { arg, mask, value } => {
+                let mut v = vec![value, value | !mask, value.wrapping_add(1), value.wrapping_sub(1), mask, !mask];
+                v.extend(bits_of(mask).map(|b| value ^ b));
+                v.extend(bits_of(mask).map(|b| (value | !mask) ^ b));
+                (arg, v)
+            }
+        }
+    }
+
+    #[test]
+    fn compiled_program_matches_seccompiler_on_argument_vectors() {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        for (name, t) in tables() {
+            let (new, old) = (compile(&t).unwrap(), reference(&t));
+            let conditional: std::collections::BTreeSet<i64> =
+                t.iter().filter(|r| r.nr >= 0 && !r.conditions.is_empty()).map(|r| r.nr).collect();
+            assert!(conditional.len() >= 13, "{name}: {conditional:?}");
+            let mut vectors = 0usize;
+            for &nr in &conditional {
+                // Candidate low words per argument, from every condition on this syscall.
+                let mut per_arg: BTreeMap<u8, std::collections::BTreeSet<u32>> = BTreeMap::new();
+                for c in t.iter().filter(|r| r.nr == nr).flat_map(|r| &r.conditions) {
+                    let (arg, v) = candidates(c);
+                    per_arg.entry(arg).or_insert_with(|| [0, u32::MAX].into()).extend(v);
+                }
+                // Every combination of the candidates across the arguments the rules look at.
+                let mut combos: Vec<[u32; 6]> = vec![[0; 6]];
+                for (&arg, vals) in &per_arg {
+                    combos = combos.iter().flat_map(|c| vals.iter().map(move |&v| {
+                        let mut c = *c;
+                        c[usize::from(arg)] = v;
+                        c
+                    })).collect();
+                }
+                let mut outcomes = std::collections::BTreeSet::new();
+                for low in combos {
+                    let zero_high: [u64; 6] = low.map(u64::from);
+                    // Random high words everywhere, random low words where no rule looks.
+                    let garbage: [u64; 6] = std::array::from_fn(|i| {
+                        let g = rng.next();
+                        if per_arg.contains_key(&(i as u8)) { (g & !0xffff_ffff) | u64::from(low[i]) } else { g }
+                    });
+                    let base = run(&new, &data(nr as u32, AUDIT_ARCH_X86_64, zero_high)).action;
+                    for args in [zero_high, garbage] {
+                        let d = data(nr as u32, AUDIT_ARCH_X86_64, args);
+                        let (n, o) = (run(&new, &d).action, run(&old, &d).action);
+                        assert_eq!(n, o, "{name}: nr {nr} args {args:#x?}");
+                        assert_eq!(n, base, "{name}: nr {nr}: the high words changed the decision ({args:#x?})");
+                    }
+                    outcomes.insert(base);
+                    vectors += 1;
+                }
+                assert_eq!(outcomes, [EPERM, RET_ALLOW].into(), "{name}: nr {nr}: vectors reach both outcomes");
+            }
+            println!("{name}: {vectors} argument vectors over {} conditional syscalls agree", conditional.len());
+        }
+    }
+
+    #[test]
+    fn compiled_program_is_short_and_shallow() {
+        for (name, t) in tables() {
+            let (new, old) = (compile(&t).unwrap(), reference(&t));
+            let max_nr_steps = |p: &[PackedInsn]| {
+                probe_nrs().into_iter().map(|nr| run(p, &data(nr, AUDIT_ARCH_X86_64, [0; 6])).nr_steps).max().unwrap_or(0)
+            };
+            let (new_path, old_path) = (longest_path(&new), longest_path(&old));
+            let (new_nr, old_nr) = (max_nr_steps(&new), max_nr_steps(&old));
+            println!(
+                "{name}: {} instructions (seccompiler chain: {}); longest path {new_path} (was {old_path}); \
+                 longest walk on the syscall number alone {new_nr} (was {old_nr})",
+                new.len(),
+                old.len()
+            );
+            assert!(new.len() * 3 < old.len(), "{name}: {} vs {}", new.len(), old.len());
+            assert!(new.len() <= 160, "{name}: {} instructions", new.len());
+            assert!(new_path <= 32, "{name}: longest path {new_path}");
+            assert!(new_nr <= 20, "{name}: {new_nr} instructions before the decision or an argument load");
+            // The balanced tree: a native number passes the prologue (arch load and check, nr load,
+            // x32 check, two ENOSYS checks), then at most ceil(log2(leaves)) JGE nodes, then
+            // returns or starts its handler.
+            let jge = new.iter().filter(|&&i| unpack(i).0 == BPF_JGE_K).count();
+            let depth = (jge + 1).next_power_of_two().trailing_zeros() as usize;
+            assert!(new_nr <= 6 + depth + 1, "{name}: {new_nr} steps for a tree of {jge} nodes (depth {depth})");
+        }
+    }
+
+    fn row(syscall: &str, nr: i64, conditions: Vec<ArgCondition>, action: SeccompDeny) -> SeccompRuleSpec {
+        SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text: None, action, reason: "test".into() }
+    }
+
+    #[test]
+    fn far_jumps_go_through_ja_trampolines() {
+        // 400 syscalls with argument rules: the tree's leaves are far from their handlers.
+        let mut t = vec![row("clone3", nr::CLONE3, vec![], SeccompDeny::Enosys)];
+        for nr in 0..400i64 {
+            let c = match nr % 5 {
+                0 => vec![ArgCondition::Eq { arg: 0, value: nr as u32 }],
+                1 => vec![ArgCondition::HasBits { arg: 1, bits: 4 }, ArgCondition::Ne { arg: 2, value: 7 }],
+                2 => vec![ArgCondition::Masked { arg: 3, mask: 0xf0, value: 0x30 }],
+                3 => vec![ArgCondition::Masked { arg: 4, mask: 0x5, value: 0 }],
+                _ => vec![ArgCondition::HasBits { arg: 5, bits: 0x6 }, ArgCondition::Eq { arg: 0, value: 0 }],
+            };
+            t.push(row("synthetic", nr * 2, c, SeccompDeny::Eperm));
+        }
+        let (new, old) = (compile(&t).unwrap(), reference(&t));
+        check_structure(&new);
+        let trampolines = new.iter().filter(|&&i| unpack(i).0 == BPF_JA).count();
+        assert!(trampolines > 0, "no trampoline");
+        println!("synthetic table: {} instructions, {trampolines} trampolines", new.len());
+        for nr in 0..=820u32 {
+            let vectors = [[0u64; 6], [nr.into(), 4, 7, 0x30, 2, 2], [nr.into(), 5, 8, 0x3f, 1, 6], [0, 0, 0, 0, 4, 7], [u64::MAX; 6]];
+            for args in vectors {
+                let d = data(nr, AUDIT_ARCH_X86_64, args);
+                assert_eq!(run(&new, &d).action, run(&old, &d).action, "nr {nr} args {args:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn rules_of_one_syscall_are_tried_in_order() {
+        // An unconditional row after a conditional one denies every call (OR over the rows);
+        // a kill row kills; a run of one-bit rules is one JSET.
+        let t = vec![
+            row("ioctl", libc::SYS_ioctl, vec![ArgCondition::Eq { arg: 1, value: TIOCSTI }], SeccompDeny::Eperm),
+            row("ioctl", libc::SYS_ioctl, vec![], SeccompDeny::Eperm),
+            row("ptrace", libc::SYS_ptrace, vec![], SeccompDeny::KillProcess),
+            row("clone", libc::SYS_clone, vec![ArgCondition::HasBits { arg: 0, bits: 0x10 }], SeccompDeny::Eperm),
+            row("clone", libc::SYS_clone, vec![ArgCondition::HasBits { arg: 0, bits: 0x100 }], SeccompDeny::Eperm),
+            row("clone", libc::SYS_clone, vec![ArgCondition::HasBits { arg: 0, bits: 0 }], SeccompDeny::KillProcess),
+        ];
+        let p = compile(&t).unwrap();
+        check_structure(&p);
+        let act = |nr: i64, a0: u64, a1: u64| run(&p, &data(nr as u32, AUDIT_ARCH_X86_64, [a0, a1, 0, 0, 0, 0])).action;
+        assert_eq!(act(libc::SYS_ioctl, 0, 0), EPERM);
+        assert_eq!(act(libc::SYS_ptrace, 0, 0), RET_KILL_PROCESS);
+        assert_eq!(act(libc::SYS_clone, 0x110, 0), EPERM);
+        assert_eq!(act(libc::SYS_clone, 0x100, 0), EPERM);
+        assert_eq!(act(libc::SYS_clone, 0x1_0000_0000, 0), RET_KILL_PROCESS);
+        assert_eq!(act(libc::SYS_getpid, 0, 0), RET_ALLOW);
+        assert!(p.iter().any(|&i| unpack(i).0 == BPF_JSET_K && unpack(i).3 == 0x110), "one JSET for both bits");
+    }
+
+    #[test]
+    fn compile_rejects_malformed_rows() {
+        let err = |t: Vec<SeccompRuleSpec>| compile(&t).unwrap_err();
+        assert!(err(vec![row("openat2", nr::OPENAT2, vec![ArgCondition::Eq { arg: 0, value: 1 }], SeccompDeny::Enosys)])
+            .contains("conditional ENOSYS"));
+        assert!(err(vec![row("x", 1, vec![ArgCondition::Eq { arg: 6, value: 1 }], SeccompDeny::Eperm)]).contains("argument index"));
+        assert!(err(vec![row("x", 1, vec![ArgCondition::Masked { arg: 0, mask: 0xf, value: 0x10 }], SeccompDeny::Eperm)])
+            .contains("outside mask"));
+        assert!(err(vec![row("x", 0x4000_0000, vec![], SeccompDeny::Eperm)]).contains("out of range"));
+        assert!(err(vec![row("x", 1 << 32, vec![], SeccompDeny::Eperm)]).contains("out of range"));
+        // Too long for the kernel: 1500 syscalls with two three-instruction rules each.
+        let huge: Vec<_> = (0..1500i64)
+            .flat_map(|nr| (0..2).map(move |i| row("x", nr, vec![ArgCondition::Masked { arg: i, mask: 0xff, value: 1 }], SeccompDeny::Eperm)))
+            .collect();
+        assert!(err(huge).contains("too long"));
+        // Prologue pseudo-rows (nr -1) are not compiled from the table.
+        assert_eq!(compile(&[]).unwrap().len(), compile(&seccomp_table()[1..3]).unwrap().len());
+    }
+
+    /// Checks run by [`loaded_program_enforces_the_table_in_a_forked_child`]; the child exits with
+    /// the 1-based index of the first one that fails.
+    const CHILD_CHECKS: &[&str] = &[
+        "prctl(PR_SET_NO_NEW_PRIVS)",
+        "seccomp(SECCOMP_SET_MODE_FILTER) accepted the program",
+        "socket(AF_INET, SOCK_STREAM) fails with EPERM",
+        "getpid works",
+        "socket(AF_UNIX, SOCK_STREAM) works",
+        "clone3 fails with ENOSYS",
+        "openat2 fails with ENOSYS",
+        "x32 getpid fails with EPERM",
+        "socket(AF_UNIX, SOCK_DGRAM) fails with EPERM",
+        "socketpair(AF_UNIX, SOCK_DGRAM) fails with EPERM",
+        "socketpair(AF_UNIX, SOCK_STREAM) works",
+        "ioctl(-1, TIOCSTI with garbage high bits) fails with EPERM (not EBADF)",
+        "unshare(CLONE_NEWUSER) fails with EPERM",
+        "openat(O_CREAT, mode 04755) fails with EPERM (not ENOENT)",
+        "open(O_RDONLY|O_TRUNC): EPERM with the truncate guard, ENOENT without",
+        "truncate: EPERM with the truncate guard, ENOENT without",
+    ];
+
+    /// The child side: raw syscalls only (no allocation, no panic) after `fork`.
+    fn child_checks(fprog: &libc::sock_fprog, guard: bool) -> i32 {
+        let missing = c"/nonexistent-localgpt-seccomp-test/x".as_ptr();
+        // SAFETY: plain syscalls on constants, a valid program and valid buffers.
+        unsafe {
+            let fails_with = |r: libc::c_long, e: i32| r == -1 && *libc::__errno_location() == e;
+            let checks: [&dyn Fn() -> bool; 16] = [
+                &|| libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0,
+                &|| libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, fprog as *const libc::sock_fprog) == 0,
+                &|| fails_with(libc::syscall(libc::SYS_socket, libc::AF_INET, libc::SOCK_STREAM, 0), libc::EPERM),
+                &|| libc::syscall(libc::SYS_getpid) > 0,
+                &|| {
+                    let fd = libc::syscall(libc::SYS_socket, libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                    fd >= 0 && libc::close(fd as i32) == 0
+                },
+                &|| fails_with(libc::syscall(nr::CLONE3, 0usize, 0usize), libc::ENOSYS),
+                &|| fails_with(libc::syscall(nr::OPENAT2, libc::AT_FDCWD, missing, 0usize, 0usize), libc::ENOSYS),
+                &|| fails_with(libc::syscall(libc::SYS_getpid | 0x4000_0000), libc::EPERM),
+                &|| fails_with(libc::syscall(libc::SYS_socket, libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0), libc::EPERM),
+                &|| {
+                    let mut sv = [0i32; 2];
+                    fails_with(libc::syscall(libc::SYS_socketpair, libc::AF_UNIX, libc::SOCK_DGRAM, 0, sv.as_mut_ptr()), libc::EPERM)
+                },
+                &|| {
+                    let mut sv = [0i32; 2];
+                    libc::syscall(libc::SYS_socketpair, libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) == 0
+                        && libc::close(sv[0]) == 0
+                        && libc::close(sv[1]) == 0
+                },
+                &|| fails_with(libc::syscall(libc::SYS_ioctl, -1, 0xdead_beef_0000_0000u64 | u64::from(TIOCSTI), 0usize), libc::EPERM),
+                &|| fails_with(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER), libc::EPERM),
+                &|| fails_with(libc::syscall(libc::SYS_openat, libc::AT_FDCWD, missing, libc::O_WRONLY | libc::O_CREAT, 0o4755), libc::EPERM),
+                &|| {
+                    let e = if guard { libc::EPERM } else { libc::ENOENT };
+                    fails_with(libc::syscall(libc::SYS_open, missing, libc::O_RDONLY | libc::O_TRUNC, 0), e)
+                },
+                &|| fails_with(libc::syscall(libc::SYS_truncate, missing, 0), if guard { libc::EPERM } else { libc::ENOENT }),
+            ];
+            for (i, check) in checks.iter().enumerate() {
+                if !check() {
+                    return i as i32 + 1;
+                }
+            }
+        }
+        0
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn loaded_program_enforces_the_table_in_a_forked_child() {
+        for (name, t) in tables() {
+            let guard = t.iter().any(|r| r.syscall == "truncate");
+            let filter: Vec<libc::sock_filter> = compile(&t)
+                .unwrap()
+                .into_iter()
+                .map(|i| {
+                    let (code, jt, jf, k) = unpack(i);
+                    libc::sock_filter { code, jt, jf, k }
+                })
+                .collect();
+            let fprog = libc::sock_fprog { len: u16::try_from(filter.len()).unwrap(), filter: filter.as_ptr().cast_mut() };
+            // SAFETY: the child only makes raw syscalls and `_exit`s; the parent waits for it.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+            if pid == 0 {
+                // SAFETY: child side of fork; `_exit` skips the parent's atexit handlers.
+                unsafe { libc::_exit(child_checks(&fprog, guard)) };
+            }
+            let mut status = 0;
+            // SAFETY: waiting for our own child.
+            assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+            assert!(libc::WIFEXITED(status), "{name}: child did not exit (status {status:#x})");
+            let code = libc::WEXITSTATUS(status);
+            let failed = usize::try_from(code).ok().and_then(|c| c.checked_sub(1)).and_then(|i| CHILD_CHECKS.get(i));
+            assert_eq!(code, 0, "{name}: check {code} failed: {}", failed.unwrap_or(&"?"));
         }
     }
 }
