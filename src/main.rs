@@ -1,4 +1,4 @@
-//! `localgpt`: the CLI. The first thing `main` does is the argv[0] dispatch into the sandbox
+//! `localgpt`: the CLI. The first thing `main` does is the `argv[0]` dispatch into the sandbox
 //! helper, so that the same binary serves as `localgpt-sandbox`.
 
 mod cli;

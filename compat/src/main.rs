@@ -40,7 +40,7 @@ enum Cmd {
         /// The localgpt binary (default: $LOCALGPT_BIN, else target/debug/localgpt).
         #[arg(long)]
         localgpt: Option<PathBuf>,
-        /// Work root (default /var/tmp/lgcompat-<user>; wiped first).
+        /// Work root (default `/var/tmp/lgcompat-<user>`; wiped first).
         #[arg(long)]
         work_root: Option<PathBuf>,
         /// Comma-separated levels (default: every available level except minimal).
@@ -52,7 +52,7 @@ enum Cmd {
         /// Only commands whose group/name matches this regex.
         #[arg(long)]
         filter: Option<String>,
-        /// Keep the run directories of failing commands under <work-root>/failed.
+        /// Keep the run directories of failing commands under `<work-root>/failed`.
         #[arg(long)]
         keep_failed: bool,
         /// Progress bar on (default: when stderr is a terminal).

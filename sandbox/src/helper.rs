@@ -33,7 +33,7 @@ use crate::linux::apply::{apply_confinement, REPORT_FD};
 use crate::linux::{namespaces, supervise};
 use crate::plan::HelperPlan;
 
-/// The argv[0] that selects the helper.
+/// The `argv[0]` that selects the helper.
 pub const HELPER_ARGV0: &str = "localgpt-sandbox";
 
 /// The environment variable carrying the helper plan.
@@ -77,7 +77,7 @@ pub fn helper_main() -> ! {
 /// The helper's work once it has its plan and the command's argv: supervisor set-up, the
 /// namespaces (Full), the fork of the command (through PID 1 at Full) and supervision. Runs in
 /// the re-executed helper ([`helper_main`]) or in a forked copy of a single-threaded runner
-/// ([`crate::runner::HelperStart::Fork`]); either way fds 0–3 are in place and the process is
+/// ([`crate::runner::HelperStart::Auto`]); either way fds 0–3 are in place and the process is
 /// single-threaded. Never returns.
 pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
     // SAFETY: plain syscalls on our own process.
