@@ -157,16 +157,15 @@ fn permitted_caps() -> Result<u64, String> {
 /// # Errors
 /// The failing prctl/capset.
 pub fn drop_capabilities() -> Result<(), String> {
-    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(63);
-    for cap in 0..=last {
+    // Capability numbers are contiguous from 0 to the kernel's CAP_LAST_CAP, and
+    // PR_CAPBSET_DROP fails with EINVAL exactly past it: no need to read
+    // /proc/sys/kernel/cap_last_cap.
+    for cap in 0..64u32 {
         // SAFETY: PR_CAPBSET_DROP takes an integer.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } != 0 {
             let e = std::io::Error::last_os_error();
             match e.raw_os_error() {
-                Some(libc::EINVAL) => {}
+                Some(libc::EINVAL) => break,
                 // Without CAP_SETPCAP the bounding set cannot shrink. That is only acceptable
                 // when nothing is permitted: with no_new_privs (set before this step) an exec
                 // can then never gain a capability, even as uid 0.
