@@ -23,6 +23,8 @@ fn main() {
         cli::Top::Sandbox(cli::SandboxCmd::Explain(a)) => cli::explain(a),
         cli::Top::Sandbox(cli::SandboxCmd::Test(a)) => selftest::test(&a),
     };
+    localgpt_sandbox::timing::stamp("exiting");
+    localgpt_sandbox::timing::flush("cli");
     match outcome {
         Ok(code) => std::process::exit(code),
         Err(f) => {

@@ -272,7 +272,7 @@ mod tests {
 /// is present in the run). `bench` stamps are taken by the benchmark around `posix_spawn` and
 /// `wait4`; `helper` stamps come from the helper's lines (`supervisor` or `command`, which share
 /// the stamps taken before the fork).
-pub const STAMPS: [(&str, &str, &str); 36] = [
+pub const STAMPS: [(&str, &str, &str); 37] = [
     ("bench", "spawn", "benchmark calls posix_spawn"),
     ("cli", "start", "exec of the CLI: posix_spawn, execve, Rust start-up"),
     ("cli", "parse", "CLI: argv[0] (helper) and probe dispatch"),
@@ -308,7 +308,8 @@ pub const STAMPS: [(&str, &str, &str); 36] = [
     ("supervisor", "cleanup_done", "supervisor: scan for leftover descendants"),
     ("cli", "helper_reaped", "supervisor exits; the CLI notices, reaps it, reads the report"),
     ("cli", "cgroup_removed", "CLI: remove the per-run cgroup"),
-    ("bench", "reaped", "CLI: remove the scratch dir, exit; reaped by the benchmark"),
+    ("cli", "exiting", "CLI: remove the scratch dir (Standard), result"),
+    ("bench", "reaped", "CLI exit; reaped by the benchmark"),
 ];
 
 /// The stamps of one run: `(process, label) → ns`, from the `localgpt-sandbox-timing` lines of

@@ -202,7 +202,10 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // Usually nothing was cached: one rmdir; otherwise the whole tree.
+        if std::fs::remove_dir(&self.0).is_err() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
@@ -301,8 +304,10 @@ pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
     crate::timing::stamp("detected");
     // The per-run scratch dir holds the redirected caches; with a private /tmp (namespaces) they
     // go there instead, so the dir would only cost a mkdtemp and an rmdir.
-    let private_tmp = crate::plan::choose_level(policy, &caps).is_ok_and(|l| crate::plan::uses_namespaces(policy, &caps, l));
-    let scratch = if policy.mode == SandboxMode::WorkspaceWrite && policy.environment.redirect_caches && !private_tmp {
+    // At level none the caller's environment passes unchanged, so no dir either.
+    let needs_scratch = crate::plan::choose_level(policy, &caps)
+        .is_ok_and(|l| l > SandboxLevel::None && !crate::plan::uses_namespaces(policy, &caps, l));
+    let scratch = if policy.mode == SandboxMode::WorkspaceWrite && policy.environment.redirect_caches && needs_scratch {
         Some(Scratch::create()?)
     } else {
         None
