@@ -5,12 +5,16 @@
 //!
 //! * policy construction (`build_sandbox_policy`);
 //! * the plan for 10 / 100 / 1000 extra `allow_paths.read` directories (`make_plan`: Landlock
-//!   rule resolution with canonicalisation, seccomp table + compilation, environment);
+//!   rule resolution with canonicalisation, seccomp table + compilation, environment), at the
+//!   best level and at Standard (no namespace plan);
+//! * canonicalising the 1000 directories (and the default policy's paths): one
+//!   `std::fs::canonicalize` each, and one shared `PathResolver` (what a plan uses);
 //! * seccomp table + compilation alone;
 //! * the helper plan's JSON encode (runner) and decode (helper);
 //! * seccomp filter load in a forked child, next to a bare fork;
 //! * Landlock ruleset construction (create + one `add_rule` per path rule; not applied, so the
-//!   bench process stays unconfined) for the default rules and for +100 paths;
+//!   bench process stays unconfined) for the default rules and for +100 paths, through the
+//!   crate's `add_rule` and with raw `landlock_add_rule` calls as the helper makes them;
 //! * a whole sandboxed `/bin/true` through the library (`run_argv`, best level), next to a bare
 //!   spawn of `/bin/true`.
 
@@ -18,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{black_box, BenchmarkId, Criterion};
+use localgpt_sandbox::plan::resolve::PathResolver;
 use localgpt_sandbox::plan::{seccomp, HelperPlan, RunContext};
+use localgpt_sandbox::policy::{LevelSetting, SandboxLevel};
 use localgpt_sandbox::{build_sandbox_policy, detect::detect_quick, make_plan, SandboxPolicy, SandboxSettings};
 
 struct Fixture {
@@ -47,6 +53,15 @@ fn policy_with(ws: &Path, extra: &[PathBuf]) -> SandboxPolicy {
     build_sandbox_policy(ws, &settings).expect("policy")
 }
 
+fn standard_policy_with(ws: &Path, extra: &[PathBuf]) -> SandboxPolicy {
+    let settings = SandboxSettings {
+        extra_read: extra.to_vec(),
+        level: LevelSetting::Exactly(SandboxLevel::Standard),
+        ..Default::default()
+    };
+    build_sandbox_policy(ws, &settings).expect("policy")
+}
+
 fn ctx() -> RunContext {
     RunContext { caller_env: localgpt_sandbox::runner::caller_env(), scratch: None, uid_tasks: Some(100) }
 }
@@ -63,6 +78,34 @@ fn bench_pure(c: &mut Criterion, fx: &Fixture) {
         let ctx = ctx();
         g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| b.iter(|| black_box(make_plan(&policy, &caps, &ctx).expect("plan"))));
     }
+    g.finish();
+    // Standard level: Landlock rules only, no namespace plan (`--level standard`).
+    let mut g = c.benchmark_group("plan_standard/extra_read_paths");
+    for n in [0usize, 100, 1000] {
+        let policy = standard_policy_with(&fx.ws, &fx.extra[..n]);
+        let ctx = ctx();
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| b.iter(|| black_box(make_plan(&policy, &caps, &ctx).expect("plan"))));
+    }
+    g.finish();
+    let default_paths = policy_with(&fx.ws, &[]);
+    let mut paths: Vec<PathBuf> = fx.extra.clone();
+    paths.extend(default_paths.read_only_paths.iter().chain(&default_paths.deny_paths).cloned());
+    let mut g = c.benchmark_group(format!("canonicalize/{}_paths", paths.len()));
+    g.bench_function("std::fs::canonicalize", |b| {
+        b.iter(|| {
+            for p in &paths {
+                let _ = black_box(std::fs::canonicalize(p));
+            }
+        })
+    });
+    g.bench_function("PathResolver", |b| {
+        b.iter(|| {
+            let mut r = PathResolver::new();
+            for p in &paths {
+                let _ = black_box(r.canonicalize(p));
+            }
+        })
+    });
     g.finish();
     c.bench_function("seccomp/table_and_compile", |b| {
         b.iter(|| {
@@ -91,6 +134,37 @@ fn build_ruleset(hp: &HelperPlan) {
     black_box(created);
 }
 
+/// The same rules added with raw syscalls (`open(O_PATH)` + `landlock_add_rule` + `close`), as
+/// the helper does: the crate also `fstat`s every fd to check file rights against its type,
+/// which the plan already did.
+fn build_ruleset_raw(hp: &HelperPlan) {
+    use landlock::{AccessFs, BitFlags, Ruleset, RulesetAttr};
+    use std::os::fd::{AsRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    #[repr(C, packed)]
+    struct PathBeneathAttr {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    let Some(ll) = &hp.landlock else { return };
+    let fs = BitFlags::<AccessFs>::from_bits(ll.fs as _).expect("fs rights");
+    let created = Ruleset::default().handle_access(fs).expect("handle").create().expect("create");
+    let fd: OwnedFd = Option::<OwnedFd>::from(created.try_clone().expect("dup")).expect("ruleset fd");
+    for (path, access) in &ll.rules {
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("path");
+        // SAFETY: valid C string; the fd is closed below.
+        let pfd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+        assert!(pfd >= 0, "open {}", path.display());
+        let attr = PathBeneathAttr { allowed_access: *access, parent_fd: pfd };
+        // SAFETY: a valid rule attribute for the duration of the call.
+        let r = unsafe { libc::syscall(libc::SYS_landlock_add_rule, fd.as_raw_fd(), 1, &attr as *const PathBeneathAttr, 0u32) };
+        // SAFETY: closing the fd opened above.
+        unsafe { libc::close(pfd) };
+        assert_eq!(r, 0, "add_rule {}", path.display());
+    }
+    black_box((created, fd));
+}
+
 fn bench_landlock(c: &mut Criterion, fx: &Fixture) {
     let caps = detect_quick();
     if caps.landlock.abi == 0 {
@@ -103,6 +177,7 @@ fn bench_landlock(c: &mut Criterion, fx: &Fixture) {
         let hp = plan.helper_plan(1, None);
         let rules = hp.landlock.as_ref().map_or(0, |l| l.rules.len());
         g.bench_with_input(BenchmarkId::new("extra_paths", format!("{n} ({rules} rules)")), &n, |b, _| b.iter(|| build_ruleset(&hp)));
+        g.bench_with_input(BenchmarkId::new("raw_syscalls", format!("{n} ({rules} rules)")), &n, |b, _| b.iter(|| build_ruleset_raw(&hp)));
     }
     g.finish();
 }

@@ -4,23 +4,23 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::SandboxError;
-use crate::plan::landlock::canonicalize_lenient;
+use crate::plan::resolve::PathResolver;
 use crate::policy::{SandboxMode, SandboxPolicy};
 
-fn resolve(policy: &SandboxPolicy, path: &Path) -> PathBuf {
+fn resolve(r: &mut PathResolver, policy: &SandboxPolicy, path: &Path) -> PathBuf {
     let abs = if path.is_absolute() { path.to_path_buf() } else { policy.workspace_path.join(path) };
-    canonicalize_lenient(&abs)
+    r.canonicalize_lenient(&abs).path
 }
 
-fn under_any(p: &Path, roots: &[PathBuf]) -> bool {
-    roots.iter().any(|r| p.starts_with(canonicalize_lenient(r)))
+fn under_any(r: &mut PathResolver, p: &Path, roots: &[PathBuf]) -> bool {
+    roots.iter().any(|root| p.starts_with(r.canonicalize_lenient(root).path))
 }
 
-fn denied(policy: &SandboxPolicy, p: &Path) -> Option<PathBuf> {
+fn denied(r: &mut PathResolver, policy: &SandboxPolicy, p: &Path) -> Option<PathBuf> {
     policy
         .deny_paths
         .iter()
-        .find(|d| p.starts_with(canonicalize_lenient(d)) || p.starts_with(d))
+        .find(|d| p.starts_with(d) || p.starts_with(r.canonicalize_lenient(d).path))
         .cloned()
 }
 
@@ -31,17 +31,18 @@ impl SandboxPolicy {
     /// # Errors
     /// [`SandboxError::Policy`] naming the path when it is denied or outside every readable root.
     pub fn check_read(&self, path: &Path) -> Result<PathBuf, SandboxError> {
-        let p = resolve(self, path);
+        let r = &mut PathResolver::new();
+        let p = resolve(r, self, path);
         if self.mode == SandboxMode::FullAccess {
             return Ok(p);
         }
-        if let Some(d) = denied(self, &p) {
+        if let Some(d) = denied(r, self, &p) {
             return Err(SandboxError::Policy(format!("read {}: denied (credential path {})", p.display(), d.display())));
         }
         let mut roots = vec![self.workspace_path.clone()];
         roots.extend(self.read_only_paths.iter().cloned());
         roots.extend(self.writable_paths.iter().cloned());
-        if under_any(&p, &roots) {
+        if under_any(r, &p, &roots) {
             Ok(p)
         } else {
             Err(SandboxError::Policy(format!("read {}: outside the sandbox's readable paths", p.display())))
@@ -53,18 +54,19 @@ impl SandboxPolicy {
     /// # Errors
     /// [`SandboxError::Policy`] naming the path when it is denied or outside every writable root.
     pub fn check_write(&self, path: &Path) -> Result<PathBuf, SandboxError> {
-        let p = resolve(self, path);
+        let r = &mut PathResolver::new();
+        let p = resolve(r, self, path);
         if self.mode == SandboxMode::FullAccess {
             return Ok(p);
         }
-        if let Some(d) = denied(self, &p) {
+        if let Some(d) = denied(r, self, &p) {
             return Err(SandboxError::Policy(format!("write {}: denied (credential path {})", p.display(), d.display())));
         }
         let mut roots = self.writable_paths.clone();
         if self.mode == SandboxMode::WorkspaceWrite {
             roots.push(self.workspace_path.clone());
         }
-        if under_any(&p, &roots) {
+        if under_any(r, &p, &roots) {
             Ok(p)
         } else {
             Err(SandboxError::Policy(format!("write {}: outside the sandbox's writable paths", p.display())))

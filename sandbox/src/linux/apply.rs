@@ -82,9 +82,35 @@ pub fn close_fds_from(first: u32) -> Result<(), String> {
 
 fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
     use landlock::{
-        AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
-        RulesetCreatedAttr, RulesetStatus, Scope,
+        AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetStatus, Scope,
     };
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+    /// uapi `struct landlock_path_beneath_attr` (packed).
+    #[repr(C, packed)]
+    struct PathBeneathAttr {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    /// uapi `LANDLOCK_RULE_PATH_BENEATH`.
+    const RULE_PATH_BENEATH: libc::c_int = 1;
+
+    /// `open(path, O_PATH | O_CLOEXEC)`, what the crate's `PathFd` does; `buf` is reused for the
+    /// C string.
+    fn open_path(path: &std::path::Path, buf: &mut Vec<u8>) -> std::io::Result<OwnedFd> {
+        buf.clear();
+        buf.extend_from_slice(path.as_os_str().as_bytes());
+        buf.push(0);
+        let c = std::ffi::CStr::from_bytes_with_nul(buf).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        // SAFETY: a valid C string; the returned descriptor is owned below.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and nothing else owns it.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
     let fs = BitFlags::<AccessFs>::from_bits(ll.fs as _).map_err(|e| format!("landlock fs rights: {e}"))?;
     let mut rs = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
@@ -98,11 +124,24 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
         let sc = BitFlags::<Scope>::from_bits(ll.scopes as _).map_err(|e| format!("landlock scopes: {e}"))?;
         rs = rs.scope(sc).map_err(|e| format!("landlock scope: {e}"))?;
     }
-    let mut created = rs.create().map_err(|e| format!("landlock create: {e}"))?;
+    let created = rs.create().map_err(|e| format!("landlock create: {e}"))?;
+    // Path rules go through `landlock_add_rule` on a duplicate of the ruleset's fd: the crate's
+    // `add_rule` also `fstat`s every path to reject directory-only rights on a file, which the
+    // plan already accounts for and the kernel rejects anyway (EINVAL). Ruleset creation and
+    // `restrict_self` (and its status) stay the crate's.
+    let ruleset_fd = created
+        .try_clone()
+        .map_err(|e| format!("landlock ruleset fd: {e}"))
+        .and_then(|c| Option::<OwnedFd>::from(c).ok_or_else(|| "landlock ruleset fd: none".to_string()))?;
+    let mut buf = Vec::new();
     let mut applied = 0;
     for (path, access) in &ll.rules {
+        // The crate's checks before its syscall: known rights, not empty, all handled.
         let a = BitFlags::<AccessFs>::from_bits(*access as _).map_err(|e| format!("landlock rule rights: {e}"))?;
-        let fd = match PathFd::new(path) {
+        if a.is_empty() || !fs.contains(a) {
+            return Err(format!("landlock rule {}: rights {access:#x} empty or not handled ({:#x})", path.display(), ll.fs));
+        }
+        let fd = match open_path(path, &mut buf) {
             Ok(fd) => fd,
             // A path that vanished since the plan was made (the snapshot expansion around a
             // denied path lists every entry of e.g. ~/.cargo, where cargo creates and deletes
@@ -111,11 +150,23 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
             Err(_) if matches!(std::fs::symlink_metadata(path), Err(ref m) if m.kind() == std::io::ErrorKind::NotFound) => continue,
             Err(e) => return Err(format!("landlock open {}: {e}", path.display())),
         };
-        created = created
-            .add_rule(PathBeneath::new(fd, a))
-            .map_err(|e| format!("landlock rule {}: {e}", path.display()))?;
+        let attr = PathBeneathAttr { allowed_access: *access, parent_fd: fd.as_raw_fd() };
+        // SAFETY: both descriptors are open and `attr` outlives the call, which only reads it.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset_fd.as_raw_fd(),
+                RULE_PATH_BENEATH,
+                &attr as *const PathBeneathAttr,
+                0u32,
+            )
+        };
+        if r != 0 {
+            return Err(format!("landlock rule {}: {}", path.display(), std::io::Error::last_os_error()));
+        }
         applied += 1;
     }
+    drop(ruleset_fd);
     let status = created.restrict_self().map_err(|e| format!("landlock restrict_self: {e}"))?;
     if status.ruleset != RulesetStatus::FullyEnforced {
         return Err(format!("landlock ruleset not fully enforced: {:?}", status.ruleset));

@@ -5,8 +5,10 @@
 pub mod env;
 pub mod landlock;
 pub mod namespaces;
+pub mod resolve;
 pub mod seccomp;
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -219,14 +221,16 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
     let level = choose_level(policy, caps)?;
     let confined = level > SandboxLevel::None;
     let full = uses_namespaces(policy, caps, level);
-    let namespaces = full.then(|| namespaces::namespace_plan(policy, caps.uid, caps.gid));
+    // One resolver for the whole plan: the namespace and Landlock parts resolve the same paths.
+    let mut resolver = resolve::PathResolver::new();
+    let namespaces = full.then(|| namespaces::namespace_plan_with(&mut resolver, policy, caps.uid, caps.gid));
     // At Full level existing credential paths are hidden by mounts, so Landlock grants need no
     // expansion around them; a credential path that does not exist at launch can only appear
     // during the run (written by the command itself or concurrently by the user), a race the
     // README documents. At Standard every deny inside a grant is expanded around.
     let masked: Vec<PathBuf> = if namespaces.is_some() { policy.deny_paths.clone() } else { Vec::new() };
     let landlock = if level >= SandboxLevel::Standard && caps.landlock.abi > 0 {
-        Some(landlock_plan(policy, caps.landlock.abi, &masked)?)
+        Some(landlock_plan(policy, caps.landlock.abi, &masked, &mut resolver)?)
     } else {
         None
     };
@@ -302,7 +306,12 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
 /// Where caches go at Full level: inside the private `/tmp`, gone with the namespace.
 pub const PRIVATE_SCRATCH: &str = "/tmp/.localgpt-cache";
 
-fn landlock_plan(policy: &SandboxPolicy, abi: u32, masked: &[PathBuf]) -> Result<LandlockPlan, SandboxError> {
+fn landlock_plan(
+    policy: &SandboxPolicy,
+    abi: u32,
+    masked: &[PathBuf],
+    resolver: &mut resolve::PathResolver,
+) -> Result<LandlockPlan, SandboxError> {
     use landlock::{device, read_exec, read_only, read_write};
     let handled_abi = abi.min(landlock::MAX_KNOWN_ABI);
     let mut grants = Vec::new();
@@ -311,9 +320,9 @@ fn landlock_plan(policy: &SandboxPolicy, abi: u32, masked: &[PathBuf]) -> Result
             grants.push(Grant { path: p.clone(), access, reason: reason.into(), must_exist });
         }
     };
-    let defaults_read: Vec<PathBuf> = crate::config::SYSTEM_READ_DIRS.iter().map(PathBuf::from).collect();
+    let defaults_read = default_read_paths(policy.home.as_deref());
     let (system, user_read): (Vec<PathBuf>, Vec<PathBuf>) =
-        policy.read_only_paths.iter().cloned().partition(|p| is_default_read(p, policy.home.as_deref(), &defaults_read));
+        policy.read_only_paths.iter().cloned().partition(|p| is_default_read(p, &defaults_read));
     for p in &system {
         let access = if p == Path::new("/proc") || p == Path::new("/sys") { read_only(handled_abi) } else { read_exec(handled_abi) };
         push(std::slice::from_ref(p), access, "system or toolchain (read + execute)", false);
@@ -329,7 +338,7 @@ fn landlock_plan(policy: &SandboxPolicy, abi: u32, masked: &[PathBuf]) -> Result
     push(&user_write, read_write(handled_abi), "allow_paths.write (read-write)", true);
     let ws_access = if policy.mode == SandboxMode::ReadOnly { read_exec(handled_abi) } else { read_write(handled_abi) };
     push(std::slice::from_ref(&policy.workspace_path), ws_access, "workspace", true);
-    let resolved = landlock::resolve_rules_with_masks(&grants, &policy.deny_paths, masked).map_err(SandboxError::Plan)?;
+    let resolved = landlock::resolve_rules_with(resolver, &grants, &policy.deny_paths, masked).map_err(SandboxError::Plan)?;
     Ok(LandlockPlan {
         abi,
         handled_abi,
@@ -342,9 +351,17 @@ fn landlock_plan(policy: &SandboxPolicy, abi: u32, masked: &[PathBuf]) -> Result
     })
 }
 
-fn is_default_read(p: &Path, home: Option<&Path>, system: &[PathBuf]) -> bool {
-    system.iter().any(|s| s == p)
-        || home.is_some_and(|h| crate::config::HOME_TOOLCHAINS.iter().any(|t| h.join(t) == p))
+/// The read grants the policy adds by default (system directories, `$HOME` toolchains): a
+/// missing one is skipped rather than an error.
+fn default_read_paths(home: Option<&Path>) -> HashSet<PathBuf> {
+    let system = crate::config::SYSTEM_READ_DIRS.iter().map(PathBuf::from);
+    let toolchains = home.into_iter().flat_map(|h| crate::config::HOME_TOOLCHAINS.iter().map(move |t| h.join(t)));
+    system.chain(toolchains).collect()
+}
+
+/// `p` is one of the default read grants (paths compare component by component, as `==` does).
+fn is_default_read(p: &Path, defaults: &HashSet<PathBuf>) -> bool {
+    defaults.contains(p)
 }
 
 fn prot(id: &str, state: ProtectionState, mechanism: &str, detail: impl Into<String>) -> Protection {
@@ -848,6 +865,25 @@ mod tests {
         let p = make_plan(&pol, &c, &RunContext::default()).unwrap();
         assert!(p.namespaces.is_none());
         assert_eq!(p.protections.iter().find(|x| x.id == "fs-write-outside").unwrap().state, ProtectionState::Off);
+    }
+
+    #[test]
+    fn default_read_lookup_matches_the_linear_scan() {
+        let system: Vec<PathBuf> = crate::config::SYSTEM_READ_DIRS.iter().map(PathBuf::from).collect();
+        let linear = |p: &Path, home: Option<&Path>| {
+            system.iter().any(|s| s == p) || home.is_some_and(|h| crate::config::HOME_TOOLCHAINS.iter().any(|t| h.join(t) == p))
+        };
+        let probes = [
+            "/usr", "/usr/", "/usr/.", "//usr", "/usr/bin", "/nix/store", "/nix//store/", "/nix/./store", "/proc", "/etc/..",
+            "/h/.cargo", "/h/.cargo/", "/h//.cargo", "/h/./.cargo", "/h/.local/bin", "/h/.local", "/h/go", "/h/.config/git/",
+            "/h", "/other/.cargo", "usr", "", "/",
+        ];
+        for home in [None, Some(Path::new("/h")), Some(Path::new("/h/"))] {
+            let set = default_read_paths(home);
+            for p in probes {
+                assert_eq!(is_default_read(Path::new(p), &set), linear(Path::new(p), home), "{p:?} home {home:?}");
+            }
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::resolve::{FileKind, PathResolver};
 use crate::policy::{SandboxMode, SandboxPolicy};
 
 /// Workspace paths bound read-only at Full level by default (relative to the workspace).
@@ -80,6 +81,12 @@ pub struct NamespacePlan {
 /// Builds the namespace plan for `policy`, mapping `uid`/`gid` to themselves.
 #[must_use]
 pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePlan {
+    namespace_plan_with(&mut PathResolver::new(), policy, uid, gid)
+}
+
+/// [`namespace_plan`] with a caller's resolver (shared with the rest of a plan).
+#[must_use]
+pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePlan {
     let workspace_writable = policy.mode == SandboxMode::WorkspaceWrite;
     let workspace = policy.workspace_path.as_path();
     let writable = &policy.writable_paths;
@@ -90,7 +97,7 @@ pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePl
     };
     let deny_paths = &policy.deny_paths;
     let protected = &policy.protected_workspace_paths;
-    let canon = |p: &Path| std::fs::canonicalize(p).ok();
+    let mut canon = |p: &Path| resolver.canonicalize(p).ok();
     let mut rw_binds = Vec::new();
     if workspace_writable {
         rw_binds.push(workspace.to_path_buf());
@@ -100,8 +107,8 @@ pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePl
             continue;
         }
         if let Some(c) = canon(w) {
-            if !rw_binds.contains(&c) {
-                rw_binds.push(c);
+            if !rw_binds.contains(&c.path) {
+                rw_binds.push(c.path);
             }
         }
     }
@@ -109,10 +116,13 @@ pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePl
     // scratch dir stays the host's, bound read-write, and the plan reports /tmp as shared.
     let mut tmpfs = Vec::new();
     for t in &private_tmp {
-        let canon_t = canon(t).unwrap_or_else(|| t.clone());
+        let (canon_t, is_dir) = match canon(t) {
+            Some(c) => (c.path, c.kind == FileKind::Dir),
+            None => (t.clone(), t.is_dir()),
+        };
         if rw_binds.iter().any(|b| b.starts_with(&canon_t)) {
             rw_binds.insert(0, canon_t);
-        } else if canon_t.is_dir() {
+        } else if is_dir {
             tmpfs.push(canon_t);
         }
     }
@@ -122,20 +132,21 @@ pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePl
         .read_only_paths
         .iter()
         .filter_map(|p| canon(p))
+        .map(|c| c.path)
         .filter(|p| tmpfs.iter().any(|t| p.starts_with(t) && p != t))
         .collect();
     let mut masks: Vec<Mask> = Vec::new();
     for d in deny_paths {
         let Some(c) = canon(d) else { continue };
-        let Ok(meta) = std::fs::metadata(&c) else { continue };
-        let kind = if meta.is_dir() { MaskKind::EmptyDir } else { MaskKind::EmptyFile };
+        let kind = if c.kind == FileKind::Dir { MaskKind::EmptyDir } else { MaskKind::EmptyFile };
+        let c = c.path;
         if !masks.iter().any(|m| c.starts_with(&m.path)) {
             masks.retain(|m| !m.path.starts_with(&c));
             masks.push(Mask { path: c, kind });
         }
     }
     let ro_binds = if workspace_writable {
-        protected.iter().filter_map(|rel| canon(&workspace.join(rel))).filter(|p| p.starts_with(workspace)).collect()
+        protected.iter().filter_map(|rel| canon(&workspace.join(rel))).map(|c| c.path).filter(|p| p.starts_with(workspace)).collect()
     } else {
         Vec::new()
     };
@@ -155,10 +166,11 @@ pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePl
         masks,
         hostname: None,
         private_dev: Path::new("/dev").is_dir(),
+        // One `stat` each: exists and is not a directory.
         dev_nodes: crate::config::DEVICE_PATHS
             .iter()
             .map(PathBuf::from)
-            .filter(|p| p != Path::new("/dev/ptmx") && p.exists() && !p.is_dir())
+            .filter(|p| p != Path::new("/dev/ptmx") && std::fs::metadata(p).is_ok_and(|m| !m.is_dir()))
             .collect(),
     }
 }
@@ -198,6 +210,131 @@ mod tests {
         let ro = build_sandbox_policy(&ws, &SandboxSettings { mode: SandboxMode::ReadOnly, home: Some(home), ..Default::default() }).unwrap();
         let p = namespace_plan(&ro, 0, 0);
         assert!(p.rw_binds.is_empty() && p.ro_binds.is_empty() && p.tmpfs.is_empty());
+    }
+
+    /// The implementation before the shared resolver, kept as the reference.
+    fn reference_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePlan {
+        let workspace_writable = policy.mode == SandboxMode::WorkspaceWrite;
+        let workspace = policy.workspace_path.as_path();
+        let writable = &policy.writable_paths;
+        let private_tmp: Vec<PathBuf> = if workspace_writable {
+            crate::config::SCRATCH_WRITE_DIRS.iter().map(PathBuf::from).collect()
+        } else {
+            Vec::new()
+        };
+        let deny_paths = &policy.deny_paths;
+        let protected = &policy.protected_workspace_paths;
+        let canon = |p: &Path| std::fs::canonicalize(p).ok();
+        let mut rw_binds = Vec::new();
+        if workspace_writable {
+            rw_binds.push(workspace.to_path_buf());
+        }
+        for w in writable {
+            if private_tmp.iter().any(|t| t == w) {
+                continue;
+            }
+            if let Some(c) = canon(w) {
+                if !rw_binds.contains(&c) {
+                    rw_binds.push(c);
+                }
+            }
+        }
+        // A fresh tmpfs would hide a writable path that lies under it (a workspace in /tmp): such a
+        // scratch dir stays the host's, bound read-write, and the plan reports /tmp as shared.
+        let mut tmpfs = Vec::new();
+        for t in &private_tmp {
+            let canon_t = canon(t).unwrap_or_else(|| t.clone());
+            if rw_binds.iter().any(|b| b.starts_with(&canon_t)) {
+                rw_binds.insert(0, canon_t);
+            } else if canon_t.is_dir() {
+                tmpfs.push(canon_t);
+            }
+        }
+        // Read-only grants that a fresh tmpfs would hide (a binary or a HOME under /tmp): bound back,
+        // read-only, inside the private tmpfs, so /tmp stays private and the grant stays visible.
+        let tmpfs_ro_binds: Vec<PathBuf> = policy
+            .read_only_paths
+            .iter()
+            .filter_map(|p| canon(p))
+            .filter(|p| tmpfs.iter().any(|t| p.starts_with(t) && p != t))
+            .collect();
+        let mut masks: Vec<Mask> = Vec::new();
+        for d in deny_paths {
+            let Some(c) = canon(d) else { continue };
+            let Ok(meta) = std::fs::metadata(&c) else { continue };
+            let kind = if meta.is_dir() { MaskKind::EmptyDir } else { MaskKind::EmptyFile };
+            if !masks.iter().any(|m| c.starts_with(&m.path)) {
+                masks.retain(|m| !m.path.starts_with(&c));
+                masks.push(Mask { path: c, kind });
+            }
+        }
+        let ro_binds = if workspace_writable {
+            protected.iter().filter_map(|rel| canon(&workspace.join(rel))).filter(|p| p.starts_with(workspace)).collect()
+        } else {
+            Vec::new()
+        };
+        let unprotected = if workspace_writable {
+            protected.iter().map(|rel| workspace.join(rel)).filter(|p| canon(p).is_none()).collect()
+        } else {
+            Vec::new()
+        };
+        NamespacePlan {
+            uid,
+            gid,
+            rw_binds,
+            ro_binds,
+            unprotected,
+            tmpfs,
+            tmpfs_ro_binds,
+            masks,
+            hostname: None,
+            private_dev: Path::new("/dev").is_dir(),
+            dev_nodes: crate::config::DEVICE_PATHS
+                .iter()
+                .map(PathBuf::from)
+                .filter(|p| p != Path::new("/dev/ptmx") && p.exists() && !p.is_dir())
+                .collect(),
+        }
+    }
+
+    /// Same plan as the reference, with a fresh and with a shared (already used) resolver, on a
+    /// world of symlinked denies, writable paths and protected workspace paths.
+    #[test]
+    fn same_plan_as_the_reference() {
+        use std::os::unix::fs::symlink;
+        let d = crate::test_dir();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let (home, ws) = (root.join("home"), root.join("ws"));
+        for p in [".ssh", ".config/gh", "real-aws", "extra/w", "outside"] {
+            std::fs::create_dir_all(home.join(p)).unwrap();
+        }
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        std::fs::write(home.join("real-netrc"), "x").unwrap();
+        symlink(home.join("real-aws"), home.join(".aws")).unwrap();
+        symlink("real-netrc", home.join(".netrc")).unwrap();
+        symlink("nowhere", home.join(".npmrc")).unwrap();
+        symlink(home.join("outside"), ws.join(".vscode")).unwrap();
+        symlink("hooks", ws.join(".git/config")).unwrap();
+        symlink(home.join("extra/w"), root.join("w-link")).unwrap();
+        for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+            let settings = SandboxSettings {
+                mode,
+                home: Some(home.clone()),
+                extra_write: if mode == SandboxMode::WorkspaceWrite { vec![root.join("w-link"), home.join("extra/w/")] } else { Vec::new() },
+                extra_read: vec![root.join("w-link"), PathBuf::from("/usr/bin/../lib")],
+                extra_deny: vec![home.join(".ssh/id_rsa"), home.join(".ssh/../.config/gh")],
+                ..Default::default()
+            };
+            let policy = build_sandbox_policy(&ws, &settings).unwrap();
+            let want = reference_plan(&policy, 1000, 1000);
+            assert_eq!(namespace_plan(&policy, 1000, 1000), want);
+            let mut shared = PathResolver::new();
+            for p in policy.read_only_paths.iter().chain(&policy.deny_paths) {
+                let _ = shared.canonicalize_lenient(p);
+            }
+            assert_eq!(namespace_plan_with(&mut shared, &policy, 1000, 1000), want);
+            assert_eq!(namespace_plan_with(&mut shared, &policy, 1000, 1000), want);
+        }
     }
 
     #[test]
