@@ -272,7 +272,7 @@ mod tests {
 /// is present in the run). `bench` stamps are taken by the benchmark around `posix_spawn` and
 /// `wait4`; `helper` stamps come from the helper's lines (`supervisor` or `command`, which share
 /// the stamps taken before the fork).
-pub const STAMPS: [(&str, &str, &str); 37] = [
+pub const STAMPS: [(&str, &str, &str); 38] = [
     ("bench", "spawn", "benchmark calls posix_spawn"),
     ("cli", "start", "exec of the CLI: posix_spawn, execve, Rust start-up"),
     ("cli", "parse", "CLI: argv[0] (helper) and probe dispatch"),
@@ -280,6 +280,7 @@ pub const STAMPS: [(&str, &str, &str); 37] = [
     ("cli", "policy", "CLI: config file, workspace, policy"),
     ("cli", "detected", "CLI: detection (Landlock ABI, seccomp, user namespaces, pids cgroup)"),
     ("cli", "scratch", "CLI: per-run scratch dir (Standard: mkdtemp in /tmp)"),
+    ("cli", "counted", "CLI: count the user's tasks for a relative RLIMIT_NPROC (non-root, no namespaces, no pids cgroup)"),
     ("cli", "planned", "CLI: plan (Landlock rules, namespaces, seccomp program, environment, protections)"),
     ("cli", "spawn_helper", "CLI: signal handlers, per-run cgroup, pipes, single-thread check"),
     ("helper", "start", "fork of the runner into the helper (from a multithreaded host: posix_spawn + execve + plan decode)"),

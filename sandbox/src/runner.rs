@@ -7,7 +7,7 @@
 //! stdin, the stdout and stderr pipes, and the report pipe as fd 3.
 
 use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -167,18 +167,25 @@ pub fn run_sandboxed(command: &str, policy: &SandboxPolicy) -> Result<RunResult,
     Ok(r)
 }
 
-/// Counts the tasks (threads) of a uid, for a relative `RLIMIT_NPROC`.
+/// Counts the tasks (threads) of a uid, for a relative `RLIMIT_NPROC`: one `fstatat` per
+/// process, of `/proc/<pid>/task`, whose owner is the process's uid and whose link count is its
+/// number of threads + 2.
 fn count_uid_tasks(uid: u32) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    use std::os::fd::AsRawFd;
+    let Ok(dir) = std::fs::File::open("/proc") else { return 0 };
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
     let mut n = 0;
-    for e in dir.filter_map(Result::ok) {
+    for e in entries.filter_map(Result::ok) {
         let name = e.file_name();
-        if !name.as_bytes().iter().all(u8::is_ascii_digit) {
+        if name.is_empty() || !name.as_bytes().iter().all(u8::is_ascii_digit) {
             continue;
         }
-        if e.metadata().is_ok_and(|m| m.uid() == uid) {
-            n += std::fs::read_dir(e.path().join("task")).map(|t| t.count() as u64).unwrap_or(1);
+        let mut rel = name.into_vec();
+        rel.extend_from_slice(b"/task\0");
+        // SAFETY: a zeroed stat buffer and a NUL-terminated relative path under an open dir fd.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstatat(dir.as_raw_fd(), rel.as_ptr().cast(), &mut st, 0) } == 0 && st.st_uid == uid {
+            n += (st.st_nlink as u64).saturating_sub(2).max(1);
         }
     }
     n
@@ -305,15 +312,18 @@ pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
     // The per-run scratch dir holds the redirected caches; with a private /tmp (namespaces) they
     // go there instead, so the dir would only cost a mkdtemp and an rmdir.
     // At level none the caller's environment passes unchanged, so no dir either.
-    let needs_scratch = crate::plan::choose_level(policy, &caps)
+    let confined_without_namespaces = crate::plan::choose_level(policy, &caps)
         .is_ok_and(|l| l > SandboxLevel::None && !crate::plan::uses_namespaces(policy, &caps, l));
-    let scratch = if policy.mode == SandboxMode::WorkspaceWrite && policy.environment.redirect_caches && needs_scratch {
+    let scratch = if policy.mode == SandboxMode::WorkspaceWrite && policy.environment.redirect_caches && confined_without_namespaces {
         Some(Scratch::create()?)
     } else {
         None
     };
     crate::timing::stamp("scratch");
-    let uid_tasks = if !caps.is_root && caps.cgroup_pids.is_none() { Some(count_uid_tasks(caps.uid)) } else { None };
+    // Only a run without namespaces and without a pids cgroup bounds processes with a
+    // relative RLIMIT_NPROC (inside a user namespace the count starts from zero).
+    let uid_tasks = if !caps.is_root && caps.cgroup_pids.is_none() && confined_without_namespaces { Some(count_uid_tasks(caps.uid)) } else { None };
+    crate::timing::stamp("counted");
     let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks };
     let plan = make_plan(policy, &caps, &ctx)?;
     crate::timing::stamp("planned");
@@ -835,5 +845,31 @@ fn verify_applied(plan: &Plan, a: &AppliedReport, protections: &mut [Protection]
             p.state = ProtectionState::Off;
             p.detail = format!("the helper reported the mechanism was not applied ({})", p.detail);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-stat-per-process count agrees with listing every `/proc/<pid>/task` directory
+    /// (give or take processes that start or end in between).
+    #[test]
+    fn uid_task_count_matches_a_full_scan() {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        let fast = count_uid_tasks(uid);
+        let mut slow = 0u64;
+        for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+            if !e.file_name().as_bytes().iter().all(u8::is_ascii_digit) {
+                continue;
+            }
+            if e.metadata().is_ok_and(|m| m.uid() == uid) {
+                slow += std::fs::read_dir(e.path().join("task")).map(|t| t.count() as u64).unwrap_or(1);
+            }
+        }
+        assert!(fast >= 1, "this test's own threads count");
+        assert!(fast.abs_diff(slow) <= 8, "fast {fast} vs full scan {slow}");
     }
 }
