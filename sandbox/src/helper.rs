@@ -93,13 +93,7 @@ pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
             fail("the runner exited before the sandbox started");
         }
     }
-    if let Some(procs) = &plan.cgroup_procs {
-        crate::timing::stamp("cgroup_join");
-        if let Err(e) = std::fs::write(procs, b"0") {
-            fail(&format!("join cgroup {}: {e}", procs.display()));
-        }
-        crate::timing::stamp("cgroup_joined");
-    }
+    join_cgroup(plan);
     if let Some(ns) = &plan.namespaces {
         if let Err(e) = namespaces::enter_user_and_pid_namespaces(ns) {
             fail(&e);
@@ -132,7 +126,11 @@ pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
                 }
                 // SAFETY: init keeps no copy of the report pipe.
                 unsafe { libc::close(REPORT_FD) };
-                supervise::run_init(cmd, status_pipe[1])
+                let fd = status_pipe[1];
+                // SAFETY: writing 4 bytes from a local to our own pipe.
+                supervise::run_init(cmd, |st| unsafe {
+                    libc::write(fd, st.to_ne_bytes().as_ptr().cast(), 4);
+                })
             }
             None => exec_confined(plan, argv),
         }
@@ -146,6 +144,55 @@ pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
         }
     }
     supervise::supervise(pid, (status_pipe[0] >= 0).then_some(status_pipe[0]))
+}
+
+fn join_cgroup(plan: &HelperPlan) {
+    if let Some(procs) = &plan.cgroup_procs {
+        crate::timing::stamp("cgroup_join");
+        if let Err(e) = std::fs::write(procs, b"0") {
+            fail(&format!("join cgroup {}: {e}", procs.display()));
+        }
+        crate::timing::stamp("cgroup_joined");
+    }
+}
+
+/// Full level from a single-threaded runner, which cloned this process straight into new user
+/// and PID namespaces: this process is PID 1, with no supervisor in between. It dies with the
+/// runner (`PR_SET_PDEATHSIG(SIGKILL)`, and `lifeline`, a pidfd of the runner, catches a runner
+/// that died before that was set), and the kernel then kills every process of the namespace.
+/// It joins the per-run cgroup, maps its uid/gid, sets up the remaining namespaces and mounts,
+/// forks the command, and reports the command's raw wait status on fd 3 (`S<status>`) before
+/// exiting. Never returns.
+pub fn run_namespace_init(plan: &HelperPlan, argv: &[CString]) -> ! {
+    let Some(ns) = &plan.namespaces else { fail("no namespace plan") };
+    // SAFETY: plain syscalls on our own process.
+    unsafe {
+        if libc::setsid() < 0 {
+            fail(&format!("setsid: {}", std::io::Error::last_os_error()));
+        }
+    }
+    join_cgroup(plan);
+    if let Err(e) = namespaces::write_id_maps(ns) {
+        fail(&e);
+    }
+    crate::timing::stamp("user_pid_ns");
+    crate::timing::stamp("fork");
+    if let Err(e) = namespaces::setup_init_namespaces(ns) {
+        fail(&e);
+    }
+    crate::timing::stamp("init_namespaces");
+    let cmd = fork_child();
+    if cmd == 0 {
+        exec_confined(plan, argv);
+    }
+    supervise::run_init(cmd, |st| {
+        crate::timing::forget();
+        crate::timing::stamp("command_reaped");
+        crate::timing::flush("supervisor");
+        let line = format!("S{st}\n");
+        // SAFETY: writing a local buffer to the report pipe.
+        unsafe { libc::write(REPORT_FD, line.as_ptr().cast(), line.len()) };
+    })
 }
 
 /// Forks; the child resets the stop handlers and dies with its parent.

@@ -424,14 +424,49 @@ fn fork_helper(plan: &crate::plan::HelperPlan, argv: &[CString], env: &[CString]
     let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());
     let timing = env.iter().any(|e| e.as_bytes().starts_with(crate::timing::TIMING_ENV.as_bytes()) && e.as_bytes().get(crate::timing::TIMING_ENV.len()) == Some(&b'='));
+    // Full level: clone the child straight into new user and PID namespaces, so that it is PID 1
+    // itself (no supervisor process in between: one fork and one exit less). It needs a pidfd of
+    // this process to notice a runner that died before it could ask for a parent-death signal;
+    // without pidfds (< 5.3) the helper starts as a supervisor, as when exec'd.
+    // SAFETY: pidfd_open of our own pid.
+    let lifeline = if plan.namespaces.is_some() { unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) as i32 } } else { -1 };
+    if lifeline >= 0 {
+        crate::linux::namespaces::record_host_pid_max();
+    }
     // SAFETY: the caller checked that this process is single-threaded, so the child may run
-    // ordinary code; it never returns into the caller (run_helper and fail never return).
-    let pid = unsafe { libc::fork() };
+    // ordinary code; it never returns into the caller (run_helper and fail never return). The
+    // raw clone (fork semantics: no CLONE_VM, SIGCHLD to us) is what bubblewrap does too.
+    let pid = unsafe {
+        if lifeline >= 0 {
+            libc::syscall(libc::SYS_clone, (libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::SIGCHLD) as libc::c_ulong, 0usize, 0usize, 0usize, 0usize) as i32
+        } else {
+            libc::fork()
+        }
+    };
     if pid < 0 {
-        return Err(SandboxError::io("fork sandbox helper", std::io::Error::last_os_error()));
+        let e = std::io::Error::last_os_error();
+        close(lifeline);
+        if lifeline >= 0 {
+            return Err(SandboxError::Setup(format!(
+                "{} clone(CLONE_NEWUSER|CLONE_NEWPID) (unshare of the user and PID namespaces): {e}",
+                crate::linux::namespaces::USERNS_ERROR_PREFIX
+            )));
+        }
+        return Err(SandboxError::io("fork sandbox helper", e));
     }
     if pid > 0 {
+        close(lifeline);
         return Ok(pid);
+    }
+    if lifeline >= 0 {
+        // SAFETY: plain syscalls on our own process; a pollfd on a local.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            let mut p = libc::pollfd { fd: lifeline, events: libc::POLLIN, revents: 0 };
+            if libc::poll(&mut p, 1, 0) != 0 {
+                libc::_exit(127); // the runner is gone (or the pidfd is unusable): run nothing
+            }
+        }
     }
     // SAFETY (whole block): the child arranges its own fds, signals and environment.
     unsafe {
@@ -485,6 +520,9 @@ fn fork_helper(plan: &crate::plan::HelperPlan, argv: &[CString], env: &[CString]
     std::mem::forget(envp);
     crate::timing::restart(timing);
     crate::timing::stamp("start");
+    if lifeline >= 0 {
+        crate::helper::run_namespace_init(plan, argv)
+    }
     crate::helper::run_helper(plan, argv)
 }
 
@@ -776,7 +814,13 @@ fn supervise_run(
     let report = String::from_utf8_lossy(&report).into_owned();
     let mut applied = None;
     let mut exec_errno = None;
+    let mut st = st;
     for line in report.lines() {
+        // PID 1 cloned by a forking runner reports the command's raw wait status (it cannot die
+        // of the command's signal itself).
+        if let Some(raw) = line.strip_prefix('S').and_then(|v| v.trim().parse::<i32>().ok()) {
+            st = raw;
+        }
         if let Some(msg) = line.strip_prefix('E') {
             return Err(SandboxError::Setup(msg.to_string()));
         }

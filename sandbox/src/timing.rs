@@ -47,6 +47,13 @@ pub fn restart(enabled: bool) {
     STATE.store(if enabled { 2 } else { 1 }, Ordering::Relaxed);
 }
 
+/// Forgets the stamps recorded so far (they were already written by another process).
+pub fn forget() {
+    if let Ok(mut v) = STAMPS.lock() {
+        v.clear();
+    }
+}
+
 /// Records the time of `label` (no-op unless enabled).
 pub fn stamp(label: &'static str) {
     if enabled() {

@@ -27,20 +27,33 @@ fn write_file(path: &str, data: &str) -> Result<(), String> {
 /// (0 = unknown). The helper is single-threaded; `fork` copies the value into init.
 static HOST_PID_MAX: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Records the host's `kernel.pid_max` while `/proc` is still the host's: init copies it into
+/// the new PID namespace (see [`setup_init_namespaces`]).
+pub fn record_host_pid_max() {
+    if let Some(v) = std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse::<u64>().ok()) {
+        HOST_PID_MAX.store(v, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Supervisor: unshare user + PID namespaces and map the caller's uid/gid to themselves.
 ///
 /// # Errors
 /// A message starting with [`USERNS_ERROR_PREFIX`] when user namespaces are unavailable.
 pub fn enter_user_and_pid_namespaces(ns: &NamespacePlan) -> Result<(), String> {
-    // The host's pid_max, read while /proc is still the host's: init copies it into the new PID
-    // namespace (see `setup_init_namespaces`).
-    if let Some(v) = std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse::<u64>().ok()) {
-        HOST_PID_MAX.store(v, std::sync::atomic::Ordering::SeqCst);
-    }
+    record_host_pid_max();
     // SAFETY: unshare with constant flags.
     if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) } != 0 {
         return Err(format!("{USERNS_ERROR_PREFIX} {}", last_err("unshare(CLONE_NEWUSER|CLONE_NEWPID)")));
     }
+    write_id_maps(ns)
+}
+
+/// Maps the caller's uid/gid to themselves in the user namespace the calling process is the
+/// first member of (`setgroups` denied first, as unprivileged mapping requires).
+///
+/// # Errors
+/// A message starting with [`USERNS_ERROR_PREFIX`].
+pub fn write_id_maps(ns: &NamespacePlan) -> Result<(), String> {
     match std::fs::write("/proc/self/setgroups", "deny") {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -189,16 +189,17 @@ extern "C" fn on_forward(sig: libc::c_int) {
 }
 
 /// PID 1 of the sandbox's PID namespace: reaps every zombie, forwards termination signals to
-/// the command, and exits with the command's status (the kernel then kills whatever is left).
-pub fn run_init(command: i32, status_fd: i32) -> ! {
+/// the command, hands the command's raw wait status to `report` (PID 1 cannot die of its own
+/// signal, so its parent learns it from there) and exits with the command's status (the kernel
+/// then kills whatever is left in the namespace).
+pub fn run_init(command: i32, report: impl Fn(i32)) -> ! {
     set_handlers(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2], on_forward);
     loop {
         let mut st = 0;
         // SAFETY: waitpid with a valid status pointer.
         let r = unsafe { libc::waitpid(-1, &mut st, 0) };
         if r == command {
-            // SAFETY: writing 4 bytes from a local to our own pipe.
-            unsafe { libc::write(status_fd, st.to_ne_bytes().as_ptr().cast(), 4) };
+            report(st);
             if libc::WIFEXITED(st) {
                 exit_now(libc::WEXITSTATUS(st));
             }
