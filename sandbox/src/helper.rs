@@ -12,17 +12,25 @@
 //!   `mem` included, to processes outside its domain, and at Full the supervisor is outside the
 //!   command's PID namespace), and at Minimal level the runner's own memory is as reachable.
 //!
-//! Either way fd 3 is the report pipe, and the helper:
+//! Either way fd 3 is the report pipe, and the helper ([`run_helper`]):
 //!
 //! 1. starts a new session, becomes a child subreaper, asks for `SIGTERM` if the runner dies,
 //!    and joins the per-run cgroup — this process stays as the *supervisor*;
-//! 2. forks the command process, which sets `PR_SET_PDEATHSIG(SIGKILL)`, applies the plan
-//!    ([`crate::linux::apply::apply_confinement`]), reports what it applied on fd 3 and execs
-//!    with the plan's environment;
-//! 3. the supervisor waits, kills every leftover descendant, and exits with the command's status.
+//! 2. at Full level unshares user and PID namespaces and forks PID 1, which sets up the other
+//!    namespaces and the mounts;
+//! 3. forks the command process (from PID 1 at Full), which sets `PR_SET_PDEATHSIG(SIGKILL)`,
+//!    applies the plan ([`crate::linux::apply::apply_confinement`]), reports what it applied on
+//!    fd 3 and execs with the plan's environment;
+//! 4. the supervisor waits, kills every leftover descendant, and exits with the command's status.
+//!
+//! A forking runner at Full level goes shorter ([`run_namespace_init`]): it clones the helper
+//! straight into new user and PID namespaces, so the helper *is* PID 1 and there is no
+//! supervisor: PID 1 dies with the runner, and the kernel kills everything left in the namespace
+//! when PID 1 exits.
 //!
 //! Report lines on fd 3: `R<json AppliedReport>` after confinement, `E<message>` when setup
-//! failed (nothing was executed), `X<errno>` when exec failed.
+//! failed (nothing was executed), `X<errno>` when exec failed, `S<wait status>` from a cloned
+//! PID 1 when the command ended.
 
 use std::ffi::{CString, OsString};
 use std::io::Write;

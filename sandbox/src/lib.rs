@@ -11,14 +11,18 @@
 //!   ([`detect_sandbox_capabilities`]): the Landlock rules, the seccomp table and its compiled
 //!   program, rlimits, environment, and for every protection whether it is enforced, degraded or
 //!   off. All decisions live there and are unit-tested.
-//! * **Apply** ([`linux`]) — the re-executed helper (`argv[0] = localgpt-sandbox`) applies the
-//!   plan in one fixed order and decides nothing: new session and parent-death signal → rlimits →
-//!   fds above 2 closed → `no_new_privs` → Landlock → capabilities dropped → seccomp → exec.
+//! * **Apply** ([`linux`]) — the helper applies the plan in one fixed order and decides
+//!   nothing: new session and parent-death signal → namespaces (Full) → rlimits → fds above 2
+//!   closed → `no_new_privs` → Landlock → capabilities dropped → seccomp → exec. The helper is a
+//!   fork of the runner when the runner is single-threaded (the CLI), and the runner's binary
+//!   re-executed as `localgpt-sandbox` otherwise ([`runner::HelperStart`], [`helper`]).
 //!
-//! The parent ([`runner`]) is never restricted: it spawns the helper, caps output, enforces the
-//! timeout and reports what ran at which level. The helper stays as a subreaper *supervisor* that
-//! kills every leftover descendant, so nothing outlives the command.
-//!
+//! The parent ([`runner`]) is never restricted: it starts the helper, caps output, enforces the
+//! timeout and reports what ran at which level. Nothing outlives the command: at Standard and
+//! Minimal the helper stays as a subreaper *supervisor* that kills every leftover descendant; at
+//! Full the command runs under PID 1 of its own PID namespace, which the kernel empties when PID 1
+//! exits (and PID 1 dies with the runner).
+
 //! ## Embedding
 //!
 //! The host binary must call [`dispatch`] first thing in `main()`; then

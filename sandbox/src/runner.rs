@@ -1,10 +1,12 @@
 //! The parent side (spec 7.1): spawn the helper, stream stdout/stderr with a cap, enforce the
 //! timeout, clean up (cgroup, scratch dir), and report what ran at which level.
 //!
-//! The parent is never restricted. It spawns `/proc/self/exe` with `argv[0] = localgpt-sandbox`
-//! through `posix_spawn` (no `pre_exec` code runs in a forked copy of a possibly multithreaded
-//! parent), with the scrubbed environment, default signal dispositions, and exactly four fds:
-//! stdin, the stdout and stderr pipes, and the report pipe as fd 3.
+//! The parent is never restricted. The helper starts with default signal dispositions and exactly
+//! four fds: stdin, the stdout and stderr pipes, and the report pipe as fd 3 ([`HelperStart`]):
+//! a single-threaded parent forks it (cloned into new user and PID namespaces at Full level),
+//! and it runs with the plan's environment from then on; a multithreaded parent `posix_spawn`s
+//! `/proc/self/exe` with `argv[0] = localgpt-sandbox` and the scrubbed environment, so that no
+//! code runs in a forked copy of it.
 
 use std::ffi::CString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
