@@ -53,9 +53,10 @@ fn builtins() -> &'static Builtins {
     B.get_or_init(|| {
         let r = |s: &str| Regex::new(s).expect("static regex");
         Builtins {
-            // Full level: /tmp/.localgpt-cache; Standard: /tmp/localgpt-sandbox-XXXXXX (then a
-            // sub-directory per cache variable).
-            sandbox_scratch: r(r"/tmp/(\.localgpt-cache|localgpt-sandbox-[A-Za-z0-9]{6})"),
+            // Full level: /tmp/.localgpt-cache; Standard: /tmp/localgpt-sandbox-u<uid>/run-<pid>-
+            // <n>-<16 hex>, or a mkdtemp /tmp/localgpt-sandbox-XXXXXX when that parent is unusable
+            // (then a sub-directory per cache variable).
+            sandbox_scratch: r(r"/tmp/(\.localgpt-cache|localgpt-sandbox-u\d+/run-\d+-\d+-[0-9a-f]{16}|localgpt-sandbox-[A-Za-z0-9]{6})"),
             tmpnames: r(r"\btmp(\.[A-Za-z0-9]{10}|[a-z0-9_]{8})\b"),
             iso: r(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}[:_]\d{2}(?:[:_]\d{2}(?:[.,_]\d+)?)?(?:Z|\s?[+-]\d{2}:?\d{2}\b)?)?"),
             clock: r(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b"),
@@ -207,6 +208,8 @@ mod tests {
     fn paths_longest_first_and_sandbox_scratch() {
         let t = "/var/tmp/lgc/runs/3/ws/a /var/tmp/lgc/runs/3/x /home/u/.cargo /tmp/.localgpt-cache/pip /tmp/localgpt-sandbox-Ab12Cd/npm";
         assert_eq!(normalise(t, &[Paths], &[], &ctx()), "<WS>/a <RUN>/x <HOME>/.cargo <CACHE>/pip <CACHE>/npm");
+        let t = "/tmp/localgpt-sandbox-u1001/run-4242-0-0123456789abcdef/pip-cache /tmp/localgpt-sandbox-u123456/run-1-22-fedcba9876543210/x";
+        assert_eq!(normalise(t, &[Paths], &[], &ctx()), "<CACHE>/pip-cache <CACHE>/x");
     }
 
     #[test]
