@@ -53,7 +53,8 @@ fn report(line: &str) {
     let _ = f.write_all(line.as_bytes());
 }
 
-fn fail(msg: &str) -> ! {
+/// Reports a setup error on fd 3 (`E<message>`: nothing was executed) and exits.
+pub(crate) fn fail(msg: &str) -> ! {
     report(&format!("E{}\n", msg.replace('\n', " ")));
     // SAFETY: terminate without running destructors.
     unsafe { libc::_exit(127) }
@@ -124,14 +125,7 @@ pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
             Some(ns) => {
                 // SAFETY: closing our copy of the read end.
                 unsafe { libc::close(status_pipe[0]) };
-                if let Err(e) = namespaces::setup_init_namespaces(ns) {
-                    fail(&e);
-                }
-                crate::timing::stamp("init_namespaces");
-                let cmd = fork_child();
-                if cmd == 0 {
-                    exec_confined(plan, argv);
-                }
+                let cmd = start_init(plan, ns, argv);
                 // SAFETY: init keeps no copy of the report pipe.
                 unsafe { libc::close(REPORT_FD) };
                 let fd = status_pipe[1];
@@ -185,14 +179,7 @@ pub fn run_namespace_init(plan: &HelperPlan, argv: &[CString]) -> ! {
     }
     crate::timing::stamp("user_pid_ns");
     crate::timing::stamp("fork");
-    if let Err(e) = namespaces::setup_init_namespaces(ns) {
-        fail(&e);
-    }
-    crate::timing::stamp("init_namespaces");
-    let cmd = fork_child();
-    if cmd == 0 {
-        exec_confined(plan, argv);
-    }
+    let cmd = start_init(plan, ns, argv);
     supervise::run_init(cmd, |st| {
         crate::timing::forget();
         crate::timing::stamp("command_reaped");
@@ -201,6 +188,20 @@ pub fn run_namespace_init(plan: &HelperPlan, argv: &[CString]) -> ! {
         // SAFETY: writing a local buffer to the report pipe.
         unsafe { libc::write(REPORT_FD, line.as_ptr().cast(), line.len()) };
     })
+}
+
+/// PID 1's start, whichever way it was created: the mount, net, IPC and UTS namespaces and the
+/// mounts, then the fork of the command (which never returns here). Returns the command's pid.
+fn start_init(plan: &HelperPlan, ns: &crate::plan::namespaces::NamespacePlan, argv: &[CString]) -> i32 {
+    if let Err(e) = namespaces::setup_init_namespaces(ns) {
+        fail(&e);
+    }
+    crate::timing::stamp("init_namespaces");
+    let cmd = fork_child();
+    if cmd == 0 {
+        exec_confined(plan, argv);
+    }
+    cmd
 }
 
 /// Forks; the child resets the stop handlers and dies with its parent.

@@ -539,16 +539,8 @@ fn fork_helper(plan: &crate::plan::HelperPlan, argv: &[CString], env: &[CString]
         }
     }
     // From here fd 3 is the report pipe: failures are reported there.
-    let fail = |what: &str, e: String| -> ! {
-        let line = format!("E{what}: {e}\n");
-        // SAFETY: writing a local buffer to the report pipe, then exiting without unwinding.
-        unsafe {
-            libc::write(crate::linux::apply::REPORT_FD, line.as_ptr().cast(), line.len());
-            libc::_exit(127)
-        }
-    };
     if let Err(e) = crate::linux::apply::close_fds_from(4) {
-        fail("helper fds", e);
+        crate::helper::fail(&format!("helper fds: {e}"));
     }
     // SAFETY: resetting dispositions and the mask of our own single-threaded process; setting
     // `environ` to a NUL-terminated array of C strings that live until exec (this process never

@@ -41,9 +41,7 @@ pub fn now_ns() -> u64 {
 /// In a forked copy of a process (the helper forked by the runner): forgets the stamps inherited
 /// from the parent and turns the stamps on or off as the child's own environment would.
 pub fn restart(enabled: bool) {
-    if let Ok(mut v) = STAMPS.lock() {
-        v.clear();
-    }
+    forget();
     STATE.store(if enabled { 2 } else { 1 }, Ordering::Relaxed);
 }
 
