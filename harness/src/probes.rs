@@ -22,7 +22,8 @@ pub const STARTED: &str = "LGPROBE-STARTED";
 pub const NAMES: &[&str] = &[
     "write-file", "append-file", "unlink", "read-file", "symlink-write", "hardlink-write", "rename", "truncate",
     "chmod", "chown", "utime", "setxattr", "stat", "tcp-connect", "udp-send", "dns-exfil", "raw-udp",
-    "netlink-addaddr", "unix-connect", "unix-dgram", "abstract-connect", "abstract-dgram", "io-uring-socket",
+    "netlink-addaddr", "unix-connect", "unix-dgram", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw",
+    "io-uring-socket",
     "io-uring-openat", "x32-connect", "ia32-connect", "ia32-write", "ptrace-poke", "vm-writev", "procmem-write",
     "vm-readv", "read-ancestors-environ", "signal", "pidfd-signal", "userns", "fork-bomb", "survivor", "open-fds",
     "core-dump", "write-flood", "write-big", "tiocsti", "tioclinux-kmsg", "shm-read", "shm-write", "msg-recv",
@@ -137,8 +138,10 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
             "netlink-addaddr" => netlink_addaddr(a(0)?),
             "unix-connect" => unix_stream(a(0)?.as_bytes(), false, a(1)?),
             "abstract-connect" => unix_stream(a(0)?.as_bytes(), true, a(1)?),
-            "unix-dgram" => unix_dgram(a(0)?.as_bytes(), false, a(1)?),
-            "abstract-dgram" => unix_dgram(a(0)?.as_bytes(), true, a(1)?),
+            "unix-dgram" => unix_dgram(a(0)?.as_bytes(), false, a(1)?, libc::SOCK_DGRAM),
+            "abstract-dgram" => unix_dgram(a(0)?.as_bytes(), true, a(1)?, libc::SOCK_DGRAM),
+            "unix-raw" => unix_dgram(a(0)?.as_bytes(), false, a(1)?, libc::SOCK_RAW),
+            "abstract-raw" => unix_dgram(a(0)?.as_bytes(), true, a(1)?, libc::SOCK_RAW),
             "io-uring-socket" => uring::socket_connect(num(a(0)?)?, a(1)?),
             "io-uring-openat" => uring::open_write(a(0)?, a(1)?),
             "x32-connect" => x32_connect(num(a(0)?)?, a(1)?),
@@ -401,13 +404,15 @@ unsafe fn unix_stream(name: &[u8], abstract_ns: bool, data: &str) -> i32 {
     write_fd(fd, data, "unix stream send")
 }
 
-unsafe fn unix_dgram(name: &[u8], abstract_ns: bool, data: &str) -> i32 {
-    let mut fd = libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM, 0);
+/// Sends a datagram to a unix socket address without `connect`, from a socket of `ty`
+/// (`SOCK_DGRAM`, or `SOCK_RAW`, which the kernel turns into a datagram socket).
+unsafe fn unix_dgram(name: &[u8], abstract_ns: bool, data: &str, ty: i32) -> i32 {
+    let mut fd = libc::socket(libc::AF_UNIX, ty, 0);
     if fd < 0 {
-        say(&format!("socket(AF_UNIX, SOCK_DGRAM): {}; trying a socketpair", errno()));
+        say(&format!("socket(AF_UNIX, type {ty}): {}; trying a socketpair", errno()));
         let mut sv = [0i32; 2];
-        if libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM, 0, sv.as_mut_ptr()) != 0 {
-            return result(false, "socketpair(AF_UNIX, SOCK_DGRAM)");
+        if libc::socketpair(libc::AF_UNIX, ty, 0, sv.as_mut_ptr()) != 0 {
+            return result(false, &format!("socketpair(AF_UNIX, type {ty})"));
         }
         fd = sv[0];
     }

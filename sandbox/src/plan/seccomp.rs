@@ -104,10 +104,11 @@ pub struct SeccompRuleSpec {
 }
 
 const AF_UNIX: u32 = 1;
-const SOCK_DGRAM: u32 = 2;
-/// Bit 1 of the socket type: set for SOCK_DGRAM (2), SOCK_RAW (3) and SOCK_PACKET (10), clear for
-/// SOCK_STREAM (1) and SOCK_SEQPACKET (5); the SOCK_NONBLOCK/SOCK_CLOEXEC flags do not touch it.
-const SOCK_DGRAM_BIT: u32 = 2;
+/// `SOCK_NONBLOCK | SOCK_CLOEXEC`: the only flags `socket(2)` accepts in `type`.
+const SOCK_TYPE_FLAGS: u32 = 0o4000 | 0o2_000_000;
+/// Bits of a unix socket's `type` that neither SOCK_STREAM (1) nor SOCK_SEQPACKET (5) has, once
+/// the flags are masked off: any of them set means another type.
+const UNIX_TYPE_OTHER_BITS: u32 = !(SOCK_TYPE_FLAGS | 0b101);
 const TIOCSTI: u32 = 0x5412;
 const TIOCLINUX: u32 = 0x541C;
 const NS_FLAGS: &[(u32, &str)] = &[
@@ -142,10 +143,23 @@ pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
     let mut row_all = |syscall: &str, nr: i64, conditions: Vec<ArgCondition>, text: Option<String>, action, reason: &str| {
         t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text: text, action, reason: reason.into() });
     };
-    row_all("socket", libc::SYS_socket,
-        vec![ArgCondition::Eq { arg: 0, value: AF_UNIX }, ArgCondition::Masked { arg: 1, mask: 0xf, value: SOCK_DGRAM }],
-        Some("domain == AF_UNIX && type & 0xf == SOCK_DGRAM".into()), SeccompDeny::Eperm,
-        "an unconnected unix datagram socket reaches pathname sockets outside (/dev/log, journald) through sendto/sendmsg, which seccomp cannot inspect; socketpair stays allowed");
+    // Unix socket types are allowlisted: SOCK_STREAM (1) and SOCK_SEQPACKET (5), with the
+    // SOCK_NONBLOCK/SOCK_CLOEXEC flags. Every other type is refused, SOCK_RAW (3) included: the
+    // kernel turns an AF_UNIX SOCK_RAW socket into a datagram socket, which reaches pathname
+    // sockets outside (/dev/log, journald) through sendto/sendmsg (red-team finding; an earlier
+    // rule refused only type == SOCK_DGRAM). With the flags masked off, the allowed values are
+    // exactly 0b0001 and 0b0101: refuse when bit 0 is clear, or when any other bit is set (one
+    // rule per bit, which the compiler folds into a single JSET). Every other domain is refused
+    // by the rows below, so these need no domain condition.
+    for (name, nr) in [("socket", libc::SYS_socket), ("socketpair", libc::SYS_socketpair)] {
+        let why = "unix sockets other than stream and seqpacket (datagram; raw, which the kernel makes a datagram socket) send to pathname sockets outside with sendto/sendmsg, which seccomp cannot inspect";
+        row_all(name, nr, vec![ArgCondition::Masked { arg: 1, mask: 1, value: 0 }],
+            Some("type & 1 == 0 (not stream or seqpacket)".into()), SeccompDeny::Eperm, why);
+        for bit in (0..32).map(|b| 1u32 << b).filter(|b| UNIX_TYPE_OTHER_BITS & b != 0) {
+            row_all(name, nr, vec![ArgCondition::HasBits { arg: 1, bits: bit }],
+                Some(format!("type & {bit:#x} (not stream or seqpacket)")), SeccompDeny::Eperm, why);
+        }
+    }
     let mut row = |syscall: &str, nr: i64, condition: Option<(ArgCondition, String)>, action, reason: &str| {
         let (conditions, condition_text) = match condition {
             Some((c, s)) => (vec![c], Some(s)),
@@ -165,8 +179,6 @@ pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
     let sock = "no network: only AF_UNIX sockets (socketpair, pipes between the sandbox's own processes)";
     row("socket", libc::SYS_socket, Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
     row("socketpair", libc::SYS_socketpair, Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
-    row("socketpair", libc::SYS_socketpair, Some((ArgCondition::HasBits { arg: 1, bits: SOCK_DGRAM_BIT }, "type & SOCK_DGRAM (datagram; raw and packet too)".into())), Eperm,
-        "a datagram socketpair can still sendto()/sendmsg() an explicit pathname address outside (found by the escape corpus: unix-dgram-sendto-pathname); stream socketpairs stay allowed");
     for (name, n) in [("connect", libc::SYS_connect), ("bind", libc::SYS_bind), ("listen", libc::SYS_listen),
         ("accept", libc::SYS_accept), ("accept4", libc::SYS_accept4)] {
         row(name, n, None, Eperm,
@@ -726,13 +738,22 @@ mod tests {
             assert!(!t.iter().any(|r| r.syscall == allowed), "{allowed} must stay allowed");
         }
         assert!(t.iter().all(|r| !r.reason.is_empty()));
-        assert!(t.iter().any(|r| r.syscall == "socket" && r.conditions.len() == 2), "unix datagram rule");
+        // Unix socket types are allowlisted (stream, seqpacket): datagram and raw are refused.
+        let p = compile(&t).unwrap();
+        let sock = |nr: i64, ty: u64| run(&p, &data(nr as u32, AUDIT_ARCH_X86_64, [1, ty, 0, 0, 0, 0])).action;
+        for nr in [libc::SYS_socket, libc::SYS_socketpair] {
+            for ty in [1u64, 5, 1 | 0o4000, 5 | 0o2_000_000, 1 | 0o4000 | 0o2_000_000, 0xdead_0000_0000_0001] {
+                assert_eq!(sock(nr, ty), RET_ALLOW, "nr {nr} type {ty:#x}");
+            }
+            for ty in [0u64, 2, 3, 4, 6, 7, 10, 2 | 0o4000, 3 | 0o2_000_000, 0x11, 0x41, 0x8000_0001] {
+                assert_eq!(sock(nr, ty), EPERM, "nr {nr} type {ty:#x}");
+            }
+        }
         let ioctls: Vec<_> = t.iter().filter(|r| r.syscall == "ioctl").collect();
         assert_eq!(ioctls.len(), 2);
         for name in ["chmod", "fchmod", "fchmodat", "fchmodat2", "open", "openat", "creat", "mknod", "mknodat"] {
             assert_eq!(t.iter().filter(|r| r.syscall == name && r.condition_text.as_deref().is_some_and(|c| c.contains("S_IS"))).count(), 2, "{name}");
         }
-        assert!(t.iter().any(|r| r.syscall == "socketpair" && r.conditions == vec![ArgCondition::HasBits { arg: 1, bits: 2 }]));
         assert!(t.iter().any(|r| r.syscall == "openat2" && r.action == SeccompDeny::Enosys));
     }
 
@@ -1136,7 +1157,9 @@ mod tests {
             .collect();
         assert!(err(huge).contains("too long"));
         // Prologue pseudo-rows (nr -1) are not compiled from the table.
-        assert_eq!(compile(&[]).unwrap().len(), compile(&seccomp_table()[1..3]).unwrap().len());
+        let pseudo: Vec<_> = seccomp_table().into_iter().filter(|r| r.nr < 0).collect();
+        assert_eq!(pseudo.len(), 2);
+        assert_eq!(compile(&[]).unwrap().len(), compile(&pseudo).unwrap().len());
     }
 
     /// Checks run by [`loaded_program_enforces_the_table_in_a_forked_child`]; the child exits with
@@ -1153,6 +1176,8 @@ mod tests {
         "socket(AF_UNIX, SOCK_DGRAM) fails with EPERM",
         "socketpair(AF_UNIX, SOCK_DGRAM) fails with EPERM",
         "socketpair(AF_UNIX, SOCK_STREAM) works",
+        "socket(AF_UNIX, SOCK_RAW) fails with EPERM (the kernel would make it a datagram socket)",
+        "socket(AF_UNIX, SOCK_SEQPACKET|SOCK_NONBLOCK) works",
         "ioctl(-1, TIOCSTI with garbage high bits) fails with EPERM (not EBADF)",
         "unshare(CLONE_NEWUSER) fails with EPERM",
         "openat(O_CREAT, mode 04755) fails with EPERM (not ENOENT)",
@@ -1166,7 +1191,7 @@ mod tests {
         // SAFETY: plain syscalls on constants, a valid program and valid buffers.
         unsafe {
             let fails_with = |r: libc::c_long, e: i32| r == -1 && *libc::__errno_location() == e;
-            let checks: [&dyn Fn() -> bool; 16] = [
+            let checks: [&dyn Fn() -> bool; 18] = [
                 &|| libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0,
                 &|| libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, fprog as *const libc::sock_fprog) == 0,
                 &|| fails_with(libc::syscall(libc::SYS_socket, libc::AF_INET, libc::SOCK_STREAM, 0), libc::EPERM),
@@ -1188,6 +1213,11 @@ mod tests {
                     libc::syscall(libc::SYS_socketpair, libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) == 0
                         && libc::close(sv[0]) == 0
                         && libc::close(sv[1]) == 0
+                },
+                &|| fails_with(libc::syscall(libc::SYS_socket, libc::AF_UNIX, libc::SOCK_RAW, 0), libc::EPERM),
+                &|| {
+                    let fd = libc::syscall(libc::SYS_socket, libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK, 0);
+                    fd >= 0 && libc::close(fd as i32) == 0
                 },
                 &|| fails_with(libc::syscall(libc::SYS_ioctl, -1, 0xdead_beef_0000_0000u64 | u64::from(TIOCSTI), 0usize), libc::EPERM),
                 &|| fails_with(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER), libc::EPERM),
