@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use localgpt_sandbox::config::absolutize;
 use localgpt_sandbox::policy::{LevelSetting, SandboxLevel, SandboxMode};
 use localgpt_sandbox::runner::{HelperStart, OutputSink, RunOptions, StdinMode, Stream};
+use localgpt_sandbox::text::{escape_controls, TerminalFilter};
 use localgpt_sandbox::{build_sandbox_policy, SandboxError, SandboxPolicy, SandboxSettings};
 
 use crate::render;
@@ -108,9 +109,15 @@ pub struct RunArgs {
     /// No banner.
     #[arg(long)]
     pub quiet: bool,
+    /// The command's stdin: `null`, `pipe` (the bytes of this process's stdin, relayed through
+    /// a pipe) or `inherit` (this process's stdin itself: a terminal is handed over, for
+    /// interactive use; its settings are restored afterwards). Default: `null` when stdin is a
+    /// terminal or with --json, else `pipe`.
+    #[arg(long, value_name = "MODE")]
+    pub stdin: Option<String>,
     /// The command.
     #[arg(last = true, required = true, value_name = "CMD")]
-    pub cmd: Vec<String>,
+    pub cmd: Vec<std::ffi::OsString>,
 }
 
 /// `localgpt sandbox run …` parsed without clap, for the common shapes only: long flags
@@ -172,13 +179,14 @@ pub fn fast_run_args(args: &[std::ffi::OsString]) -> Option<RunArgs> {
                     "--require" => once(&mut p.require, v.to_string())?,
                     "--level" => once(&mut p.level, v.to_string())?,
                     "--keep-env" => p.keep_env.push(v.to_string()),
+                    "--stdin" => once(&mut r.stdin, v.to_string())?,
                     _ => return None,
                 }
             }
         }
     }
     for a in it {
-        r.cmd.push(a?.to_string());
+        r.cmd.push(a?.into());
     }
     (!r.cmd.is_empty()).then_some(r)
 }
@@ -261,15 +269,99 @@ fn install_cancel_handler() {
     localgpt_sandbox::linux::supervise::set_handlers(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], on_cancel);
 }
 
-/// Streams output straight to our own stdout/stderr.
-struct PassThrough;
+fn is_tty(fd: i32) -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    unsafe { libc::isatty(fd) == 1 }
+}
 
-impl OutputSink for PassThrough {
-    fn output(&mut self, stream: Stream, data: &[u8]) {
+/// Streams output to our own stdout/stderr; a stream that is a terminal gets the command's
+/// output through a [`TerminalFilter`] (colours and cursor moves pass, anything a terminal
+/// would act on otherwise — clipboard and title writes, reports typed back into its input,
+/// mode switches — is shown instead of interpreted).
+struct PassThrough {
+    filters: [Option<TerminalFilter>; 2],
+    buf: Vec<u8>,
+}
+
+impl PassThrough {
+    fn new() -> Self {
+        PassThrough { filters: [is_tty(1).then(TerminalFilter::new), is_tty(2).then(TerminalFilter::new)], buf: Vec::new() }
+    }
+
+    fn write(stream: Stream, data: &[u8]) {
         let _ = match stream {
             Stream::Stdout => std::io::stdout().lock().write_all(data).and_then(|()| std::io::stdout().flush()),
             Stream::Stderr => std::io::stderr().lock().write_all(data),
         };
+    }
+
+    /// Ends both streams (an unfinished escape sequence is shown, not kept).
+    fn finish(&mut self) {
+        for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
+            if let Some(f) = self.filters[i].as_mut() {
+                self.buf.clear();
+                f.finish(&mut self.buf);
+                Self::write(stream, &self.buf);
+            }
+        }
+    }
+}
+
+impl OutputSink for PassThrough {
+    fn output(&mut self, stream: Stream, data: &[u8]) {
+        let i = usize::from(stream == Stream::Stderr);
+        match self.filters[i].as_mut() {
+            Some(f) => {
+                self.buf.clear();
+                f.push(data, &mut self.buf);
+                Self::write(stream, &self.buf);
+            }
+            None => Self::write(stream, data),
+        }
+    }
+}
+
+/// The terminal settings of fd 0, restored on drop (the command may have changed them when it
+/// was handed the terminal with `--stdin inherit`).
+struct SavedTerminal(Option<libc::termios>);
+
+impl SavedTerminal {
+    fn save() -> Self {
+        // SAFETY: tcgetattr fills a zeroed termios for a descriptor it checks itself.
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            SavedTerminal((libc::tcgetattr(0, &mut t) == 0).then_some(t))
+        }
+    }
+}
+
+impl Drop for SavedTerminal {
+    fn drop(&mut self) {
+        if let Some(t) = &self.0 {
+            // SAFETY: restoring settings read from the same descriptor.
+            unsafe { libc::tcsetattr(0, libc::TCSANOW, t) };
+        }
+    }
+}
+
+/// The command's stdin from `--stdin` (see [`RunArgs::stdin`]).
+fn stdin_mode(flag: Option<&str>, json: bool) -> Result<StdinMode, Failure> {
+    match flag {
+        Some("null") => Ok(StdinMode::Null),
+        Some("pipe") => Ok(StdinMode::Relay(0)),
+        Some("inherit") => Ok(StdinMode::Inherit),
+        Some(other) => Err(usage(format!("--stdin {other:?}: expected null, pipe or inherit"))),
+        None if json || is_tty(0) || is_dev_null(0) => Ok(StdinMode::Null),
+        None => Ok(StdinMode::Relay(0)),
+    }
+}
+
+/// fd is `/dev/null` (character device 1:3): nothing to relay.
+fn is_dev_null(fd: i32) -> bool {
+    // SAFETY: fstat into a zeroed buffer.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3)
     }
 }
 
@@ -281,22 +373,24 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     localgpt_sandbox::timing::stamp("args");
     let policy = resolve_policy(&args.policy)?;
     localgpt_sandbox::timing::stamp("policy");
-    let argv = if args.cmd.len() == 1 {
-        vec!["bash".to_string(), "-c".to_string(), args.cmd[0].clone()]
+    let argv: Vec<std::ffi::OsString> = if args.cmd.len() == 1 {
+        vec!["bash".into(), "-c".into(), args.cmd[0].clone()]
     } else {
         args.cmd.clone()
     };
+    let stdin = stdin_mode(args.stdin.as_deref(), args.json)?;
     let prepared = localgpt_sandbox::prepare(&policy)?;
     if !args.json {
         for w in &prepared.plan.warnings {
-            eprintln!("⚠ {w}");
+            eprintln!("⚠ {}", escape_controls(w));
         }
         if !args.quiet {
-            eprint!("{}", render::banner(&args.cmd.join(" "), &prepared.plan));
+            eprint!("{}", render::banner(&args.cmd, &prepared.plan));
         }
     }
     install_cancel_handler();
-    let opts = RunOptions { stdin: if args.json { StdinMode::Null } else { StdinMode::Inherit }, helper_exe: None, helper_start: HelperStart::Auto, cancel: Some(&CANCEL) };
+    let opts = RunOptions { stdin, helper_exe: None, helper_start: HelperStart::Auto, cancel: Some(&CANCEL) };
+    let _terminal = (stdin == StdinMode::Inherit).then(SavedTerminal::save);
     let result = if args.json {
         let mut sink = localgpt_sandbox::runner::CaptureSink::default();
         let mut r = prepared.run(&argv, &opts, &mut sink)?;
@@ -305,9 +399,12 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
         r
     } else {
-        let r = prepared.run(&argv, &opts, &mut PassThrough)?;
+        let mut sink = PassThrough::new();
+        let r = prepared.run(&argv, &opts, &mut sink);
+        sink.finish();
+        let r = r?;
         if !args.quiet {
-            eprintln!("{}", render::completion(&r));
+            eprintln!("{}", render::escape_lines(&render::completion(&r)));
         }
         r
     };
@@ -378,6 +475,7 @@ mod tests {
             &["localgpt", "sandbox", "run", "--allow-read", "/a", "--allow-read=/b", "--allow-write", "/c", "--deny", "/d", "--keep-env", "X",
                 "--keep-env=Y", "--mode", "read-only", "--require", "standard", "--", "cmd"],
             &["localgpt", "sandbox", "run", "--dangerously-allow-full-access", "--level", "none", "--", "x"],
+            &["localgpt", "sandbox", "run", "--stdin", "pipe", "--", "x"],
             &["/abs/path/localgpt", "sandbox", "run", "--workspace", "rel/dir", "--", "x", "y z"],
         ];
         for v in fast_shapes {

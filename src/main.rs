@@ -28,7 +28,7 @@ fn main() {
     match outcome {
         Ok(code) => std::process::exit(code),
         Err(f) => {
-            eprintln!("localgpt: {}", f.message);
+            eprintln!("localgpt: {}", localgpt_sandbox::text::escape_controls(&f.message));
             std::process::exit(f.code);
         }
     }

@@ -5,6 +5,7 @@ use std::fmt::Write;
 use localgpt_sandbox::plan::landlock::fs_right_names;
 use localgpt_sandbox::plan::{Plan, ProtectionState};
 use localgpt_sandbox::runner::RunResult;
+use localgpt_sandbox::text::{display_argv, escape_controls, escape_os};
 use localgpt_sandbox::{Capabilities, SandboxError, SandboxLevel, SandboxPolicy};
 use serde_json::{json, Value};
 
@@ -39,13 +40,26 @@ fn level_line(plan: &Plan) -> String {
     s
 }
 
-/// The spec 6.1 banner.
+/// `text` with the control characters of every line escaped (lines stay lines): for reports
+/// whose parts (paths, details, messages) could carry bytes a terminal would act on.
 #[must_use]
-pub fn banner(cmd: &str, plan: &Plan) -> String {
+pub fn escape_lines(text: &str) -> String {
+    text.split('\n').map(escape_controls).collect::<Vec<_>>().join("\n")
+}
+
+/// The spec 6.1 banner. The command is shown as given (one argument: the `bash -c` string;
+/// several: the argv), with control characters escaped, so a `\r` or an escape sequence cannot
+/// hide what runs behind something harmless.
+#[must_use]
+pub fn banner(cmd: &[std::ffi::OsString], plan: &Plan) -> String {
     let net = if plan.level > SandboxLevel::None { "denied" } else { "UNRESTRICTED" };
+    let shown = match cmd {
+        [one] => escape_os(one),
+        many => display_argv(many),
+    };
     format!(
-        "🔒 Running sandboxed: {cmd}\n  Workspace: {}\n  Network: {net}\n  Level: {}\n\n",
-        plan.workspace.display(),
+        "🔒 Running sandboxed: {shown}\n  Workspace: {}\n  Network: {net}\n  Level: {}\n\n",
+        escape_os(plan.workspace.as_os_str()),
         level_line(plan)
     )
 }
@@ -151,7 +165,7 @@ pub fn status_text(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> St
             let _ = writeln!(s, "  Level:     unavailable: {e}");
         }
     }
-    s
+    escape_lines(&s)
 }
 
 /// The plan as JSON, with right names added to every Landlock rule.
@@ -222,5 +236,5 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
     for pr in &plan.protections {
         let _ = writeln!(s, "  {} {:<26} {} — {}", mark(pr.state), pr.id, pr.mechanism, pr.detail);
     }
-    s
+    escape_lines(&s)
 }

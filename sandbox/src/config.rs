@@ -339,6 +339,15 @@ pub fn build_sandbox_policy(workspace: &Path, settings: &SandboxSettings) -> Res
     if !ws.is_dir() {
         return Err(SandboxError::Policy(format!("workspace {} is not a directory", ws.display())));
     }
+    // Paths the user asked for must exist: a typo is an input error (nothing runs), not a grant
+    // that silently covers nothing.
+    for (what, list) in [("allow-read", &settings.extra_read), ("allow-write", &settings.extra_write)] {
+        for p in list {
+            if let Err(e) = std::fs::metadata(p) {
+                return Err(SandboxError::Policy(format!("{what} {}: {e}", p.display())));
+            }
+        }
+    }
     let home = settings.home.clone().filter(|h| h.is_absolute());
     let mut read_only_paths: Vec<PathBuf> = SYSTEM_READ_DIRS.iter().map(PathBuf::from).collect();
     let mut deny_paths = Vec::new();

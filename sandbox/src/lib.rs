@@ -39,6 +39,7 @@ pub mod linux;
 pub mod paths;
 pub mod plan;
 pub mod policy;
+pub mod text;
 #[cfg(target_os = "linux")]
 pub mod timing;
 #[cfg(target_os = "linux")]

@@ -63,10 +63,15 @@ impl OutputSink for CaptureSink {
 /// What the command's stdin is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum StdinMode {
-    /// `/dev/null` (agents).
+    /// `/dev/null` (agents, and the CLI when its stdin is a terminal).
     #[default]
     Null,
-    /// The caller's stdin (CLI pipelines).
+    /// A pipe that the runner fills with what it reads from this descriptor of the caller's
+    /// (the CLI's stdin when it is not a terminal): the command gets the bytes, never the
+    /// descriptor itself, so it cannot write to it, `ioctl` it or keep it after the run.
+    Relay(i32),
+    /// The caller's stdin itself (the CLI's explicit `--stdin inherit`: a terminal is handed
+    /// over read-write; the CLI restores its settings after the run).
     Inherit,
 }
 
@@ -116,7 +121,7 @@ pub enum ExitKind {
 /// The outcome of a sandboxed run.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct RunResult {
-    /// The argv that ran.
+    /// The argv that ran (non-UTF-8 bytes shown as U+FFFD).
     pub command: Vec<String>,
     /// Workspace.
     pub workspace: PathBuf,
@@ -383,7 +388,7 @@ impl PreparedRun {
     ///
     /// # Errors
     /// As [`run_argv`].
-    pub fn run(self, argv: &[String], opts: &RunOptions, sink: &mut dyn OutputSink) -> Result<RunResult, SandboxError> {
+    pub fn run<S: AsRef<std::ffi::OsStr>>(self, argv: &[S], opts: &RunOptions, sink: &mut dyn OutputSink) -> Result<RunResult, SandboxError> {
         match run_plan(&self.plan, argv, opts, sink) {
             // The helper could not create a user namespace: nothing ran. Unless Full was asked
             // for explicitly, fall back to Standard, say why, and remember it for this process.
@@ -409,7 +414,7 @@ impl PreparedRun {
 /// [`SandboxError::LevelUnavailable`] / [`SandboxError::Plan`] before anything runs;
 /// [`SandboxError::Setup`] when the helper could not apply the plan (nothing was executed);
 /// [`SandboxError::Io`] for spawn/pipe failures in the parent.
-pub fn run_argv(argv: &[String], policy: &SandboxPolicy, opts: &RunOptions, sink: &mut dyn OutputSink) -> Result<RunResult, SandboxError> {
+pub fn run_argv<S: AsRef<std::ffi::OsStr>>(argv: &[S], policy: &SandboxPolicy, opts: &RunOptions, sink: &mut dyn OutputSink) -> Result<RunResult, SandboxError> {
     prepare(policy)?.run(argv, opts, sink)
 }
 
@@ -607,6 +612,59 @@ fn spawn_helper(exe: &Path, args: &[CString], env: &[CString], fds: &HelperFds) 
     }
 }
 
+/// Bytes on their way from the caller's descriptor to the command's stdin pipe.
+struct StdinRelay {
+    /// The caller's descriptor (not ours to close).
+    src: i32,
+    /// The pipe's write end (non-blocking), closed at the caller's EOF or the command's exit.
+    write: i32,
+    /// Read but not yet written.
+    buf: Vec<u8>,
+    /// `src` has not reached EOF.
+    src_open: bool,
+}
+
+impl StdinRelay {
+    /// At most this much is buffered (then `src` is not polled until the command reads).
+    const MAX_BUF: usize = 64 * 1024;
+
+    fn close_write(&mut self) {
+        close(self.write);
+        self.write = -1;
+    }
+
+    /// Moves bytes after poll reported `src` readable or the pipe writable.
+    fn pump(&mut self, src_ready: bool, dst_ready: bool, scratch: &mut [u8]) {
+        if src_ready && self.src_open && self.buf.len() < Self::MAX_BUF {
+            let room = (Self::MAX_BUF - self.buf.len()).min(scratch.len());
+            // SAFETY: reading into our buffer.
+            let n = unsafe { libc::read(self.src, scratch.as_mut_ptr().cast(), room) };
+            if n > 0 {
+                self.buf.extend_from_slice(&scratch[..n as usize]);
+            } else if n == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                self.src_open = false;
+            }
+        }
+        if (dst_ready || !self.buf.is_empty()) && self.write >= 0 && !self.buf.is_empty() {
+            // SAFETY: writing our buffer to our non-blocking pipe end.
+            let n = unsafe { libc::write(self.write, self.buf.as_ptr().cast(), self.buf.len()) };
+            if n > 0 {
+                self.buf.drain(..n as usize);
+            } else if n < 0 {
+                let e = std::io::Error::last_os_error().raw_os_error();
+                if e != Some(libc::EAGAIN) && e != Some(libc::EINTR) {
+                    // EPIPE: the command closed its stdin; what is left is dropped.
+                    self.buf.clear();
+                    self.src_open = false;
+                }
+            }
+        }
+        if !self.src_open && self.buf.is_empty() && self.write >= 0 {
+            self.close_write();
+        }
+    }
+}
+
 struct StreamState {
     fd: i32,
     stream: Stream,
@@ -618,7 +676,7 @@ struct StreamState {
 ///
 /// # Errors
 /// As [`run_argv`].
-pub fn run_plan(plan: &Plan, argv: &[String], opts: &RunOptions, sink: &mut dyn OutputSink) -> Result<RunResult, SandboxError> {
+pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOptions, sink: &mut dyn OutputSink) -> Result<RunResult, SandboxError> {
     if argv.is_empty() {
         return Err(SandboxError::Policy("no command given".into()));
     }
@@ -632,7 +690,7 @@ pub fn run_plan(plan: &Plan, argv: &[String], opts: &RunOptions, sink: &mut dyn 
     let helper_plan = plan.helper_plan(me, cgroup.as_ref().map(|c| c.join_file()));
     let mut args = vec![cstr(crate::helper::HELPER_ARGV0.as_bytes(), "argv0")?];
     for a in argv {
-        args.push(cstr(a.as_bytes(), "command argument")?);
+        args.push(cstr(a.as_ref().as_bytes(), "command argument")?);
     }
     let mut env: Vec<CString> = plan
         .env
@@ -651,43 +709,54 @@ pub fn run_plan(plan: &Plan, argv: &[String], opts: &RunOptions, sink: &mut dyn 
     let out = pipe()?;
     let err = pipe()?;
     let rep = pipe()?;
-    let devnull = match opts.stdin {
+    // The helper's stdin (None: inherit ours), and the pipe end the runner fills when relaying.
+    let (stdin_fd, relay_write) = match opts.stdin {
         StdinMode::Null => {
             // SAFETY: open with a static C string.
             let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
             if fd < 0 {
                 return Err(SandboxError::io("open /dev/null", std::io::Error::last_os_error()));
             }
-            Some(fd)
+            (Some(fd), None)
         }
-        StdinMode::Inherit => None,
+        StdinMode::Relay(_) => {
+            let p = pipe()?;
+            // SAFETY: making our own pipe end non-blocking.
+            unsafe { libc::fcntl(p.write, libc::F_SETFL, libc::O_NONBLOCK) };
+            (Some(p.read), Some(p.write))
+        }
+        StdinMode::Inherit => (None, None),
+    };
+    let relay = match (opts.stdin, relay_write) {
+        (StdinMode::Relay(src), Some(write)) => Some(StdinRelay { src, write, buf: Vec::new(), src_open: true }),
+        _ => None,
     };
     crate::timing::stamp("spawn_helper");
-    let fds = HelperFds { stdin: devnull, out: out.write, err: err.write, report: rep.write };
+    let fds = HelperFds { stdin: stdin_fd, out: out.write, err: err.write, report: rep.write };
     let spawned = if fork {
         fork_helper(&helper_plan, &args[1..], &env, &fds)
     } else {
         spawn_helper(&exe, &args, &env, &fds)
     };
-    for fd in [out.write, err.write, rep.write, devnull.unwrap_or(-1)] {
+    for fd in [out.write, err.write, rep.write, stdin_fd.unwrap_or(-1)] {
         close(fd);
     }
     let pid = match spawned {
         Ok(p) => p,
         Err(e) => {
-            for fd in [out.read, err.read, rep.read] {
+            for fd in [out.read, err.read, rep.read, relay.as_ref().map_or(-1, |r| r.write)] {
                 close(fd);
             }
             return Err(e);
         }
     };
-    let outcome = supervise_run(pid, plan, &out, &err, &rep, cgroup.as_ref(), opts, sink, start);
+    let outcome = supervise_run(pid, plan, &out, &err, &rep, relay, cgroup.as_ref(), opts, sink, start);
     crate::timing::stamp("helper_reaped");
     for fd in [out.read, err.read, rep.read] {
         close(fd);
     }
     let mut r = outcome?;
-    r.command = argv.to_vec();
+    r.command = argv.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
     drop(cgroup);
     crate::timing::stamp("cgroup_removed");
     crate::timing::flush("cli");
@@ -701,6 +770,7 @@ fn supervise_run(
     out: &Pipe,
     err: &Pipe,
     rep: &Pipe,
+    mut relay: Option<StdinRelay>,
     cgroup: Option<&RunCgroup>,
     opts: &RunOptions,
     sink: &mut dyn OutputSink,
@@ -764,6 +834,18 @@ fn supervise_run(
         if status.is_none() && pidfd >= 0 {
             fds.push(libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 });
         }
+        // stdin relay: read the caller's side while there is room, write while there is data.
+        let (mut relay_src, mut relay_dst) = (usize::MAX, usize::MAX);
+        if let Some(r) = relay.as_ref().filter(|r| status.is_none() && r.write >= 0) {
+            if r.src_open && r.buf.len() < StdinRelay::MAX_BUF {
+                relay_src = fds.len();
+                fds.push(libc::pollfd { fd: r.src, events: libc::POLLIN, revents: 0 });
+            }
+            if !r.buf.is_empty() {
+                relay_dst = fds.len();
+                fds.push(libc::pollfd { fd: r.write, events: libc::POLLOUT, revents: 0 });
+            }
+        }
         let wait_ms: i32 = if status.is_none() && pidfd < 0 {
             10
         } else if opts.cancel.is_some() && status.is_none() {
@@ -786,8 +868,15 @@ fn supervise_run(
             }
             return Err(SandboxError::io("poll", e));
         }
-        for p in &fds {
-            if p.revents == 0 {
+        if let Some(r) = relay.as_mut() {
+            let src = fds.get(relay_src).is_some_and(|p| p.revents != 0);
+            let dst = fds.get(relay_dst).is_some_and(|p| p.revents != 0);
+            if src || dst {
+                r.pump(src, dst, &mut buf);
+            }
+        }
+        for (i, p) in fds.iter().enumerate() {
+            if p.revents == 0 || i == relay_src || i == relay_dst {
                 continue;
             }
             if p.fd == pidfd {
@@ -836,6 +925,9 @@ fn supervise_run(
     }
     if pidfd >= 0 {
         close(pidfd);
+    }
+    if let Some(r) = relay.as_mut() {
+        r.close_write();
     }
     let st = match status {
         Some(s) => s,
