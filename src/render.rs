@@ -103,6 +103,7 @@ pub fn status_json(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> Va
         "seccomp": caps.seccomp,
         "user_namespaces": caps.user_namespaces,
         "cgroup_pids": caps.cgroup_pids,
+        "cgroup_memory": caps.cgroup_memory,
         "uid": caps.uid,
         "kernel_level": caps.kernel_level(),
         "available_levels": available_levels(caps),
@@ -148,6 +149,14 @@ pub fn status_text(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> St
         }
         None => {
             let _ = writeln!(s, "  Cgroup:    no writable pids cgroup (process count falls back to RLIMIT_NPROC)");
+        }
+    }
+    match &caps.cgroup_memory {
+        Some(c) => {
+            let _ = writeln!(s, "  Memory:    memory cgroup ({}) at {} ✓", c.version, c.base.display());
+        }
+        None => {
+            let _ = writeln!(s, "  Memory:    no writable memory cgroup (only the private /tmp and /dev/shm are bounded)");
         }
     }
     match plan {

@@ -59,7 +59,7 @@ pub const PROTECTION_IDS: &[&str] = &[
     "fs-metadata-outside", "fs-stat-secrets", "workspace-persistence", "tmp-private", "network",
     "unix-sockets-outside", "abstract-sockets-outside", "signals-outside", "ptrace", "syscall-abi", "io-uring",
     "tty-injection", "keyring", "sysv-ipc", "namespaces-mount", "kernel-surface", "pid-isolation", "inherited-fds",
-    "env-secrets", "capabilities", "process-count", "file-size", "open-files", "core-dumps", "timeout-kill-tree",
+    "env-secrets", "capabilities", "process-count", "memory", "file-size", "open-files", "core-dumps", "timeout-kill-tree",
     "output-cap",
 ];
 
@@ -217,13 +217,19 @@ pub enum Check {
     KmsgRedirectUnchanged,
     /// No core file appeared in the directory.
     NoCoreFile(String),
+    /// The host's shared memory (`Shmem` in /proc/meminfo: tmpfs and shm pages) never grew by
+    /// more than this many bytes during the run (sampled from outside).
+    ShmemGrowthAtMost(u64),
+    /// The probe processes never held more than this many bytes of resident memory together
+    /// (sampled from outside).
+    MaxRssBytes(u64),
 }
 
 impl Check {
     /// Whether this check needs the process monitor (sampling /proc during the run).
     #[must_use]
     pub fn needs_monitor(&self) -> bool {
-        matches!(self, Check::MaxProcesses(_) | Check::MaxFds(_) | Check::NoNewNamespace)
+        matches!(self, Check::MaxProcesses(_) | Check::MaxFds(_) | Check::NoNewNamespace | Check::ShmemGrowthAtMost(_) | Check::MaxRssBytes(_))
     }
 
     /// Strings in this check that may contain placeholders.
@@ -277,6 +283,11 @@ pub struct Vector {
     /// Descriptors leaked into the command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fds: Vec<InheritFd>,
+    /// The `[sandbox]` configuration of the sandboxed runs (TOML, written to the world's
+    /// `$XDG_CONFIG_HOME/localgpt/config.toml`), e.g. smaller limits so that a bound is reached
+    /// quickly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
     /// Run the command under the victim process (an unsandboxed ancestor the probe attacks).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub victim: bool,

@@ -702,6 +702,14 @@ impl Suite {
                 some(m > *n as usize, format!("a probe process held {m} descriptors (bound {n})"))
             }
             Check::NoNewNamespace => some(!out.monitor.namespaces.is_empty(), out.monitor.namespaces.join(", ")),
+            Check::ShmemGrowthAtMost(b) => {
+                let g = out.monitor.max_shmem_growth_kb * 1024;
+                some(g > *b, format!("the host's shared memory grew by {} MiB (bound {} MiB)", g >> 20, b >> 20))
+            }
+            Check::MaxRssBytes(b) => {
+                let r = out.monitor.max_rss_kb * 1024;
+                some(r > *b, format!("the probe held {} MiB resident (bound {} MiB)", r >> 20, b >> 20))
+            }
             Check::FileSizeAtMost { path, bytes } => {
                 let p = w.subst(path);
                 let sz = fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
@@ -871,6 +879,20 @@ pub struct MonitorStats {
     pub max_fds: usize,
     /// New namespaces or token mounts seen.
     pub namespaces: Vec<String>,
+    /// `Shmem` of /proc/meminfo before the run, kB.
+    pub shmem_before_kb: u64,
+    /// Most `Shmem` growth seen, kB.
+    pub max_shmem_growth_kb: u64,
+    /// Most resident memory of the probe processes together, kB.
+    pub max_rss_kb: u64,
+}
+
+/// `Shmem` of /proc/meminfo, kB.
+fn shmem_kb() -> u64 {
+    fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().find_map(|l| l.strip_prefix("Shmem:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())))
+        .unwrap_or(0)
 }
 
 fn is_probe_cmdline(c: &[u8], token: &str) -> bool {
@@ -881,9 +903,19 @@ fn is_probe_cmdline(c: &[u8], token: &str) -> bool {
 fn monitor_sample(token: &str, s: &mut MonitorStats) {
     let Ok(rd) = fs::read_dir("/proc") else { return };
     let mut probes: BTreeMap<i32, (i32, String, String)> = BTreeMap::new();
+    let mut rss = 0u64;
     for e in rd.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|x| x.parse::<i32>().ok()) else { continue };
         let Ok(c) = fs::read(e.path().join("cmdline")) else { continue };
+        // Memory: every process carrying the token (shell probes name it in their argv) but the
+        // CLI running the sandbox.
+        let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
+        if String::from_utf8_lossy(&c).contains(token) && !(args.len() > 2 && args[1] == b"sandbox" && args[2] == b"run") {
+            rss += fs::read_to_string(e.path().join("status"))
+                .ok()
+                .and_then(|st| st.lines().find_map(|l| l.strip_prefix("VmRSS:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())))
+                .unwrap_or(0);
+        }
         if !is_probe_cmdline(&c, token) {
             continue;
         }
@@ -903,6 +935,8 @@ fn monitor_sample(token: &str, s: &mut MonitorStats) {
         }
     }
     s.max_procs = s.max_procs.max(probes.len());
+    s.max_shmem_growth_kb = s.max_shmem_growth_kb.max(shmem_kb().saturating_sub(s.shmem_before_kb));
+    s.max_rss_kb = s.max_rss_kb.max(rss);
     for (pid, (ppid, user, mnt)) in &probes {
         if let Some((_, pu, pm)) = probes.get(ppid) {
             if (!user.is_empty() && !pu.is_empty() && user != pu) || (!mnt.is_empty() && !pm.is_empty() && mnt != pm) {
@@ -989,7 +1023,7 @@ pub fn execute(
     let out_r = reader(child.stdout.take().ok_or("no stdout")?);
     let err_r = reader(child.stderr.take().ok_or("no stderr")?);
     let done = Arc::new(AtomicBool::new(false));
-    let stats = Arc::new(Mutex::new(MonitorStats::default()));
+    let stats = Arc::new(Mutex::new(MonitorStats { shmem_before_kb: shmem_kb(), ..MonitorStats::default() }));
     let mon = monitor_token.map(|tok| {
         let done = Arc::clone(&done);
         let stats = Arc::clone(&stats);

@@ -129,6 +129,8 @@ pub struct World {
     /// Kernel key id when the vector uses `{key_desc}`.
     pub key: Option<i64>,
     host_files: Vec<PathBuf>,
+    /// Directories whose entries starting with the token are removed on drop.
+    host_globs: Vec<PathBuf>,
     /// Snapshots taken before the run (path → (content, metadata summary)).
     pub before: BTreeMap<String, Snapshot>,
 }
@@ -292,8 +294,18 @@ impl World {
             sysv: None,
             key: None,
             host_files: Vec::new(),
+            host_globs: Vec::new(),
             before: BTreeMap::new(),
         };
+        if let Some(cfg) = &v.config {
+            let dir = w.xdg.join("localgpt");
+            fs::create_dir_all(&dir).map_err(|x| e("mkdir xdg/localgpt", x))?;
+            fs::write(dir.join("config.toml"), w.subst(cfg)).map_err(|x| e("config.toml", x))?;
+        }
+        // Whatever a probe plants in the host's /tmp or /dev/shm under the token goes at drop.
+        for dir in ["/tmp", "/dev/shm"] {
+            w.host_globs.push(PathBuf::from(dir));
+        }
         let text = serde_json::to_string(v).unwrap_or_default();
         if text.contains("{pty}") || v.check.contains(&localgpt_corpus::Check::TtyInputEmpty) {
             w.make_pty()?;
@@ -549,11 +561,14 @@ impl Drop for World {
             // SAFETY: KEYCTL_INVALIDATE on our own key.
             unsafe { libc::syscall(libc::SYS_keyctl, 21, id) };
         }
-        for p in &self.host_files {
+        let globbed = self.host_globs.iter().filter_map(|d| fs::read_dir(d).ok()).flat_map(|rd| {
+            rd.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&self.token)).map(|e| e.path()).collect::<Vec<_>>()
+        });
+        for p in self.host_files.iter().cloned().chain(globbed.collect::<Vec<_>>()) {
             if p.is_dir() {
-                let _ = fs::remove_dir_all(p);
+                let _ = fs::remove_dir_all(&p);
             } else {
-                let _ = fs::remove_file(p);
+                let _ = fs::remove_file(&p);
             }
         }
         // The sandbox may have left read-only or setuid files: make everything removable first.

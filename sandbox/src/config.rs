@@ -67,6 +67,10 @@ pub struct SandboxSettings {
     pub max_processes: u32,
     /// `RLIMIT_NOFILE`.
     pub max_open_files: u64,
+    /// Memory limit (cgroup); `None`: half of physical memory.
+    pub max_memory_bytes: Option<u64>,
+    /// Size of each private tmpfs; `None`: a quarter of physical memory.
+    pub max_tmp_bytes: Option<u64>,
     /// Extra read + execute paths.
     pub extra_read: Vec<PathBuf>,
     /// Extra read-write paths.
@@ -95,6 +99,8 @@ impl Default for SandboxSettings {
             max_file_size_bytes: 50 << 20,
             max_processes: 64,
             max_open_files: 256,
+            max_memory_bytes: None,
+            max_tmp_bytes: None,
             extra_read: Vec::new(),
             extra_write: Vec::new(),
             extra_deny: Vec::new(),
@@ -128,6 +134,8 @@ struct SandboxSection {
     max_file_size_bytes: Option<u64>,
     max_processes: Option<u32>,
     max_open_files: Option<u64>,
+    max_memory_bytes: Option<u64>,
+    max_tmp_bytes: Option<u64>,
     dangerously_allow_full_access: Option<bool>,
     protected_workspace_paths: Option<Vec<String>>,
     allow_paths: Option<AllowPaths>,
@@ -252,6 +260,8 @@ impl SandboxSettings {
             ($($f:ident),*) => { $( if let Some(v) = sec.$f { s.$f = v; } )* };
         }
         take!(timeout_secs, max_output_bytes, max_file_size_bytes, max_processes, max_open_files);
+        s.max_memory_bytes = sec.max_memory_bytes.or(s.max_memory_bytes);
+        s.max_tmp_bytes = sec.max_tmp_bytes.or(s.max_tmp_bytes);
         s.dangerously_allow_full_access = sec.dangerously_allow_full_access.unwrap_or(false);
         if let Some(p) = sec.protected_workspace_paths {
             s.protected_workspace_paths = p;
@@ -384,6 +394,8 @@ pub fn build_sandbox_policy(workspace: &Path, settings: &SandboxSettings) -> Res
         max_file_size_bytes: settings.max_file_size_bytes,
         max_processes: settings.max_processes,
         max_open_files: settings.max_open_files,
+        max_memory_bytes: settings.max_memory_bytes,
+        max_tmp_bytes: settings.max_tmp_bytes,
         level: settings.level,
         require_level: settings.require,
         environment: settings.env.clone(),

@@ -55,6 +55,12 @@ pub struct Capabilities {
     pub user_namespaces: Option<Feature>,
     /// A usable pids cgroup.
     pub cgroup_pids: Option<CgroupPids>,
+    /// A usable memory cgroup (where per-run children can get a memory limit).
+    #[serde(default)]
+    pub cgroup_memory: Option<CgroupPids>,
+    /// Physical memory (`MemTotal`), bytes; 0 when unknown.
+    #[serde(default)]
+    pub mem_total_bytes: u64,
     /// Effective uid is 0.
     pub is_root: bool,
     /// Effective uid.
@@ -215,6 +221,29 @@ pub fn probe_user_namespaces() -> Feature {
 /// Finds a pids cgroup the caller may create children in.
 #[must_use]
 pub fn detect_cgroup_pids() -> Option<CgroupPids> {
+    detect_cgroup("pids")
+}
+
+/// Finds a memory cgroup the caller may create children in.
+#[must_use]
+pub fn detect_cgroup_memory() -> Option<CgroupPids> {
+    detect_cgroup("memory")
+}
+
+/// `MemTotal` from `/proc/meminfo`, in bytes (0 when unknown).
+#[must_use]
+pub fn mem_total_bytes() -> u64 {
+    read_small("/proc/meminfo")
+        .and_then(|m| {
+            m.lines().find_map(|l| l.strip_prefix("MemTotal:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()))
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Finds a cgroup with `controller` the caller may create children in: on v1 the controller's
+/// own hierarchy at the caller's path in it; on v2 the caller's cgroup when it is the root of
+/// the hierarchy seen (a container or a delegated namespace) and delegates the controller.
+fn detect_cgroup(controller: &str) -> Option<CgroupPids> {
     let mountinfo = read_small("/proc/self/mountinfo")?;
     let own = read_small("/proc/self/cgroup")?;
     let writable = |p: &PathBuf| {
@@ -229,16 +258,16 @@ pub fn detect_cgroup_pids() -> Option<CgroupPids> {
         let _src = post.next();
         let superopts = post.next().unwrap_or("");
         let mount_point = pre.split_whitespace().nth(4).unwrap_or("");
-        if fstype == "cgroup" && superopts.split(',').any(|o| o == "pids") {
+        if fstype == "cgroup" && superopts.split(',').any(|o| o == controller) {
             let rel = own.lines().find_map(|l| {
                 let mut f = l.splitn(3, ':');
                 let _id = f.next();
                 let ctrls = f.next()?;
                 let path = f.next()?;
-                ctrls.split(',').any(|c| c == "pids").then(|| path.to_string())
+                ctrls.split(',').any(|c| c == controller).then(|| path.to_string())
             })?;
             let base = PathBuf::from(mount_point).join(rel.trim_start_matches('/'));
-            if (base.join("pids.max").exists() || base.join("cgroup.procs").exists()) && writable(&base) {
+            if base.join("cgroup.procs").exists() && writable(&base) {
                 return Some(CgroupPids { base, version: "v1".into() });
             }
         }
@@ -246,8 +275,9 @@ pub fn detect_cgroup_pids() -> Option<CgroupPids> {
             let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
             let base = PathBuf::from(mount_point).join(rel.trim_start_matches('/'));
             let ctl = std::fs::read_to_string(base.join("cgroup.subtree_control")).unwrap_or_default();
-            // Only where pids is already delegated to children of our own cgroup and we may write.
-            if ctl.split_whitespace().any(|c| c == "pids") && writable(&base) && rel.trim() == "/" {
+            // Only where the controller is already delegated to children of our own cgroup and
+            // we may write.
+            if ctl.split_whitespace().any(|c| c == controller) && writable(&base) && rel.trim() == "/" {
                 return Some(CgroupPids { base, version: "v2".into() });
             }
         }
@@ -326,6 +356,8 @@ pub fn detect_quick() -> Capabilities {
         seccomp: detect_seccomp(),
         user_namespaces: Some(predict_user_namespaces()),
         cgroup_pids: detect_cgroup_pids(),
+        cgroup_memory: detect_cgroup_memory(),
+        mem_total_bytes: mem_total_bytes(),
         is_root: uid == 0,
         uid,
         // SAFETY: getegid cannot fail.
@@ -357,6 +389,8 @@ mod tests {
             seccomp: Feature { available: seccomp, detail: String::new() },
             user_namespaces: Some(Feature { available: userns, detail: "probe".into() }),
             cgroup_pids: None,
+            cgroup_memory: None,
+            mem_total_bytes: 8 << 30,
             is_root: false,
             uid: 1000,
             gid: 1000,

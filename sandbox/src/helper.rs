@@ -149,13 +149,16 @@ pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
 }
 
 fn join_cgroup(plan: &HelperPlan) {
-    if let Some(procs) = &plan.cgroup_procs {
-        crate::timing::stamp("cgroup_join");
+    if plan.cgroup_procs.is_empty() {
+        return;
+    }
+    crate::timing::stamp("cgroup_join");
+    for procs in &plan.cgroup_procs {
         if let Err(e) = std::fs::write(procs, b"0") {
             fail(&format!("join cgroup {}: {e}", procs.display()));
         }
-        crate::timing::stamp("cgroup_joined");
     }
+    crate::timing::stamp("cgroup_joined");
 }
 
 /// Full level from a single-threaded runner, which cloned this process straight into new user

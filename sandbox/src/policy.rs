@@ -204,6 +204,14 @@ pub struct SandboxPolicy {
     pub max_processes: u32,
     /// `RLIMIT_NOFILE`.
     pub max_open_files: u64,
+    /// Memory limit of the per-run cgroup (where one can be created); `None`: half of physical
+    /// memory.
+    #[serde(default)]
+    pub max_memory_bytes: Option<u64>,
+    /// Size of each private tmpfs (`/tmp`, `/dev/shm` at Full level); `None`: a quarter of
+    /// physical memory.
+    #[serde(default)]
+    pub max_tmp_bytes: Option<u64>,
     /// Which level to run at.
     pub level: LevelSetting,
     /// Refuse to run below this level (`--require`, `LOCALGPT_REQUIRE_SANDBOX`).
@@ -235,6 +243,10 @@ pub mod limits {
     pub const MIN_OPEN_FILES: u64 = 16;
     /// Open files range.
     pub const MAX_OPEN_FILES: u64 = 1 << 20;
+    /// Smallest memory limit (a shell and a small tool).
+    pub const MIN_MEMORY_BYTES: u64 = 32 << 20;
+    /// Smallest private tmpfs.
+    pub const MIN_TMP_BYTES: u64 = 1 << 20;
 }
 
 impl SandboxPolicy {
@@ -267,6 +279,12 @@ impl SandboxPolicy {
         in_range("max_file_size_bytes", self.max_file_size_bytes, MIN_FILE_SIZE_BYTES, u64::MAX / 2)?;
         in_range("max_processes", u64::from(self.max_processes), u64::from(MIN_PROCESSES), u64::from(MAX_PROCESSES))?;
         in_range("max_open_files", self.max_open_files, MIN_OPEN_FILES, MAX_OPEN_FILES)?;
+        if let Some(m) = self.max_memory_bytes {
+            in_range("max_memory_bytes", m, MIN_MEMORY_BYTES, u64::MAX / 2)?;
+        }
+        if let Some(t) = self.max_tmp_bytes {
+            in_range("max_tmp_bytes", t, MIN_TMP_BYTES, u64::MAX / 2)?;
+        }
         let unconfined = self.mode == SandboxMode::FullAccess || self.level == LevelSetting::Exactly(SandboxLevel::None);
         if unconfined && !self.unconfined_acknowledged {
             return Err(SandboxError::Policy(
@@ -343,6 +361,8 @@ mod tests {
             max_file_size_bytes: 50 << 20,
             max_processes: 64,
             max_open_files: 256,
+            max_memory_bytes: None,
+            max_tmp_bytes: None,
             level: LevelSetting::Auto,
             require_level: None,
             environment: EnvPolicy::default(),

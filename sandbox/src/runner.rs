@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::detect::Capabilities;
 use crate::error::SandboxError;
 use crate::linux::apply::AppliedReport;
-use crate::plan::{make_plan, Plan, ProcessLimit, Protection, ProtectionState, RunContext};
+use crate::plan::{make_plan, Plan, Protection, ProtectionState, RunContext};
 use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};
 
 /// Which output stream.
@@ -269,55 +269,78 @@ impl Drop for Scratch {
     }
 }
 
-/// A per-run cgroup, killed and removed on drop.
-struct RunCgroup(PathBuf);
+/// The per-run cgroups (one directory per hierarchy: cgroup v1 has one per controller), killed
+/// and removed on drop.
+struct RunCgroup {
+    /// The directories; the first one is used to list and kill the sandbox's processes (each
+    /// holds all of them).
+    dirs: Vec<PathBuf>,
+}
 
 impl RunCgroup {
-    fn create(base: &Path, max: u32) -> Result<Self, SandboxError> {
+    /// Creates the directories of `settings` and writes their limits.
+    fn create(settings: &[crate::plan::CgroupSetting]) -> Result<Option<Self>, SandboxError> {
+        if settings.is_empty() {
+            return Ok(None);
+        }
+        let mut cg = RunCgroup { dirs: Vec::new() };
+        for s in settings {
+            let dir = Self::create_dir(&s.base)?;
+            cg.dirs.push(dir.clone());
+            for (file, value) in &s.limits {
+                std::fs::write(dir.join(file), value).map_err(|e| SandboxError::io(format!("write {}/{file}", dir.display()), e))?;
+            }
+        }
+        Ok(Some(cg))
+    }
+
+    fn create_dir(base: &Path) -> Result<PathBuf, SandboxError> {
         // The name holds our pid, which is unique among live processes; a directory that already
         // has it was left by an earlier runner with the same (reused) pid that was killed before
         // its Drop ran. It is removed when empty (rmdir of a cgroup with live tasks fails with
         // EBUSY, so a live run's cgroup is never taken); otherwise the next sequence number is
         // tried.
         let mut attempt = 0;
-        let dir = loop {
+        loop {
             let n = RUN_SEQ.fetch_add(1, Ordering::SeqCst);
             let dir = base.join(format!("localgpt-sandbox-{}-{n}", std::process::id()));
             match std::fs::create_dir(&dir) {
-                Ok(()) => break dir,
+                Ok(()) => return Ok(dir),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
                     attempt += 1;
                     if std::fs::remove_dir(&dir).is_ok() && std::fs::create_dir(&dir).is_ok() {
-                        break dir;
+                        return Ok(dir);
                     }
                 }
                 Err(e) => return Err(SandboxError::io(format!("create cgroup {}", dir.display()), e)),
             }
-        };
-        let cg = RunCgroup(dir);
-        std::fs::write(cg.0.join("pids.max"), max.to_string())
-            .map_err(|e| SandboxError::io(format!("write {}/pids.max", cg.0.display()), e))?;
-        Ok(cg)
+        }
     }
 
-    /// The file the helper writes `0` to. On cgroup v1, `tasks` moves only the (single-threaded)
-    /// helper's one thread, which skips the threadgroup lock and its RCU synchronisation
-    /// (`cgroup.procs` costs ~10 ms per run here); v2 has only `cgroup.procs`.
-    fn join_file(&self) -> PathBuf {
-        let tasks = self.0.join("tasks");
-        if tasks.exists() {
-            tasks
-        } else {
-            self.0.join("cgroup.procs")
-        }
+    /// The files the helper writes `0` to, one per directory. On cgroup v1, `tasks` moves only
+    /// the (single-threaded) helper's one thread, which skips the threadgroup lock and its RCU
+    /// synchronisation (`cgroup.procs` costs ~10 ms per run here); v2 has only `cgroup.procs`.
+    fn join_files(&self) -> Vec<PathBuf> {
+        self.dirs
+            .iter()
+            .map(|d| {
+                let tasks = d.join("tasks");
+                if tasks.exists() {
+                    tasks
+                } else {
+                    d.join("cgroup.procs")
+                }
+            })
+            .collect()
     }
 
     fn kill_all(&self) {
-        if std::fs::write(self.0.join("cgroup.kill"), b"1").is_ok() {
+        let Some(dir) = self.dirs.first() else { return };
+        if std::fs::write(dir.join("cgroup.kill"), b"1").is_ok() {
             return;
         }
         for _ in 0..100 {
-            let procs = std::fs::read_to_string(self.0.join("cgroup.procs")).unwrap_or_default();
+            let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
             let pids: Vec<i32> = procs.split_whitespace().filter_map(|p| p.parse().ok()).collect();
             if pids.is_empty() {
                 return;
@@ -334,7 +357,8 @@ impl RunCgroup {
 impl Drop for RunCgroup {
     fn drop(&mut self) {
         for _ in 0..200 {
-            if std::fs::remove_dir(&self.0).is_ok() {
+            self.dirs.retain(|d| std::fs::remove_dir(d).is_err() && d.exists());
+            if self.dirs.is_empty() {
                 return;
             }
             self.kill_all();
@@ -681,13 +705,10 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
         return Err(SandboxError::Policy("no command given".into()));
     }
     let start = Instant::now();
-    let cgroup = match &plan.process_limit {
-        ProcessLimit::Cgroup { base, max, .. } => Some(RunCgroup::create(base, *max)?),
-        _ => None,
-    };
+    let cgroup = RunCgroup::create(&plan.cgroup_settings())?;
     // SAFETY: getpid cannot fail.
     let me = unsafe { libc::getpid() };
-    let helper_plan = plan.helper_plan(me, cgroup.as_ref().map(|c| c.join_file()));
+    let helper_plan = plan.helper_plan(me, cgroup.as_ref().map(RunCgroup::join_files).unwrap_or_default());
     let mut args = vec![cstr(crate::helper::HELPER_ARGV0.as_bytes(), "argv0")?];
     for a in argv {
         args.push(cstr(a.as_ref().as_bytes(), "command argument")?);

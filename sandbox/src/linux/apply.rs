@@ -273,7 +273,7 @@ pub fn apply_confinement(plan: &HelperPlan) -> Result<AppliedReport, String> {
         return Ok(rep);
     }
     rep.namespaces = plan.namespaces.is_some();
-    rep.cgroup = plan.cgroup_procs.is_some();
+    rep.cgroup = !plan.cgroup_procs.is_empty();
     apply_rlimits(&plan.rlimits)?;
     crate::timing::stamp("rlimits");
     close_fds_from(REPORT_FD as u32 + 1)?;

@@ -270,8 +270,15 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     crate::timing::stamp("init_dev");
     // Hold the read-only grants a tmpfs is about to cover, then bind them back inside it.
     let held = ns.tmpfs_ro_binds.iter().map(|p| Held::open(p)).collect::<Result<Vec<_>, _>>()?;
+    let mut tmpfs_opts = String::from("mode=1777");
+    if let Some(size) = ns.tmpfs_size_bytes {
+        tmpfs_opts.push_str(&format!(",size={size}"));
+    }
+    if let Some(inodes) = ns.tmpfs_inodes {
+        tmpfs_opts.push_str(&format!(",nr_inodes={inodes}"));
+    }
     for t in &ns.tmpfs {
-        mount(Some("tmpfs"), t, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=1777"))?;
+        mount(Some("tmpfs"), t, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmpfs_opts))?;
     }
     for h in &held {
         h.bind_back(libc::MS_BIND | libc::MS_REC)?;

@@ -98,6 +98,37 @@ pub enum ProcessLimit {
     Unbounded,
 }
 
+/// How the sandbox's memory is bounded.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum MemoryLimit {
+    /// A per-run child of this cgroup with a memory limit (`memory.max` on v2,
+    /// `memory.limit_in_bytes` on v1): the OOM killer acts inside the sandbox, and the private
+    /// `/tmp`'s pages are charged to it.
+    Cgroup {
+        /// Parent directory for the per-run cgroup.
+        base: PathBuf,
+        /// `v1` or `v2`.
+        version: String,
+        /// The limit, bytes.
+        max_bytes: u64,
+    },
+    /// No memory cgroup available (not root, no delegated cgroup): only the private tmpfs
+    /// mounts are bounded.
+    Unbounded,
+}
+
+/// One per-run cgroup directory to create: its parent and the limits written into it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct CgroupSetting {
+    /// Parent directory.
+    pub base: PathBuf,
+    /// `v1` or `v2`.
+    pub version: String,
+    /// (file, value) written after creation, e.g. (`pids.max`, `66`).
+    pub limits: Vec<(String, String)>,
+}
+
 /// One resource limit.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct RlimitSetting {
@@ -130,6 +161,8 @@ pub struct Plan {
     pub rlimits: Vec<RlimitSetting>,
     /// Process count mechanism.
     pub process_limit: ProcessLimit,
+    /// Memory bound.
+    pub memory_limit: MemoryLimit,
     /// Environment.
     pub env: EnvPlan,
     /// Per-run scratch directory (caches), removed after the run.
@@ -223,7 +256,8 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
     let full = uses_namespaces(policy, caps, level);
     // One resolver for the whole plan: the namespace and Landlock parts resolve the same paths.
     let mut resolver = resolve::PathResolver::new();
-    let namespaces = full.then(|| namespaces::namespace_plan_with(&mut resolver, policy, caps.uid, caps.gid));
+    let tmp_bytes = policy.max_tmp_bytes.unwrap_or_else(|| default_tmp_bytes(caps.mem_total_bytes));
+    let namespaces = full.then(|| namespaces::namespace_plan_with(&mut resolver, policy, caps.uid, caps.gid, tmp_bytes));
     // At Full level existing credential paths are hidden by mounts, so Landlock grants need no
     // expansion around them; a credential path that does not exist at launch can only appear
     // during the run (written by the command itself or concurrently by the user), a race the
@@ -258,6 +292,14 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
     } else {
         ProcessLimit::Rlimit { max: ctx.uid_tasks.unwrap_or(0) + u64::from(policy.max_processes) }
     };
+    let memory_limit = match &caps.cgroup_memory {
+        Some(cg) if confined => MemoryLimit::Cgroup {
+            base: cg.base.clone(),
+            version: cg.version.clone(),
+            max_bytes: policy.max_memory_bytes.unwrap_or_else(|| default_memory_bytes(caps.mem_total_bytes)),
+        },
+        _ => MemoryLimit::Unbounded,
+    };
     let mut rlimits = Vec::new();
     if confined {
         rlimits.push(RlimitSetting { name: "RLIMIT_FSIZE".into(), resource: libc::RLIMIT_FSIZE as i32, value: policy.max_file_size_bytes });
@@ -290,6 +332,7 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
         seccomp,
         rlimits,
         process_limit,
+        memory_limit,
         env,
         scratch: if full { None } else { ctx.scratch.clone() },
         drop_capabilities: confined && (caps.is_root || full),
@@ -301,6 +344,54 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
     plan.protections = protections(&plan, caps);
     plan.warnings = warnings(&plan, caps);
     Ok(plan)
+}
+
+/// The memory limit when the policy sets none: half of physical memory (4 GiB when unknown).
+#[must_use]
+pub fn default_memory_bytes(mem_total: u64) -> u64 {
+    if mem_total == 0 {
+        4 << 30
+    } else {
+        mem_total / 2
+    }
+}
+
+/// The size of each private tmpfs (`/tmp`, `/dev/shm`) when the policy sets none: a quarter of
+/// physical memory (1 GiB when unknown).
+#[must_use]
+pub fn default_tmp_bytes(mem_total: u64) -> u64 {
+    if mem_total == 0 {
+        1 << 30
+    } else {
+        mem_total / 4
+    }
+}
+
+impl Plan {
+    /// The per-run cgroup directories to create, one per hierarchy (cgroup v1 has one per
+    /// controller; v2 one for both), with their limits.
+    #[must_use]
+    pub fn cgroup_settings(&self) -> Vec<CgroupSetting> {
+        let mut v: Vec<CgroupSetting> = Vec::new();
+        let mut add = |base: &Path, version: &str, file: &str, value: String| {
+            match v.iter_mut().find(|c| c.base == base) {
+                Some(c) => c.limits.push((file.into(), value)),
+                None => v.push(CgroupSetting { base: base.to_path_buf(), version: version.into(), limits: vec![(file.into(), value)] }),
+            }
+        };
+        if let ProcessLimit::Cgroup { base, version, max } = &self.process_limit {
+            add(base, version, "pids.max", max.to_string());
+        }
+        if let MemoryLimit::Cgroup { base, version, max_bytes } = &self.memory_limit {
+            let file = if version == "v1" { "memory.limit_in_bytes" } else { "memory.max" };
+            add(base, version, file, max_bytes.to_string());
+            if version == "v2" {
+                // No swap beyond the limit either.
+                add(base, version, "memory.swap.max", "0".into());
+            }
+        }
+        v
+    }
 }
 
 /// Where caches go at Full level: inside the private `/tmp`, gone with the namespace.
@@ -455,7 +546,9 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
             ".git/hooks, .git/config and .vscode inside the workspace stay writable and may run later outside; Full level binds them read-only"),
     });
     v.push(match ns {
-        Some(n) if n.tmpfs.iter().any(|t| t == Path::new("/tmp")) => prot("tmp-private", Enforced, "mount namespace (tmpfs)", "/tmp and /dev/shm are private tmpfs mounts, discarded after the run"),
+        Some(n) if n.tmpfs.iter().any(|t| t == Path::new("/tmp")) => prot("tmp-private", Enforced, "mount namespace (tmpfs)",
+            format!("/tmp and /dev/shm are private tmpfs mounts{}, discarded after the run",
+                n.tmpfs_size_bytes.map(|b| format!(" of at most {} MiB and {} inodes each", b >> 20, n.tmpfs_inodes.unwrap_or(0))).unwrap_or_default())),
         Some(n) if plan.mode == SandboxMode::WorkspaceWrite => prot("tmp-private", Degraded, "mount namespace",
             format!("a writable path lies under /tmp, so /tmp stays the host's (read-write); private: {}", n.tmpfs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
         Some(_) => prot("tmp-private", Enforced, "read-only mounts", "/tmp and /dev/shm are read-only in read-only mode"),
@@ -524,6 +617,15 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         ProcessLimit::Rlimit { max } => prot("process-count", Degraded, "RLIMIT_NPROC",
             format!("RLIMIT_NPROC = {max} counts every process of uid {} system-wide (its current ones + the sandbox's)", caps.uid)),
         ProcessLimit::Unbounded => prot("process-count", Degraded, "none", "running as root without a writable pids cgroup: RLIMIT_NPROC does not apply to root"),
+    });
+    v.push(match &plan.memory_limit {
+        MemoryLimit::Cgroup { max_bytes, version, .. } => prot("memory", Enforced, &format!("cgroup {version} memory limit"),
+            format!("at most {} MiB (the private /tmp's pages count too); the OOM killer acts inside the sandbox", max_bytes >> 20)),
+        MemoryLimit::Unbounded => prot("memory", Degraded, "none",
+            match plan.namespaces.as_ref().and_then(|n| n.tmpfs_size_bytes) {
+                Some(t) => format!("no writable memory cgroup: the command's own memory is bounded only by the host; the private /tmp and /dev/shm are bounded ({} MiB each)", t >> 20),
+                None => "no writable memory cgroup: the command's memory (and what it writes to /tmp and /dev/shm) is bounded only by the host".to_string(),
+            }),
     });
     v.push(prot("file-size", Enforced, "RLIMIT_FSIZE", "large writes fail with EFBIG"));
     v.push(prot("open-files", Enforced, "RLIMIT_NOFILE", "bounded descriptors"));
@@ -594,8 +696,8 @@ pub struct HelperPlan {
     pub seccomp: Option<Vec<PackedInsn>>,
     /// (resource, value).
     pub rlimits: Vec<(i32, u64)>,
-    /// The per-run cgroup's `cgroup.procs` to join.
-    pub cgroup_procs: Option<PathBuf>,
+    /// The per-run cgroups' `tasks`/`cgroup.procs` files to join (one per hierarchy).
+    pub cgroup_procs: Vec<PathBuf>,
     /// Drop all capabilities.
     pub drop_capabilities: bool,
     /// Apply `no_new_privs`, close fds, new session (false only for full-access).
@@ -618,7 +720,7 @@ pub struct HelperLandlock {
 impl Plan {
     /// The part of the plan the helper applies.
     #[must_use]
-    pub fn helper_plan(&self, parent_pid: i32, cgroup_procs: Option<PathBuf>) -> HelperPlan {
+    pub fn helper_plan(&self, parent_pid: i32, cgroup_procs: Vec<PathBuf>) -> HelperPlan {
         HelperPlan {
             parent_pid,
             cwd: self.workspace.clone(),
@@ -651,6 +753,8 @@ mod tests {
             seccomp: Feature { available: true, detail: String::new() },
             user_namespaces: Some(Feature { available: false, detail: "test: no userns".into() }),
             cgroup_pids: None,
+            cgroup_memory: None,
+            mem_total_bytes: 8 << 30,
             is_root: root,
             uid: if root { 0 } else { 1000 },
             gid: if root { 0 } else { 1000 },
@@ -727,7 +831,7 @@ mod tests {
         assert_eq!(p.level, SandboxLevel::None);
         assert!(p.landlock.is_none() && p.seccomp.is_none());
         assert!(p.warnings[0].contains("FULL ACCESS"));
-        assert!(!p.helper_plan(1, None).confine);
+        assert!(!p.helper_plan(1, Vec::new()).confine);
     }
 
     #[test]
@@ -829,7 +933,7 @@ mod tests {
         let all = make_plan(&pol, &c, &RunContext::default()).unwrap();
         assert_eq!(all.protections.iter().find(|x| x.id == "workspace-persistence").unwrap().state, ProtectionState::Enforced);
         assert!(p.env.vars.contains(&("TMPDIR".into(), "/tmp".into())));
-        assert!(p.helper_plan(1, None).namespaces.is_some());
+        assert!(p.helper_plan(1, Vec::new()).namespaces.is_some());
         // Below ABI 3 the read-only mounts stop truncation outside; no seccomp guard is needed.
         let mut c2 = c.clone();
         c2.landlock.abi = 2;

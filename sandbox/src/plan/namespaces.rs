@@ -59,6 +59,13 @@ pub struct NamespacePlan {
     /// Private tmpfs mounts (`/tmp`, `/dev/shm` in workspace-write; `/tmp` read-only-empty is not
     /// used in read-only mode, where `/tmp` stays the host's, read-only).
     pub tmpfs: Vec<PathBuf>,
+    /// Size of each private tmpfs (`size=`), bytes; `None` only in plans from older versions.
+    #[serde(default)]
+    pub tmpfs_size_bytes: Option<u64>,
+    /// Inode bound of each private tmpfs (`nr_inodes=`): without it, empty files pin kernel
+    /// memory that `size=` does not count.
+    #[serde(default)]
+    pub tmpfs_inodes: Option<u64>,
     /// Read-only grants under a private tmpfs, bound back into it read-only.
     #[serde(default)]
     pub tmpfs_ro_binds: Vec<PathBuf>,
@@ -78,15 +85,22 @@ pub struct NamespacePlan {
     pub dev_nodes: Vec<PathBuf>,
 }
 
-/// Builds the namespace plan for `policy`, mapping `uid`/`gid` to themselves.
+/// Inodes allowed in a private tmpfs of `bytes`: one per 8 KiB, at least 65536.
 #[must_use]
-pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePlan {
-    namespace_plan_with(&mut PathResolver::new(), policy, uid, gid)
+pub fn tmpfs_inodes_for(bytes: u64) -> u64 {
+    (bytes / 8192).max(65_536)
+}
+
+/// Builds the namespace plan for `policy`, mapping `uid`/`gid` to themselves; each private
+/// tmpfs gets `tmp_bytes`.
+#[must_use]
+pub fn namespace_plan(policy: &SandboxPolicy, uid: u32, gid: u32, tmp_bytes: u64) -> NamespacePlan {
+    namespace_plan_with(&mut PathResolver::new(), policy, uid, gid, tmp_bytes)
 }
 
 /// [`namespace_plan`] with a caller's resolver (shared with the rest of a plan).
 #[must_use]
-pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, uid: u32, gid: u32) -> NamespacePlan {
+pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, uid: u32, gid: u32, tmp_bytes: u64) -> NamespacePlan {
     let workspace_writable = policy.mode == SandboxMode::WorkspaceWrite;
     let workspace = policy.workspace_path.as_path();
     let writable = &policy.writable_paths;
@@ -162,6 +176,8 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
         ro_binds,
         unprotected,
         tmpfs,
+        tmpfs_size_bytes: Some(tmp_bytes),
+        tmpfs_inodes: Some(tmpfs_inodes_for(tmp_bytes)),
         tmpfs_ro_binds,
         masks,
         hostname: None,
@@ -197,7 +213,7 @@ mod tests {
             ..Default::default()
         };
         let policy = build_sandbox_policy(&ws, &settings).unwrap();
-        let p = namespace_plan(&policy, 1000, 1000);
+        let p = namespace_plan(&policy, 1000, 1000, 1 << 30);
         assert_eq!(p.rw_binds, vec![ws.clone()]);
         assert!(p.masks.contains(&Mask { path: home.join(".ssh"), kind: MaskKind::EmptyDir }));
         assert!(p.masks.contains(&Mask { path: home.join(".netrc"), kind: MaskKind::EmptyFile }));
@@ -208,7 +224,7 @@ mod tests {
         assert!(!p.dev_nodes.iter().any(|d| d.ends_with("ptmx") || d.ends_with("pts")));
 
         let ro = build_sandbox_policy(&ws, &SandboxSettings { mode: SandboxMode::ReadOnly, home: Some(home), ..Default::default() }).unwrap();
-        let p = namespace_plan(&ro, 0, 0);
+        let p = namespace_plan(&ro, 0, 0, 1 << 30);
         assert!(p.rw_binds.is_empty() && p.ro_binds.is_empty() && p.tmpfs.is_empty());
     }
 
@@ -285,6 +301,8 @@ mod tests {
             ro_binds,
             unprotected,
             tmpfs,
+            tmpfs_size_bytes: Some(1 << 30),
+            tmpfs_inodes: Some(tmpfs_inodes_for(1 << 30)),
             tmpfs_ro_binds,
             masks,
             hostname: None,
@@ -327,7 +345,7 @@ mod tests {
             };
             let policy = build_sandbox_policy(&ws, &settings).unwrap();
             let want = reference_plan(&policy, 1000, 1000);
-            assert_eq!(namespace_plan(&policy, 1000, 1000), want);
+            assert_eq!(namespace_plan(&policy, 1000, 1000, 1 << 30), want);
             let mut shared = PathResolver::new();
             for p in policy.read_only_paths.iter().chain(&policy.deny_paths) {
                 let _ = shared.canonicalize_lenient(p);
@@ -342,7 +360,7 @@ mod tests {
         let d = tempfile::tempdir_in("/tmp").unwrap();
         let ws = std::fs::canonicalize(d.path()).unwrap();
         let policy = build_sandbox_policy(&ws, &SandboxSettings { home: None, ..Default::default() }).unwrap();
-        let p = namespace_plan(&policy, 0, 0);
+        let p = namespace_plan(&policy, 0, 0, 1 << 30);
         assert!(!p.tmpfs.contains(&PathBuf::from("/tmp")));
         assert_eq!(p.rw_binds[0], PathBuf::from("/tmp"));
         // A read-only grant under /tmp (e.g. the binary of a checkout in /tmp) is bound back.
@@ -352,7 +370,7 @@ mod tests {
             &SandboxSettings { home: None, extra_read: vec![ws.clone()], ..Default::default() },
         )
         .unwrap();
-        let p = namespace_plan(&policy, 0, 0);
+        let p = namespace_plan(&policy, 0, 0, 1 << 30);
         assert!(p.tmpfs.contains(&PathBuf::from("/tmp")));
         assert_eq!(p.tmpfs_ro_binds, vec![ws.clone()]);
     }
