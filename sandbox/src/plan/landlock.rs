@@ -754,7 +754,7 @@ mod tests {
             landlock: Some(HelperLandlock { fs: fs_rights_for_abi(abi), net: 0, scopes: 0, rules }),
             seccomp: None,
             rlimits: Vec::new(),
-            cgroup_procs: None,
+            cgroup_procs: Vec::new(),
             drop_capabilities: false,
             confine: true,
         };

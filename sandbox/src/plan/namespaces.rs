@@ -350,8 +350,8 @@ mod tests {
             for p in policy.read_only_paths.iter().chain(&policy.deny_paths) {
                 let _ = shared.canonicalize_lenient(p);
             }
-            assert_eq!(namespace_plan_with(&mut shared, &policy, 1000, 1000), want);
-            assert_eq!(namespace_plan_with(&mut shared, &policy, 1000, 1000), want);
+            assert_eq!(namespace_plan_with(&mut shared, &policy, 1000, 1000, 1 << 30), want);
+            assert_eq!(namespace_plan_with(&mut shared, &policy, 1000, 1000, 1 << 30), want);
         }
     }
 
