@@ -891,7 +891,12 @@ mod tests {
             extra_read: vec![d.path().join("missing")],
             ..Default::default()
         };
-        let pol = build_sandbox_policy(&ws, &s).unwrap();
+        // A missing user path is an input error when the policy is built…
+        let e = build_sandbox_policy(&ws, &s).unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("allow-read"), "{e}");
+        // …and still refused when the plan is made (the path vanished in between).
+        let mut pol = build_sandbox_policy(&ws, &SandboxSettings { home: Some(home.clone()), ..Default::default() }).unwrap();
+        pol.read_only_paths.push(d.path().join("missing"));
         assert!(make_plan(&pol, &caps(7, false), &RunContext::default()).is_err());
         let s = SandboxSettings { home: Some(home.clone()), extra_read: vec![home.clone()], ..Default::default() };
         let pol = build_sandbox_policy(&ws, &s).unwrap();
