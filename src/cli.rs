@@ -97,6 +97,12 @@ pub struct PolicyArgs {
     /// Keep this environment variable even if it looks like a secret (repeatable).
     #[arg(long = "keep-env", value_name = "NAME")]
     pub keep_env: Vec<String>,
+    /// A trusted directory: the workspace must resolve (symlinks followed) to a path under it.
+    #[arg(long = "workspace-root", value_name = "DIR")]
+    pub workspace_root: Option<PathBuf>,
+    /// Accept a workspace that is /, a system directory, $HOME or one of its ancestors.
+    #[arg(long = "force-workspace")]
+    pub force_workspace: bool,
 }
 
 #[derive(Args, Default, Debug, PartialEq, Eq)]
@@ -159,6 +165,7 @@ pub fn fast_run_args(args: &[std::ffi::OsString]) -> Option<RunArgs> {
             "--json" => flag(&mut r.json)?,
             "--quiet" => flag(&mut r.quiet)?,
             "--dangerously-allow-full-access" => flag(&mut r.policy.dangerously_allow_full_access)?,
+            "--force-workspace" => flag(&mut r.policy.force_workspace)?,
             _ => {
                 let v = match inline {
                     Some(v) => v,
@@ -171,6 +178,7 @@ pub fn fast_run_args(args: &[std::ffi::OsString]) -> Option<RunArgs> {
                 match name {
                     "--mode" => once(&mut p.mode, v.to_string())?,
                     "--workspace" => once(&mut p.workspace, PathBuf::from(v))?,
+                    "--workspace-root" => once(&mut p.workspace_root, PathBuf::from(v))?,
                     "--allow-read" => p.allow_read.push(PathBuf::from(v)),
                     "--allow-write" => p.allow_write.push(PathBuf::from(v)),
                     "--deny" => p.deny.push(PathBuf::from(v)),
@@ -251,6 +259,10 @@ pub fn resolve_policy(args: &PolicyArgs) -> Result<SandboxPolicy, Failure> {
     s.extra_deny.extend(args.deny.iter().map(|p| absolutize(p, &cwd)));
     s.env.keep.extend(args.keep_env.iter().cloned());
     s.dangerously_allow_full_access |= args.dangerously_allow_full_access;
+    s.force_workspace |= args.force_workspace;
+    if let Some(r) = &args.workspace_root {
+        s.workspace_root = Some(absolutize(r, &cwd));
+    }
     let ws = match (&args.workspace, &s.workspace) {
         (Some(w), _) => absolutize(w, &cwd),
         (None, Some(w)) if w.as_os_str() != "." => w.clone(),
@@ -476,6 +488,7 @@ mod tests {
                 "--keep-env=Y", "--mode", "read-only", "--require", "standard", "--", "cmd"],
             &["localgpt", "sandbox", "run", "--dangerously-allow-full-access", "--level", "none", "--", "x"],
             &["localgpt", "sandbox", "run", "--stdin", "pipe", "--", "x"],
+            &["localgpt", "sandbox", "run", "--workspace-root", "/w", "--force-workspace", "--", "x"],
             &["/abs/path/localgpt", "sandbox", "run", "--workspace", "rel/dir", "--", "x", "y z"],
         ];
         for v in fast_shapes {

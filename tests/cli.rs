@@ -361,3 +361,48 @@ fn level_none_cannot_satisfy_require_standard() {
         o.describe()
     );
 }
+
+/// A symlink planted in the workspace by an earlier run (`h -> $HOME`, `root -> /`, `up -> ..`
+/// pointing at $HOME's level) must not turn a later `--workspace ws/h` run into one with $HOME or
+/// `/` writable (red-team hole 6). Bare, the same path reaches $HOME.
+#[test]
+fn workspace_through_a_planted_symlink_to_home_or_root_is_refused() {
+    let w = World::new();
+    std::os::unix::fs::symlink(&w.home, w.ws.join("h")).unwrap();
+    std::os::unix::fs::symlink("/", w.ws.join("root")).unwrap();
+    let marker = w.home.join("PLANTED");
+    // Bare: the path leads into $HOME.
+    let o = w.bare(&format!("cd {} && touch PLANTED", sh_quote(w.ws.join("h"))));
+    assert!(o.success() && marker.exists(), "bare run did not reach $HOME{}", o.describe());
+    fs::remove_file(&marker).unwrap();
+    for link in ["h", "root"] {
+        let ws = w.ws.join(link);
+        let o = w.sandboxed_with(&["--workspace", ws.to_str().unwrap()], "touch PLANTED");
+        assert_usage_error(&o, &marker);
+        assert!(o.stderr.contains("through the symlink"), "{}", o.describe());
+    }
+    // The home directory itself, or an ancestor, is refused without any symlink too.
+    for ws in [w.home.clone(), w.root.clone()] {
+        let o = w.sandboxed_with(&["--workspace", ws.to_str().unwrap()], "touch PLANTED");
+        assert_usage_error(&o, &marker);
+    }
+    // --force-workspace accepts it on purpose (and the banner shows where the path led).
+    let o = w.sandboxed_with(&["--workspace", w.ws.join("h").to_str().unwrap(), "--force-workspace"], "true");
+    assert_eq!(o.code(), Some(0), "{}", o.describe());
+    assert!(o.stderr.contains("goes through a symbolic link"), "{}", o.describe());
+}
+
+/// With a trusted workspace root, a workspace that resolves outside it is refused.
+#[test]
+fn workspace_root_confines_the_workspace() {
+    let w = World::new();
+    fs::create_dir_all(w.ws.join("pkg")).unwrap();
+    std::os::unix::fs::symlink(&w.outside, w.ws.join("away")).unwrap();
+    let root = w.ws.to_str().unwrap().to_string();
+    let o = w.sandboxed_with(&["--workspace-root", &root, "--workspace", w.ws.join("pkg").to_str().unwrap()], "echo inside");
+    assert_eq!(o.code(), Some(0), "{}", o.describe());
+    let marker = w.outside.join("PLANTED");
+    let o = w.sandboxed_with(&["--workspace-root", &root, "--workspace", w.ws.join("away").to_str().unwrap()], "touch PLANTED");
+    assert_usage_error(&o, &marker);
+    assert!(o.stderr.contains("outside the trusted workspace root"), "{}", o.describe());
+}

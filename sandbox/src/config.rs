@@ -85,6 +85,10 @@ pub struct SandboxSettings {
     pub home: Option<PathBuf>,
     /// Workspace paths bound read-only at Full level.
     pub protected_workspace_paths: Vec<String>,
+    /// A trusted directory the workspace must resolve into (symlinks followed); `None`: any.
+    pub workspace_root: Option<PathBuf>,
+    /// Accept a workspace that is `/`, a system directory, `$HOME` or one of its ancestors.
+    pub force_workspace: bool,
 }
 
 impl Default for SandboxSettings {
@@ -111,6 +115,8 @@ impl Default for SandboxSettings {
                 .iter()
                 .map(|s| (*s).to_string())
                 .collect(),
+            workspace_root: None,
+            force_workspace: false,
         }
     }
 }
@@ -138,6 +144,8 @@ struct SandboxSection {
     max_tmp_bytes: Option<u64>,
     dangerously_allow_full_access: Option<bool>,
     protected_workspace_paths: Option<Vec<String>>,
+    workspace_root: Option<PathBuf>,
+    force_workspace: Option<bool>,
     allow_paths: Option<AllowPaths>,
     network: Option<NetworkSection>,
     env: Option<EnvSection>,
@@ -256,6 +264,8 @@ impl SandboxSettings {
             s.mode = SandboxMode::FullAccess;
         }
         s.workspace = sec.workspace.map(|p| expand_home(&p, s.home.as_deref())).transpose()?;
+        s.workspace_root = sec.workspace_root.map(|p| expand_home(&p, s.home.as_deref())).transpose()?;
+        s.force_workspace = sec.force_workspace.unwrap_or(false);
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = sec.$f { s.$f = v; } )* };
         }
@@ -335,6 +345,60 @@ pub fn absolutize(p: &Path, base: &Path) -> PathBuf {
     }
 }
 
+/// Directories that are never a workspace (they or everything under them are the system's):
+/// the root, and the system trees themselves (a project under `/opt` or `/var/tmp` is fine).
+const NOT_A_WORKSPACE: &[&str] = &[
+    "/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/boot", "/dev", "/proc", "/sys",
+    "/run", "/var", "/opt", "/srv", "/nix", "/snap", "/home", "/root", "/tmp", "/var/tmp", "/mnt", "/media",
+];
+/// System trees no workspace may lie in.
+const SYSTEM_TREES: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/boot", "/dev", "/proc", "/sys", "/run"];
+
+/// The first component of `requested` (made absolute) that is a symbolic link, if any.
+#[must_use]
+pub fn first_symlink_in(requested: &Path) -> Option<PathBuf> {
+    let mut prefix = PathBuf::new();
+    for c in requested.components() {
+        prefix.push(c);
+        if std::fs::symlink_metadata(&prefix).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Some(prefix);
+        }
+    }
+    None
+}
+
+/// Refuses a workspace that would make the sandbox pointless or the host writable (red-team
+/// finding: a symlink planted by one run, `pkg -> ..` or `root -> /`, made a later
+/// `--workspace ws/pkg` run with `$HOME` or `/` writable): `/`, a system directory or a tree
+/// under one, `$HOME` or one of its ancestors — unless `force_workspace` — and, when a trusted
+/// `workspace_root` is set, anything that does not resolve to a path under it.
+fn check_workspace(requested: &Path, ws: &Path, home: Option<&Path>, settings: &SandboxSettings) -> Result<(), SandboxError> {
+    let via = first_symlink_in(requested).map(|l| format!(" (given as {}, through the symlink {})", requested.display(), l.display())).unwrap_or_default();
+    if let Some(root) = &settings.workspace_root {
+        let root = std::fs::canonicalize(root).map_err(|e| SandboxError::Policy(format!("workspace root {}: {e}", root.display())))?;
+        if !ws.starts_with(&root) {
+            return Err(SandboxError::Policy(format!("workspace {}{via} is outside the trusted workspace root {}", ws.display(), root.display())));
+        }
+    }
+    if settings.force_workspace {
+        return Ok(());
+    }
+    let danger = if home.is_some_and(|h| h.starts_with(ws)) {
+        Some(if home == Some(ws) { "your home directory" } else { "an ancestor of your home directory" })
+    } else if NOT_A_WORKSPACE.iter().any(|d| ws == Path::new(d)) || SYSTEM_TREES.iter().any(|d| ws.starts_with(d)) {
+        Some("a system directory")
+    } else {
+        None
+    };
+    match danger {
+        Some(what) => Err(SandboxError::Policy(format!(
+            "workspace {}{via} is {what}: the command could write anywhere in it; pass --force-workspace (or force_workspace = true) if that is really meant",
+            ws.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Builds the policy for `workspace` from the settings: the zero-configuration path of spec 3.3.
 ///
 /// System dirs and `$HOME` toolchains are read + execute, the workspace (and `/tmp`, `/dev/shm`
@@ -349,6 +413,8 @@ pub fn build_sandbox_policy(workspace: &Path, settings: &SandboxSettings) -> Res
     if !ws.is_dir() {
         return Err(SandboxError::Policy(format!("workspace {} is not a directory", ws.display())));
     }
+    let home = settings.home.clone().filter(|h| h.is_absolute());
+    check_workspace(workspace, &ws, home.as_deref(), settings)?;
     // Paths the user asked for must exist: a typo is an input error (nothing runs), not a grant
     // that silently covers nothing.
     for (what, list) in [("allow-read", &settings.extra_read), ("allow-write", &settings.extra_write)] {
@@ -358,7 +424,6 @@ pub fn build_sandbox_policy(workspace: &Path, settings: &SandboxSettings) -> Res
             }
         }
     }
-    let home = settings.home.clone().filter(|h| h.is_absolute());
     let mut read_only_paths: Vec<PathBuf> = SYSTEM_READ_DIRS.iter().map(PathBuf::from).collect();
     let mut deny_paths = Vec::new();
     if let Some(h) = &home {
@@ -381,6 +446,7 @@ pub fn build_sandbox_policy(workspace: &Path, settings: &SandboxSettings) -> Res
         SandboxMode::FullAccess => {}
     }
     let policy = SandboxPolicy {
+        workspace_via_symlink: first_symlink_in(workspace).map(|_| workspace.to_path_buf()),
         workspace_path: ws,
         mode: settings.mode,
         read_only_paths,

@@ -178,8 +178,12 @@ fn default_true() -> bool {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxPolicy {
-    /// The workspace: read-write (read-only in `read-only` mode); the command's cwd.
+    /// The workspace: read-write (read-only in `read-only` mode); the command's cwd. Canonical.
     pub workspace_path: PathBuf,
+    /// The workspace as the caller gave it, when that path goes through a symbolic link (shown
+    /// loudly: the run's workspace is not where the path seems to point).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_via_symlink: Option<PathBuf>,
     /// The mode the policy was built from.
     pub mode: SandboxMode,
     /// Read + execute (system dirs, toolchains, user `allow_paths.read`).
@@ -349,6 +353,7 @@ mod tests {
     fn sample(ws: &Path) -> SandboxPolicy {
         SandboxPolicy {
             workspace_path: ws.to_path_buf(),
+            workspace_via_symlink: None,
             mode: SandboxMode::WorkspaceWrite,
             read_only_paths: vec!["/usr".into()],
             writable_paths: vec![],

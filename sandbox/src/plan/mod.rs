@@ -343,6 +343,13 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
     };
     plan.protections = protections(&plan, caps);
     plan.warnings = warnings(&plan, caps);
+    if let Some(given) = &policy.workspace_via_symlink {
+        plan.warnings.insert(0, format!(
+            "the workspace was given as {}, which goes through a symbolic link: the writable workspace is {}",
+            given.display(),
+            plan.workspace.display()
+        ));
+    }
     Ok(plan)
 }
 
