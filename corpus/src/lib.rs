@@ -250,7 +250,7 @@ impl Check {
 /// Secret names usable in [`Check::SecretNotInOutput`].
 pub const SECRET_NAMES: &[&str] = &[
     "ssh", "aws", "gnupg", "docker", "netrc", "git_credentials", "kube", "gh", "npmrc", "pypirc", "cargo",
-    "outside", "env", "victim", "shm", "msg", "key", "host_tmp", "host_shm", "stat_ssh",
+    "outside", "env", "victim", "shm", "msg", "key", "host_tmp", "host_shm", "stat_ssh", "argv",
 ];
 
 /// One escape vector.

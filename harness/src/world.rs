@@ -131,6 +131,8 @@ pub struct World {
     host_files: Vec<PathBuf>,
     /// Directories whose entries starting with the token are removed on drop.
     host_globs: Vec<PathBuf>,
+    /// Host processes of the world, killed on drop.
+    children: Vec<std::process::Child>,
     /// Snapshots taken before the run (path → (content, metadata summary)).
     pub before: BTreeMap<String, Snapshot>,
 }
@@ -295,6 +297,7 @@ impl World {
             key: None,
             host_files: Vec::new(),
             host_globs: Vec::new(),
+            children: Vec::new(),
             before: BTreeMap::new(),
         };
         if let Some(cfg) = &v.config {
@@ -312,6 +315,9 @@ impl World {
         }
         if text.contains("{shm_id}") || text.contains("{msg_id}") || text.contains("{sem_id}") {
             w.make_sysv()?;
+        }
+        if v.check.iter().any(|c| matches!(c, localgpt_corpus::Check::SecretNotInOutput(n) if n == "argv")) {
+            w.make_argv_holder()?;
         }
         if text.contains("{key_desc}") {
             w.make_key()?;
@@ -456,6 +462,22 @@ impl World {
         Ok(())
     }
 
+    /// Starts a host process outside the sandbox with a secret in its command line (as tools
+    /// that take `--password=…` do); it is killed on drop.
+    fn make_argv_holder(&mut self) -> Result<(), String> {
+        let secret = format!("lgsecret-argv-{}", self.token);
+        let child = std::process::Command::new("bash")
+            .args(["-c", "sleep 120; :", &format!("--password={secret}")])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("world: argv holder: {e}"))?;
+        self.secrets.insert("argv".into(), secret);
+        self.children.push(child);
+        Ok(())
+    }
+
     /// Registers a host path to remove on drop (files the probes may plant in /tmp).
     pub fn remove_on_drop(&mut self, p: PathBuf) {
         self.host_files.push(p);
@@ -549,6 +571,10 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         if let Some(s) = &self.sysv {
             // SAFETY: removing our own IPC objects.
             unsafe {

@@ -605,7 +605,9 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v.push(if ns.is_some() {
         prot("pid-isolation", Enforced, "PID namespace + fresh /proc", "ps shows only the sandbox's processes")
     } else {
-        prot("pid-isolation", Degraded, "none", format!("no PID namespace at level {}: ps shows host processes", plan.level))
+        prot("pid-isolation", Degraded, "none", format!(
+            "no PID namespace at level {}: ps shows host processes, and /proc/<pid>/cmdline of every host process is readable (passwords and tokens passed in argv leak); Landlock cannot grant /proc per process, and Full level mounts a fresh /proc",
+            plan.level))
     });
     v.push(prot("inherited-fds", Enforced, "helper (close_range)", "every fd above 2 is closed before exec"));
     v.push(prot("env-secrets", Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env.dropped.len())));
