@@ -56,7 +56,7 @@ pub const FAMILIES: &[&str] =
 /// Protection ids of `localgpt sandbox status` / `explain` that a vector may depend on.
 pub const PROTECTION_IDS: &[&str] = &[
     "fs-write-outside", "fs-read-credentials", "fs-truncate-outside", "fs-link-rename-out", "fs-device-ioctl",
-    "fs-metadata-outside", "fs-stat-secrets", "workspace-persistence", "tmp-private", "network",
+    "fs-metadata-outside", "fs-stat-secrets", "home-private", "workspace-persistence", "tmp-private", "network",
     "unix-sockets-outside", "abstract-sockets-outside", "signals-outside", "ptrace", "syscall-abi", "io-uring",
     "tty-injection", "keyring", "sysv-ipc", "namespaces-mount", "kernel-surface", "pid-isolation", "inherited-fds",
     "env-secrets", "capabilities", "process-count", "memory", "file-size", "open-files", "core-dumps", "timeout-kill-tree",
@@ -250,7 +250,7 @@ impl Check {
 /// Secret names usable in [`Check::SecretNotInOutput`].
 pub const SECRET_NAMES: &[&str] = &[
     "ssh", "aws", "gnupg", "docker", "netrc", "git_credentials", "kube", "gh", "npmrc", "pypirc", "cargo",
-    "outside", "env", "victim", "shm", "msg", "key", "host_tmp", "host_shm", "stat_ssh", "argv",
+    "outside", "env", "victim", "shm", "msg", "key", "host_tmp", "host_shm", "stat_ssh", "argv", "home_activity",
 ];
 
 /// One escape vector.

@@ -28,7 +28,7 @@ pub const NAMES: &[&str] = &[
     "vm-readv", "read-ancestors-environ", "signal", "pidfd-signal", "userns", "fork-bomb", "survivor", "open-fds",
     "core-dump", "write-flood", "write-big", "tiocsti", "tioclinux-kmsg", "shm-read", "shm-write", "msg-recv",
     "sem-op", "keyring-read", "open-by-handle", "setid-file", "sethostname", "fd-write", "fd-read", "fd-dir-write",
-    "fd-opath-reopen",
+    "fd-opath-reopen", "inotify-watch",
 ];
 
 fn c(s: &str) -> CString {
@@ -263,6 +263,7 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 let fd = libc::open(c(&format!("/proc/self/fd/{}", a(0)?)).as_ptr(), libc::O_WRONLY | libc::O_TRUNC);
                 write_fd(fd, a(1)?, "reopen O_PATH fd via /proc/self/fd")
             }
+            "inotify-watch" => inotify_watch(a(0)?, num(a(1)?)?),
             _ => return None,
         })
     }
@@ -429,6 +430,42 @@ unsafe fn unix_dgram(name: &[u8], abstract_ns: bool, data: &str, ty: i32) -> i32
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     result(libc::sendmsg(fd, &msg, 0) == data.len() as isize, "unix dgram sendmsg")
+}
+
+/// Watches a directory with inotify for `ms` milliseconds and prints the name of every entry
+/// an event names (creations, opens, deletions by anyone, outside the sandbox included).
+unsafe fn inotify_watch(dir: &str, ms: u64) -> i32 {
+    let fd = libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC);
+    if fd < 0 {
+        return result(false, "inotify_init1");
+    }
+    let mask = libc::IN_CREATE | libc::IN_OPEN | libc::IN_DELETE | libc::IN_MODIFY | libc::IN_CLOSE_WRITE;
+    if libc::inotify_add_watch(fd, c(dir).as_ptr(), mask) < 0 {
+        return result(false, "inotify_add_watch");
+    }
+    say("watching");
+    let end = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+    let mut seen = 0;
+    let mut buf = [0u8; 8192];
+    while std::time::Instant::now() < end {
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        if n <= 0 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            continue;
+        }
+        let mut off = 0usize;
+        while off + 16 <= n as usize {
+            let len = u32::from_ne_bytes([buf[off + 12], buf[off + 13], buf[off + 14], buf[off + 15]]) as usize;
+            let name = &buf[off + 16..(off + 16 + len).min(n as usize)];
+            let name = String::from_utf8_lossy(name.split(|&b| b == 0).next().unwrap_or(&[]));
+            if !name.is_empty() {
+                say(&format!("event: {name}"));
+                seen += 1;
+            }
+            off += 16 + len;
+        }
+    }
+    result(seen > 0, &format!("{seen} inotify events"))
 }
 
 const X32_BIT: i64 = 0x4000_0000;

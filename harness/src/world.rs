@@ -319,6 +319,9 @@ impl World {
         if v.check.iter().any(|c| matches!(c, localgpt_corpus::Check::SecretNotInOutput(n) if n == "argv")) {
             w.make_argv_holder()?;
         }
+        if v.check.iter().any(|c| matches!(c, localgpt_corpus::Check::SecretNotInOutput(n) if n == "home_activity")) {
+            w.make_home_activity()?;
+        }
         if text.contains("{key_desc}") {
             w.make_key()?;
         }
@@ -474,6 +477,25 @@ impl World {
             .spawn()
             .map_err(|e| format!("world: argv holder: {e}"))?;
         self.secrets.insert("argv".into(), secret);
+        self.children.push(child);
+        Ok(())
+    }
+
+    /// Starts a host process that keeps creating and removing a file in the world's `$HOME`
+    /// whose name is a secret (as a user's editor or shell does with their own files); it is
+    /// killed on drop.
+    fn make_home_activity(&mut self) -> Result<(), String> {
+        let secret = format!("lgsecret-activity-{}", self.token);
+        let f = self.home.join(&secret);
+        let script = format!("for i in $(seq 600); do : > '{0}'; rm -f '{0}'; sleep 0.02; done", f.display());
+        let child = std::process::Command::new("bash")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("world: home activity: {e}"))?;
+        self.secrets.insert("home_activity".into(), secret);
         self.children.push(child);
         Ok(())
     }

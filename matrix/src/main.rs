@@ -516,13 +516,15 @@ fn strings(v: &Value) -> BTreeSet<String> {
 /// Protections expected not to be enforced for `user` at `level` in configuration `cfg`:
 /// what the level lacks everywhere, what the user lacks there, what this kernel lacks there.
 /// A usable pids cgroup (reported by `status`) bounds the process count and the kill tree.
-fn expected_gaps(exp: &Value, cfg: &Value, user: &str, level: &str, cgroup: bool) -> BTreeSet<String> {
+fn expected_gaps(exp: &Value, cfg: &Value, user: &str, level: &str, cgroup: bool, memory_cgroup: bool) -> BTreeSet<String> {
     let mut s = strings(&exp["level_gaps"][level]);
     s.extend(strings(&exp["user_gaps"][user][level]));
     s.extend(strings(&cfg["kernel_gaps"][level]));
-    if cgroup {
-        for c in strings(&exp["cgroup_covers"]) {
-            s.remove(&c);
+    for (has, key) in [(cgroup, "cgroup_covers"), (memory_cgroup, "memory_cgroup_covers")] {
+        if has {
+            for c in strings(&exp[key]) {
+                s.remove(&c);
+            }
         }
     }
     s
@@ -647,9 +649,10 @@ fn suite(args: &[String]) -> i32 {
         }
         let gaps = not_enforced(&status["protections"]);
         let cgroup = !status["cgroup_pids"].is_null();
+        let memory_cgroup = !status["cgroup_memory"].is_null();
         // Minimal because Landlock is missing, with namespaces carrying what they can.
         let gap_key = if level == "minimal" && status["namespaces"] == json!(true) { "minimal+mounts".to_string() } else { level.clone() };
-        let want_gaps = expected_gaps(&exp, &cfg, user.name, &gap_key, cgroup);
+        let want_gaps = expected_gaps(&exp, &cfg, user.name, &gap_key, cgroup, memory_cgroup);
         if gaps != want_gaps {
             fail(format!("status at {level}: not enforced {{{}}}, expected {{{}}}", fmt_set(&gaps), fmt_set(&want_gaps)));
         }
@@ -788,7 +791,7 @@ fn suite(args: &[String]) -> i32 {
                     errs.push(format!("applied at {lvl}: {applied} (want seccomp, landlock {want_ll}, namespaces {want_ns})"));
                 }
                 let gaps = not_enforced(&rj["protections"]);
-                let want = expected_gaps(&exp, &cfg, user.name, eff_key, cgroup);
+                let want = expected_gaps(&exp, &cfg, user.name, eff_key, cgroup, memory_cgroup);
                 if gaps != want {
                     errs.push(format!("run at {lvl}: not enforced {{{}}}, expected {{{}}}", fmt_set(&gaps), fmt_set(&want)));
                 }

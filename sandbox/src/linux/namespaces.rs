@@ -238,6 +238,24 @@ fn private_dev(ns: &NamespacePlan) -> Result<(), String> {
     set_readonly(dev)
 }
 
+/// Covers `$HOME` with an empty tmpfs holding only the kept paths (bound back from descriptors
+/// opened before it is covered, with their submounts and their read-only or writable state)
+/// and the symlinks on the way to them; then makes the tmpfs itself read-only.
+fn private_home(h: &crate::plan::namespaces::HomeView) -> Result<(), String> {
+    let held = h.keep.iter().map(|p| Held::open(p)).collect::<Result<Vec<_>, _>>()?;
+    mount(Some("tmpfs"), &h.home, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=0755,size=1m,nr_inodes=16384"))?;
+    for k in &held {
+        k.bind_back(libc::MS_BIND | libc::MS_REC)?;
+    }
+    for (link, target) in &h.symlinks {
+        if let Some(parent) = link.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
+        }
+        std::os::unix::fs::symlink(target, link).map_err(|e| format!("symlink {}: {e}", link.display()))?;
+    }
+    set_readonly(&h.home)
+}
+
 /// Init (PID 1): unshare mount, network, IPC and UTS namespaces and set up the mounts.
 ///
 /// # Errors
@@ -285,6 +303,10 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
         set_readonly(&h.path)?;
     }
     crate::timing::stamp("init_tmpfs");
+    if let Some(h) = &ns.home_view {
+        private_home(h)?;
+    }
+    crate::timing::stamp("init_home");
     for m in &ns.masks {
         if ns.tmpfs.iter().any(|t| m.path.starts_with(t)) {
             continue; // already hidden by a fresh tmpfs

@@ -539,6 +539,13 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
             format!("{} existing credential paths are masked (empty read-only tmpfs or /dev/null); paths created after launch are covered by Landlock only", n.masks.len())),
         None => prot("fs-stat-secrets", Degraded, "none", "stat() of credential files still works (existence and size leak); Full level hides them"),
     });
+    v.push(match ns.and_then(|n| n.home_view.as_ref()) {
+        Some(h) => prot("home-private", Enforced, "mount namespace (empty read-only tmpfs over $HOME)",
+            format!("$HOME holds only the {} granted paths under it; watches and stat() on $HOME see nothing else", h.keep.len())),
+        None if ns.is_some() => prot("home-private", Enforced, "mount namespace", "$HOME is not separate from the granted paths (no $HOME, or the workspace contains it)"),
+        None => prot("home-private", Degraded, if ll { "landlock (partial)" } else { "none" },
+            "Landlock refuses to list or read $HOME but does not control inotify or stat(): a watch on $HOME sees the names of the files the user creates and opens; Full level gives a private $HOME"),
+    });
     v.push(match ns {
         Some(n) if !n.ro_binds.is_empty() && n.unprotected.is_empty() => prot("workspace-persistence", Enforced, "read-only bind mounts",
             format!("read-only: {}", n.ro_binds.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
@@ -925,7 +932,10 @@ mod tests {
         let p = make_plan(&pol, &c, &RunContext::default()).unwrap();
         assert_eq!(p.level, SandboxLevel::Full);
         let ns = p.namespaces.as_ref().unwrap();
-        assert!(ns.masks.iter().any(|m| m.path == home.join(".ssh")));
+        // ~/.ssh is outside every kept path of the private $HOME; the credential file inside the
+        // kept ~/.cargo is masked.
+        let view = ns.home_view.as_ref().expect("private home");
+        assert!(!view.keep.iter().any(|k| home.join(".ssh").starts_with(k)) && !ns.masks.iter().any(|m| m.path == home.join(".ssh")));
         assert!(ns.masks.iter().any(|m| m.path == home.join(".cargo/credentials.toml")));
         assert_eq!(ns.ro_binds, vec![ws.join(".git/hooks")]);
         assert!(ns.tmpfs.contains(&PathBuf::from("/tmp")));

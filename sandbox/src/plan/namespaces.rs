@@ -41,6 +41,19 @@ pub struct Mask {
     pub kind: MaskKind,
 }
 
+/// The private `$HOME` of a Full-level run.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct HomeView {
+    /// `$HOME` (canonical), covered by an empty tmpfs, read-only once populated.
+    pub home: PathBuf,
+    /// Canonical paths under it bound back from the host (outermost only), with their
+    /// submounts: read-only grants stay read-only, the workspace and writable grants writable.
+    pub keep: Vec<PathBuf>,
+    /// Symbolic links under `$HOME` on the way to a grant (`~/.cargo -> /opt/cargo`), recreated
+    /// in the view: (link, target as stored).
+    pub symlinks: Vec<(PathBuf, PathBuf)>,
+}
+
 /// The namespace plan.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct NamespacePlan {
@@ -71,6 +84,11 @@ pub struct NamespacePlan {
     pub tmpfs_ro_binds: Vec<PathBuf>,
     /// Masked credential paths.
     pub masks: Vec<Mask>,
+    /// `$HOME` replaced by an empty read-only tmpfs that holds only the granted paths under it
+    /// (toolchains, the workspace, extra grants): a watch or a `stat` on `$HOME` sees nothing
+    /// of the user's other files (red-team finding: inotify works where Landlock refuses to list).
+    #[serde(default)]
+    pub home_view: Option<HomeView>,
     /// Hostname set in the UTS namespace; `None` keeps the host's (the namespace still stops
     /// the command from renaming the host). Tools resolve the hostname through `/etc/hosts`
     /// (`hostname -f`, Java's `InetAddress.getLocalHost`, `getent hosts $(hostname)`), which
@@ -159,6 +177,11 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
             masks.push(Mask { path: c, kind });
         }
     }
+    let home_view = home_view(&mut canon, policy, &tmpfs);
+    if let Some(h) = &home_view {
+        // A credential path under $HOME is invisible unless a kept path contains it.
+        masks.retain(|m| !m.path.starts_with(&h.home) || h.keep.iter().any(|k| m.path.starts_with(k)));
+    }
     let ro_binds = if workspace_writable {
         protected.iter().filter_map(|rel| canon(&workspace.join(rel))).map(|c| c.path).filter(|p| p.starts_with(workspace)).collect()
     } else {
@@ -180,6 +203,7 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
         tmpfs_inodes: Some(tmpfs_inodes_for(tmp_bytes)),
         tmpfs_ro_binds,
         masks,
+        home_view,
         hostname: None,
         private_dev: Path::new("/dev").is_dir(),
         // One `stat` each: exists and is not a directory.
@@ -191,10 +215,81 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
     }
 }
 
+/// The private `$HOME` for `policy`, or `None` when there is nothing to hide it from: no
+/// `$HOME`, `$HOME` is `/`, the workspace itself (or one above it), or a private tmpfs already
+/// covers it.
+fn home_view(canon: &mut impl FnMut(&Path) -> Option<super::resolve::Resolved>, policy: &SandboxPolicy, tmpfs: &[PathBuf]) -> Option<HomeView> {
+    let given = policy.home.as_deref()?;
+    let home = canon(given).filter(|c| c.kind == FileKind::Dir)?.path;
+    let ws = &policy.workspace_path;
+    if home == Path::new("/") || home.starts_with(ws) || tmpfs.iter().any(|t| home.starts_with(t)) {
+        return None;
+    }
+    let mut keep: Vec<PathBuf> = Vec::new();
+    let mut symlinks: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let grants = policy.read_only_paths.iter().chain(&policy.writable_paths).chain(std::iter::once(ws));
+    for g in grants {
+        // Links on the way, as given (a grant is usually `$HOME/...` with $HOME as the user has it).
+        if let Ok(rest) = g.strip_prefix(given) {
+            let mut at = home.clone();
+            for c in rest.components() {
+                at.push(c);
+                if let Ok(t) = std::fs::read_link(&at) {
+                    if !symlinks.iter().any(|(l, _)| *l == at) {
+                        symlinks.push((at.clone(), t));
+                    }
+                    break; // the rest resolves through the link's target
+                }
+            }
+        }
+        let Some(c) = canon(g) else { continue };
+        if c.path.starts_with(&home) && c.path != home && !keep.iter().any(|k| c.path.starts_with(k)) {
+            keep.retain(|k| !k.starts_with(&c.path));
+            keep.push(c.path);
+        }
+    }
+    // A link whose own path lies inside a kept path is bound back with it.
+    symlinks.retain(|(l, _)| !keep.iter().any(|k| l.starts_with(k)));
+    Some(HomeView { home, keep, symlinks })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::{build_sandbox_policy, SandboxSettings};
+
+    #[test]
+    fn home_view_keeps_only_granted_paths() {
+        let d = crate::test_dir();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let home = root.join("home");
+        let ws = home.join("proj");
+        for p in [".ssh", ".cargo/bin", ".rustup", ".config/git", "Documents", "proj/.git", "data"] {
+            std::fs::create_dir_all(home.join(p)).unwrap();
+        }
+        std::fs::create_dir_all(root.join("opt-go")).unwrap();
+        std::os::unix::fs::symlink(root.join("opt-go"), home.join("go")).unwrap();
+        std::fs::write(home.join(".cargo/credentials.toml"), "t").unwrap();
+        std::fs::write(home.join(".gitconfig"), "").unwrap();
+        let settings = SandboxSettings { home: Some(home.clone()), extra_read: vec![home.join("data")], ..Default::default() };
+        let policy = build_sandbox_policy(&ws, &settings).unwrap();
+        let p = namespace_plan(&policy, 1000, 1000, 1 << 30);
+        let h = p.home_view.as_ref().expect("a home view");
+        assert_eq!(h.home, home);
+        for k in [".cargo", ".rustup", ".config/git", ".gitconfig", "proj", "data"] {
+            assert!(h.keep.contains(&home.join(k)), "{k} not kept: {:?}", h.keep);
+        }
+        assert!(!h.keep.iter().any(|k| k.ends_with("Documents") || k.ends_with(".ssh")), "{:?}", h.keep);
+        assert_eq!(h.symlinks, vec![(home.join("go"), root.join("opt-go"))]);
+        // ~/.ssh is simply absent; ~/.cargo/credentials.toml, inside a kept path, is still masked.
+        assert!(!p.masks.iter().any(|m| m.path == home.join(".ssh")));
+        assert!(p.masks.iter().any(|m| m.path == home.join(".cargo/credentials.toml")));
+        // No view when the workspace is $HOME (forced) or $HOME is missing.
+        let forced = SandboxSettings { home: Some(home.clone()), force_workspace: true, ..Default::default() };
+        assert!(namespace_plan(&build_sandbox_policy(&home, &forced).unwrap(), 0, 0, 1 << 30).home_view.is_none());
+        let none = SandboxSettings { home: Some(root.join("nope")), ..Default::default() };
+        assert!(namespace_plan(&build_sandbox_policy(&ws, &none).unwrap(), 0, 0, 1 << 30).home_view.is_none());
+    }
 
     #[test]
     fn masks_binds_and_protected_paths() {
@@ -207,17 +302,25 @@ mod tests {
         std::fs::write(ws.join(".git/config"), "").unwrap();
         let ws = std::fs::canonicalize(ws).unwrap();
         let home = std::fs::canonicalize(home).unwrap();
+        let secrets = std::fs::canonicalize(d.path()).unwrap().join("secrets");
+        std::fs::create_dir_all(secrets.join("sub")).unwrap();
+        std::fs::write(secrets.join("key"), "k").unwrap();
         let settings = SandboxSettings {
             home: Some(home.clone()),
-            extra_deny: vec![home.join(".ssh/id_rsa")],
+            extra_deny: vec![home.join(".ssh/id_rsa"), secrets.join("sub"), secrets.clone(), secrets.join("key")],
             ..Default::default()
         };
         let policy = build_sandbox_policy(&ws, &settings).unwrap();
         let p = namespace_plan(&policy, 1000, 1000, 1 << 30);
         assert_eq!(p.rw_binds, vec![ws.clone()]);
-        assert!(p.masks.contains(&Mask { path: home.join(".ssh"), kind: MaskKind::EmptyDir }));
-        assert!(p.masks.contains(&Mask { path: home.join(".netrc"), kind: MaskKind::EmptyFile }));
-        assert!(!p.masks.iter().any(|m| m.path == home.join(".ssh/id_rsa")), "nested mask folded into its parent");
+        // Credentials under $HOME are not in the private home view at all: no mask needed.
+        assert!(p.home_view.as_ref().is_some_and(|h| h.home == home && !h.keep.iter().any(|k| k.ends_with(".ssh"))));
+        assert!(!p.masks.iter().any(|m| m.path.starts_with(&home)), "{:?}", p.masks);
+        // Elsewhere, denied paths are masked, nested ones folded into their parent.
+        assert_eq!(p.masks, vec![Mask { path: secrets.clone(), kind: MaskKind::EmptyDir }]);
+        let no_home = SandboxSettings { home: None, extra_deny: vec![secrets.join("key")], ..Default::default() };
+        let p2 = namespace_plan(&build_sandbox_policy(&ws, &no_home).unwrap(), 1000, 1000, 1 << 30);
+        assert_eq!(p2.masks, vec![Mask { path: secrets.join("key"), kind: MaskKind::EmptyFile }]);
         assert_eq!(p.ro_binds, vec![ws.join(".git/hooks"), ws.join(".git/config")]);
         assert!(p.tmpfs.contains(&PathBuf::from("/tmp")));
         assert!(p.private_dev && p.dev_nodes.contains(&PathBuf::from("/dev/null")));
@@ -305,6 +408,7 @@ mod tests {
             tmpfs_inodes: Some(tmpfs_inodes_for(1 << 30)),
             tmpfs_ro_binds,
             masks,
+            home_view: None,
             hostname: None,
             private_dev: Path::new("/dev").is_dir(),
             dev_nodes: crate::config::DEVICE_PATHS
@@ -344,14 +448,24 @@ mod tests {
                 ..Default::default()
             };
             let policy = build_sandbox_policy(&ws, &settings).unwrap();
-            let want = reference_plan(&policy, 1000, 1000);
-            assert_eq!(namespace_plan(&policy, 1000, 1000, 1 << 30), want);
+            let mut want = reference_plan(&policy, 1000, 1000);
+            // The reference predates the private $HOME: it is compared on everything else, with
+            // the masks the view leaves (masks under $HOME but outside kept paths are dropped).
+            let without_view = |mut p: NamespacePlan| {
+                p.home_view = None;
+                p
+            };
+            let got = namespace_plan(&policy, 1000, 1000, 1 << 30);
+            if let Some(h) = &got.home_view {
+                want.masks.retain(|m| !m.path.starts_with(&h.home) || h.keep.iter().any(|k| m.path.starts_with(k)));
+            }
+            assert_eq!(without_view(got.clone()), want);
             let mut shared = PathResolver::new();
             for p in policy.read_only_paths.iter().chain(&policy.deny_paths) {
                 let _ = shared.canonicalize_lenient(p);
             }
-            assert_eq!(namespace_plan_with(&mut shared, &policy, 1000, 1000, 1 << 30), want);
-            assert_eq!(namespace_plan_with(&mut shared, &policy, 1000, 1000, 1 << 30), want);
+            assert_eq!(namespace_plan_with(&mut shared, &policy, 1000, 1000, 1 << 30), got);
+            assert_eq!(namespace_plan_with(&mut shared, &policy, 1000, 1000, 1 << 30), got);
         }
     }
 
