@@ -7,6 +7,7 @@ pub mod landlock;
 pub mod namespaces;
 pub mod resolve;
 pub mod seccomp;
+pub mod system_secrets;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -173,6 +174,10 @@ pub struct Plan {
     pub timeout_secs: u64,
     /// Output cap per stream.
     pub max_output_bytes: u64,
+    /// Secrets under `/etc` the caller could read that the command may not (masked at Full,
+    /// denied by Landlock at Standard).
+    #[serde(default)]
+    pub system_secrets: Vec<PathBuf>,
     /// The protection table.
     pub protections: Vec<Protection>,
     /// Warnings to show (degraded level, unconfined run).
@@ -254,6 +259,17 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
     let level = choose_level(policy, caps)?;
     let confined = level > SandboxLevel::None;
     let full = uses_namespaces(policy, caps, level);
+    // Secrets under /etc the caller can read (all of root's): denied like credentials.
+    let system_secrets = if confined { system_secrets::system_secrets(caps.is_root) } else { Vec::new() };
+    let with_secrets;
+    let policy = if system_secrets.is_empty() {
+        policy
+    } else {
+        let mut p = policy.clone();
+        p.deny_paths.extend(system_secrets.iter().cloned());
+        with_secrets = p;
+        &with_secrets
+    };
     // One resolver for the whole plan: the namespace and Landlock parts resolve the same paths.
     let mut resolver = resolve::PathResolver::new();
     let tmp_bytes = policy.max_tmp_bytes.unwrap_or_else(|| default_tmp_bytes(caps.mem_total_bytes));
@@ -338,6 +354,7 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
         drop_capabilities: confined && (caps.is_root || full),
         timeout_secs: policy.timeout_secs,
         max_output_bytes: policy.max_output_bytes,
+        system_secrets,
         protections: Vec::new(),
         warnings: Vec::new(),
     };
@@ -473,7 +490,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     let mut v = Vec::new();
     if plan.level == SandboxLevel::None {
         let why = if plan.mode == SandboxMode::FullAccess { "full-access mode: no confinement" } else { "level none: no kernel confinement" };
-        for id in ["fs-write-outside", "fs-read-credentials", "network", "signals-outside", "ptrace", "syscall-filter", "env-secrets", "inherited-fds", "process-count"] {
+        for id in ["fs-write-outside", "fs-read-credentials", "fs-read-system-secrets", "network", "signals-outside", "ptrace", "syscall-filter", "env-secrets", "inherited-fds", "process-count"] {
             v.push(prot(id, Off, "none", why));
         }
         v.push(prot("timeout-kill-tree", Enforced, "supervisor (subreaper)", "every descendant is killed at the timeout and when the command exits"));
@@ -517,6 +534,14 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         v.push(fs_off("fs-write-outside", "writes outside the workspace are not confined"));
         v.push(fs_off("fs-read-credentials", "credentials are readable"));
     }
+    let n_secrets = plan.system_secrets.len();
+    let who = if caps.is_root { "root-only files under /etc (shadow, host keys, …)" } else { "group-readable secrets under /etc" };
+    v.push(match (ns.is_some(), ll) {
+        (true, _) => prot("fs-read-system-secrets", Enforced, "mount masks", format!("{n_secrets} {who} are masked")),
+        (false, true) => prot("fs-read-system-secrets", Enforced, "landlock (denied, siblings granted)", format!("{n_secrets} {who} are denied")),
+        (false, false) if n_secrets == 0 && !caps.is_root => prot("fs-read-system-secrets", Enforced, "file permissions", "no secret under /etc is readable by this user"),
+        (false, false) => prot("fs-read-system-secrets", Off, "none", format!("without Landlock or namespaces, {n_secrets} {who} stay readable")),
+    });
     v.push(if ll {
         prot("fs-read-outside", Enforced, "landlock", "reads only in the workspace, system and toolchain dirs, scratch and granted paths")
     } else {
