@@ -206,7 +206,12 @@ impl World {
                 fs::create_dir_all(parent).map_err(|x| e("mkdir home", x))?;
             }
             let s = format!("lgsecret-{name}-{token}");
-            fs::write(&p, format!("-----BEGIN SECRET-----\n{s}\n-----END SECRET-----\n")).map_err(|x| e("secret", x))?;
+            let content = match *name {
+                // A real ~/.npmrc: settings beside the token (the sandbox gives npm a scrubbed copy).
+                "npmrc" => format!("registry=https://registry.npmjs.org/\nsave-exact=true\n//registry.npmjs.org/:_authToken={s}\n"),
+                _ => format!("-----BEGIN SECRET-----\n{s}\n-----END SECRET-----\n"),
+            };
+            fs::write(&p, content).map_err(|x| e("secret", x))?;
             fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).map_err(|x| e("chmod", x))?;
             secrets.insert((*name).to_string(), s);
         }
@@ -217,6 +222,19 @@ impl World {
         fs::write(home.join(".profile"), "# profile canary\n").map_err(|x| e("profile", x))?;
         fs::create_dir_all(home.join(".config/git")).map_err(|x| e("mkdir", x))?;
         fs::write(home.join(".config/git/config"), "[user]\n\tname = LG\n").map_err(|x| e("gitconfig", x))?;
+        // Toolchain configs as users have them: ordinary settings beside a credential.
+        let s = format!("lgsecret-gitconfig-{token}");
+        fs::write(home.join(".gitconfig"), format!(
+            "[core]\n\tautocrlf = input\n[http]\n\textraHeader = Authorization: Bearer {s}\n[url \"https://x-access-token:{s}@github.com/\"]\n\tinsteadOf = https://github.com/\n"
+        )).map_err(|x| e("gitconfig", x))?;
+        secrets.insert("gitconfig".into(), s);
+        let s = format!("lgsecret-cargoconfig-{token}");
+        fs::write(home.join(".cargo/config.toml"), format!("[build]\njobs = 2\n[registry]\ntoken = \"{s}\"\n")).map_err(|x| e("cargo config", x))?;
+        secrets.insert("cargo_config".into(), s);
+        let s = format!("lgsecret-pipconf-{token}");
+        fs::create_dir_all(home.join(".config/pip")).map_err(|x| e("mkdir", x))?;
+        fs::write(home.join(".config/pip/pip.conf"), format!("[global]\ntimeout = 30\nindex-url = https://user:{s}@pypi.example.test/simple\n")).map_err(|x| e("pip.conf", x))?;
+        secrets.insert("pip_conf".into(), s);
         let git_config = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n";
         fs::write(outside.join("repo/.git/config"), git_config).map_err(|x| e("repo", x))?;
         fs::write(ws.join(".git/config"), git_config).map_err(|x| e("ws repo", x))?;

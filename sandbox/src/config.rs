@@ -29,7 +29,7 @@ pub const HOME_TOOLCHAINS: &[&str] = &[
 /// Credential locations under `$HOME`: never readable, even when a parent is granted.
 /// Deliberately not the whole of `~/.config`: git reads `~/.config/git/config`.
 pub const HOME_CREDENTIALS: &[&str] = &[
-    ".ssh", ".aws", ".gnupg", ".docker", ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".kube",
+    ".ssh", ".aws", ".gnupg", ".docker", ".netrc", ".git-credentials", ".pypirc", ".kube",
     ".azure", ".vault-token", ".password-store", ".terraform.d", ".config/gh", ".config/gcloud",
     ".config/hub", ".config/op", ".config/git/credentials", ".local/share/keyrings",
     ".cargo/credentials", ".cargo/credentials.toml", ".m2/settings.xml", ".gradle/gradle.properties",

@@ -403,6 +403,20 @@ pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
     crate::timing::stamp("counted");
     let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks };
     let plan = make_plan(policy, &caps, &ctx)?;
+    // Standard: the scrubbed toolchain configs the plan points the tools at.
+    for (dest, content) in &plan.config_copies {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        if let Some(dir) = dest.parent() {
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| SandboxError::io(format!("create {}", dir.display()), e))?;
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dest)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, content.as_bytes()))
+            .map_err(|e| SandboxError::io(format!("write {}", dest.display()), e))?;
+    }
     crate::timing::stamp("planned");
     Ok(PreparedRun { plan, caps, policy: policy.clone(), _scratch: scratch })
 }

@@ -223,7 +223,16 @@ impl Held {
 fn private_dev(ns: &NamespacePlan) -> Result<(), String> {
     let held = ns.dev_nodes.iter().map(|n| Held::open(n)).collect::<Result<Vec<_>, _>>()?;
     let dev = Path::new("/dev");
-    mount(Some("tmpfs"), dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("mode=0755,size=64k"))?;
+    let size = 64 * 1024 + ns.config_overlays.iter().map(|o| o.content.len() + 4096).sum::<usize>();
+    mount(Some("tmpfs"), dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some(&format!("mode=0755,size={size}")))?;
+    // The scrubbed configs, bound over their originals later (see `config_overlays`).
+    if !ns.config_overlays.is_empty() {
+        std::fs::create_dir(CONFIG_OVERLAY_DIR).map_err(|e| format!("mkdir {CONFIG_OVERLAY_DIR}: {e}"))?;
+        for (i, o) in ns.config_overlays.iter().enumerate() {
+            let f = format!("{CONFIG_OVERLAY_DIR}/{i}");
+            std::fs::write(&f, &o.content).map_err(|e| format!("write {f}: {e}"))?;
+        }
+    }
     for h in &held {
         h.bind_back(libc::MS_BIND)?;
     }
@@ -238,14 +247,36 @@ fn private_dev(ns: &NamespacePlan) -> Result<(), String> {
     set_readonly(dev)
 }
 
+/// Where the private `/dev` keeps the scrubbed config files.
+const CONFIG_OVERLAY_DIR: &str = "/dev/.localgpt-config";
+
+/// Binds each scrubbed config (written into the private `/dev`) read-only over its original.
+fn config_overlays(ns: &NamespacePlan) -> Result<(), String> {
+    if !ns.config_overlays.is_empty() && !ns.private_dev {
+        return Err("scrubbed toolchain configs need the private /dev".into());
+    }
+    for (i, o) in ns.config_overlays.iter().enumerate() {
+        mount(Some(&format!("{CONFIG_OVERLAY_DIR}/{i}")), &o.target, None, libc::MS_BIND, None)?;
+        set_readonly(&o.target)?;
+    }
+    Ok(())
+}
+
 /// Covers `$HOME` with an empty tmpfs holding only the kept paths (bound back from descriptors
-/// opened before it is covered, with their submounts and their read-only or writable state)
-/// and the symlinks on the way to them; then makes the tmpfs itself read-only.
-fn private_home(h: &crate::plan::namespaces::HomeView) -> Result<(), String> {
+/// opened before it is covered, with their submounts and their read-only or writable state),
+/// the symlinks on the way to them and empty mount points for scrubbed configs outside them;
+/// then makes the tmpfs itself read-only.
+fn private_home(h: &crate::plan::namespaces::HomeView, overlays: &[crate::plan::namespaces::ConfigOverlay]) -> Result<(), String> {
     let held = h.keep.iter().map(|p| Held::open(p)).collect::<Result<Vec<_>, _>>()?;
     mount(Some("tmpfs"), &h.home, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=0755,size=1m,nr_inodes=16384"))?;
     for k in &held {
         k.bind_back(libc::MS_BIND | libc::MS_REC)?;
+    }
+    for o in overlays.iter().filter(|o| o.target.starts_with(&h.home) && !h.keep.iter().any(|k| o.target.starts_with(k))) {
+        if let Some(parent) = o.target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
+        }
+        std::fs::File::create(&o.target).map_err(|e| format!("create {}: {e}", o.target.display()))?;
     }
     for (link, target) in &h.symlinks {
         if let Some(parent) = link.parent() {
@@ -304,7 +335,7 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     }
     crate::timing::stamp("init_tmpfs");
     if let Some(h) = &ns.home_view {
-        private_home(h)?;
+        private_home(h, &ns.config_overlays)?;
     }
     crate::timing::stamp("init_home");
     for m in &ns.masks {
@@ -325,6 +356,7 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
             }
         }
     }
+    config_overlays(ns)?;
     crate::timing::stamp("init_masks");
     mount(Some("proc"), Path::new("/proc"), Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)?;
     crate::timing::stamp("init_proc");

@@ -2,7 +2,9 @@
 //! each protection whether it is enforced, degraded (and why) or off. Every decision lives here;
 //! `apply` decides nothing. `localgpt sandbox explain` prints a plan.
 
+pub mod configs;
 pub mod env;
+pub mod gitconfig;
 pub mod landlock;
 pub mod namespaces;
 pub mod resolve;
@@ -178,6 +180,12 @@ pub struct Plan {
     /// denied by Landlock at Standard).
     #[serde(default)]
     pub system_secrets: Vec<PathBuf>,
+    /// Toolchain config files and the credential keys removed from the command's copy of each.
+    #[serde(default)]
+    pub configs: Vec<(PathBuf, Vec<String>)>,
+    /// Scrubbed copies the runner writes before the run (Standard): (path, content).
+    #[serde(default)]
+    pub config_copies: Vec<(PathBuf, String)>,
     /// The protection table.
     pub protections: Vec<Protection>,
     /// Warnings to show (degraded level, unconfined run).
@@ -270,17 +278,73 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
         with_secrets = p;
         &with_secrets
     };
+    // Toolchain configs without their credentials.
+    let scrubbed = match (&policy.home, confined && policy.mode != SandboxMode::FullAccess) {
+        (Some(h), true) => configs::scrub_known(h),
+        _ => Vec::new(),
+    };
+    // Standard: a config with credentials is denied, and the tool is pointed at a scrubbed copy
+    // in the per-run scratch dir (or, for cargo, which has no such variable, goes without it).
+    let mut config_copies: Vec<(PathBuf, String)> = Vec::new();
+    let mut config_env: Vec<(String, String)> = Vec::new();
+    let mut config_reads: Vec<PathBuf> = Vec::new();
+    let with_configs;
+    let policy = if full || scrubbed.is_empty() {
+        policy
+    } else {
+        let mut p = policy.clone();
+        for c in &scrubbed {
+            let env = configs::KNOWN_CONFIGS.iter().find(|k| policy.home.as_ref().is_some_and(|h| std::fs::canonicalize(h.join(k.rel)).is_ok_and(|x| x == c.path))).and_then(|k| k.env);
+            if c.removed.is_empty() {
+                config_reads.push(c.path.clone());
+                continue;
+            }
+            p.deny_paths.push(c.path.clone());
+            if let (Some(var), Some(dir)) = (env, &ctx.scratch) {
+                let dest = dir.join("config").join(var.to_ascii_lowercase());
+                match config_copies.iter_mut().find(|(d, _)| *d == dest) {
+                    // Both git files: one merged copy, in the order git reads them.
+                    Some((_, text)) => text.push_str(&c.content),
+                    None => {
+                        config_copies.push((dest.clone(), c.content.clone()));
+                        config_env.push((var.to_string(), dest.display().to_string()));
+                    }
+                }
+            }
+        }
+        // A clean git file beside a scrubbed one must reach the merged copy too.
+        if config_env.iter().any(|(k, _)| k == "GIT_CONFIG_GLOBAL") {
+            for c in scrubbed.iter().filter(|c| c.kind == configs::ConfigKind::Git && c.removed.is_empty()) {
+                if let Some((_, text)) = config_copies.iter_mut().find(|(d, _)| d.ends_with("git_config_global")) {
+                    text.insert_str(0, &c.content);
+                }
+            }
+        }
+        with_configs = p;
+        &with_configs
+    };
     // One resolver for the whole plan: the namespace and Landlock parts resolve the same paths.
     let mut resolver = resolve::PathResolver::new();
     let tmp_bytes = policy.max_tmp_bytes.unwrap_or_else(|| default_tmp_bytes(caps.mem_total_bytes));
-    let namespaces = full.then(|| namespaces::namespace_plan_with(&mut resolver, policy, caps.uid, caps.gid, tmp_bytes));
+    let mut namespaces = full.then(|| namespaces::namespace_plan_with(&mut resolver, policy, caps.uid, caps.gid, tmp_bytes));
+    if let Some(ns) = namespaces.as_mut() {
+        // Full: scrubbed copies bound over the originals (read-only); a clean one only where the
+        // private $HOME would not show it otherwise.
+        for c in &scrubbed {
+            let visible = ns.home_view.as_ref().is_none_or(|h| !c.path.starts_with(&h.home) || h.keep.iter().any(|k| c.path.starts_with(k)));
+            if !c.removed.is_empty() || !visible {
+                ns.config_overlays.push(namespaces::ConfigOverlay { target: c.path.clone(), content: c.content.clone() });
+                config_reads.push(c.path.clone());
+            }
+        }
+    }
     // At Full level existing credential paths are hidden by mounts, so Landlock grants need no
     // expansion around them; a credential path that does not exist at launch can only appear
     // during the run (written by the command itself or concurrently by the user), a race the
     // README documents. At Standard every deny inside a grant is expanded around.
     let masked: Vec<PathBuf> = if namespaces.is_some() { policy.deny_paths.clone() } else { Vec::new() };
     let landlock = if level >= SandboxLevel::Standard && caps.landlock.abi > 0 {
-        Some(landlock_plan(policy, caps.landlock.abi, &masked, &mut resolver)?)
+        Some(landlock_plan(policy, caps.landlock.abi, &masked, &config_reads, &mut resolver)?)
     } else {
         None
     };
@@ -334,7 +398,12 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
         }
         e
     } else if confined {
-        env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, ctx.scratch.as_deref())
+        let mut e = env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, ctx.scratch.as_deref());
+        for (k, v) in &config_env {
+            e.vars.retain(|(n, _)| n != k);
+            e.vars.push((k.clone(), v.clone()));
+        }
+        e
     } else {
         EnvPlan { vars: ctx.caller_env.clone(), dropped: Vec::new(), redirected: Vec::new() }
     };
@@ -355,6 +424,8 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
         timeout_secs: policy.timeout_secs,
         max_output_bytes: policy.max_output_bytes,
         system_secrets,
+        configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
+        config_copies,
         protections: Vec::new(),
         warnings: Vec::new(),
     };
@@ -425,6 +496,7 @@ fn landlock_plan(
     policy: &SandboxPolicy,
     abi: u32,
     masked: &[PathBuf],
+    config_reads: &[PathBuf],
     resolver: &mut resolve::PathResolver,
 ) -> Result<LandlockPlan, SandboxError> {
     use landlock::{device, read_exec, read_only, read_write};
@@ -443,6 +515,7 @@ fn landlock_plan(
         push(std::slice::from_ref(p), access, "system or toolchain (read + execute)", false);
     }
     push(&user_read, read_exec(handled_abi), "allow_paths.read (read + execute)", true);
+    push(config_reads, read_only(handled_abi), "toolchain config (credentials removed)", false);
     push(&policy.device_paths, device(handled_abi), "device node", false);
     let (scratch_dirs, user_write): (Vec<PathBuf>, Vec<PathBuf>) = policy
         .writable_paths
@@ -490,7 +563,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     let mut v = Vec::new();
     if plan.level == SandboxLevel::None {
         let why = if plan.mode == SandboxMode::FullAccess { "full-access mode: no confinement" } else { "level none: no kernel confinement" };
-        for id in ["fs-write-outside", "fs-read-credentials", "fs-read-system-secrets", "network", "signals-outside", "ptrace", "syscall-filter", "env-secrets", "inherited-fds", "process-count"] {
+        for id in ["fs-write-outside", "fs-read-credentials", "fs-read-system-secrets", "config-credentials", "network", "signals-outside", "ptrace", "syscall-filter", "env-secrets", "inherited-fds", "process-count"] {
             v.push(prot(id, Off, "none", why));
         }
         v.push(prot("timeout-kill-tree", Enforced, "supervisor (subreaper)", "every descendant is killed at the timeout and when the command exits"));
@@ -534,6 +607,14 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         v.push(fs_off("fs-write-outside", "writes outside the workspace are not confined"));
         v.push(fs_off("fs-read-credentials", "credentials are readable"));
     }
+    let scrubbed: Vec<String> = plan.configs.iter().filter(|(_, r)| !r.is_empty()).map(|(p, r)| format!("{} ({})", p.display(), r.join(", "))).collect();
+    v.push(match (scrubbed.is_empty(), ns.is_some(), ll) {
+        (true, _, _) => prot("config-credentials", Enforced, "scrubbed copies", format!("{} toolchain config files, none with credentials", plan.configs.len())),
+        (false, true, _) => prot("config-credentials", Enforced, "scrubbed copies bound over the originals", format!("credentials removed from {}", scrubbed.join("; "))),
+        (false, false, true) => prot("config-credentials", Enforced, "originals denied (landlock), tools pointed at scrubbed copies",
+            format!("credentials removed from {} (cargo has no variable for its config file: it runs without it)", scrubbed.join("; "))),
+        (false, false, false) => prot("config-credentials", Off, "none", format!("without Landlock or namespaces these stay readable: {}", scrubbed.join("; "))),
+    });
     let n_secrets = plan.system_secrets.len();
     let who = if caps.is_root { "root-only files under /etc (shadow, host keys, …)" } else { "group-readable secrets under /etc" };
     v.push(match (ns.is_some(), ll) {

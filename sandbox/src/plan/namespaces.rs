@@ -41,6 +41,16 @@ pub struct Mask {
     pub kind: MaskKind,
 }
 
+/// A file the command sees in place of another (a toolchain config without its credentials):
+/// written into the private `/dev` and bound read-only over `target`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ConfigOverlay {
+    /// The original (canonical path).
+    pub target: PathBuf,
+    /// What the command reads there.
+    pub content: String,
+}
+
 /// The private `$HOME` of a Full-level run.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct HomeView {
@@ -89,6 +99,9 @@ pub struct NamespacePlan {
     /// of the user's other files (red-team finding: inotify works where Landlock refuses to list).
     #[serde(default)]
     pub home_view: Option<HomeView>,
+    /// Scrubbed toolchain configs bound over the originals.
+    #[serde(default)]
+    pub config_overlays: Vec<ConfigOverlay>,
     /// Hostname set in the UTS namespace; `None` keeps the host's (the namespace still stops
     /// the command from renaming the host). Tools resolve the hostname through `/etc/hosts`
     /// (`hostname -f`, Java's `InetAddress.getLocalHost`, `getent hosts $(hostname)`), which
@@ -204,6 +217,7 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
         tmpfs_ro_binds,
         masks,
         home_view,
+        config_overlays: Vec::new(),
         hostname: None,
         private_dev: Path::new("/dev").is_dir(),
         // One `stat` each: exists and is not a directory.
@@ -409,6 +423,7 @@ mod tests {
             tmpfs_ro_binds,
             masks,
             home_view: None,
+            config_overlays: Vec::new(),
             hostname: None,
             private_dev: Path::new("/dev").is_dir(),
             dev_nodes: crate::config::DEVICE_PATHS
