@@ -40,6 +40,18 @@ pub enum SandboxCmd {
     Explain(ExplainArgs),
     /// Verify enforcement live: the smoke tests, or the whole escape corpus with --full.
     Test(TestArgs),
+    /// List the changes to protected workspace paths that runs kept for review; apply or drop one.
+    Pending(PendingArgs),
+}
+
+#[derive(Args)]
+pub struct PendingArgs {
+    /// `list` (default), `apply ID` or `drop ID`.
+    #[arg(value_name = "ACTION")]
+    pub action: Vec<String>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]
@@ -418,9 +430,53 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         if !args.quiet {
             eprintln!("{}", render::escape_lines(&render::completion(&r)));
         }
+        if let Some(rev) = r.protected_review.as_ref().filter(|v| !v.pending.is_empty()) {
+            eprintln!("⚠ {} change(s) to protected workspace paths were kept for review, not applied:", rev.pending.len());
+            for c in &rev.pending {
+                eprintln!("  {}", escape_controls(&c.summary()));
+            }
+            eprintln!("  apply one with `localgpt sandbox pending apply ID`, drop it with `localgpt sandbox pending drop ID`");
+        }
         r
     };
     Ok(result.exit_code)
+}
+
+/// `sandbox pending [list | apply ID | drop ID]`.
+///
+/// # Errors
+/// A usage failure for a bad action or unknown id; a failure when the store cannot be read or
+/// the change cannot be applied (it then stays pending).
+pub fn pending(args: PendingArgs) -> Result<i32, Failure> {
+    use localgpt_sandbox::pending;
+    let words: Vec<&str> = args.action.iter().map(String::as_str).collect();
+    let done = |verb: &str, c: pending::PendingChange| {
+        if args.json {
+            println!("{}", serde_json::json!({ verb: c }));
+        } else {
+            println!("{verb}: {}", escape_controls(&c.summary()));
+        }
+        Ok(0)
+    };
+    match words.as_slice() {
+        [] | ["list"] => {
+            let all = pending::list()?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "store": pending::store_dir(), "pending": all })).unwrap_or_default());
+            } else if all.is_empty() {
+                println!("No pending changes ({}).", pending::store_dir().display());
+            } else {
+                println!("Pending changes to protected workspace paths (apply with `localgpt sandbox pending apply ID`, drop with `… drop ID`):");
+                for c in &all {
+                    println!("  {}", escape_controls(&c.summary()));
+                }
+            }
+            Ok(0)
+        }
+        ["apply", id] => done("applied", pending::apply(id)?),
+        ["drop", id] => done("dropped", pending::drop_change(id)?),
+        _ => Err(usage("usage: localgpt sandbox pending [list | apply ID | drop ID] [--json]")),
+    }
 }
 
 /// `sandbox status`.

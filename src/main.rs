@@ -22,6 +22,7 @@ fn main() {
         cli::Top::Sandbox(cli::SandboxCmd::Status(a)) => cli::status(a),
         cli::Top::Sandbox(cli::SandboxCmd::Explain(a)) => cli::explain(a),
         cli::Top::Sandbox(cli::SandboxCmd::Test(a)) => selftest::test(&a),
+        cli::Top::Sandbox(cli::SandboxCmd::Pending(a)) => cli::pending(a),
     };
     localgpt_sandbox::timing::stamp("exiting");
     localgpt_sandbox::timing::flush("cli");

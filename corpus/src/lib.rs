@@ -105,6 +105,25 @@ pub enum Require {
     IpCommand,
 }
 
+/// The workspace a vector runs in. Worlds are what users have, never arranged so that a vector
+/// passes: no protected path (`.vscode`, `.idea`, the agent's config) exists unless the world
+/// says so.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum WorldKind {
+    /// A fresh `git init` repository with one commit (`.git` with hooks samples and a config).
+    #[default]
+    GitRepo,
+    /// A linked worktree checkout: `.git` is a *file* pointing to the main repository's
+    /// `worktrees/<name>` directory outside the workspace.
+    GitWorktree,
+    /// A repository whose `core.hooksPath` is `.husky/_` inside the worktree (husky 9), the hook
+    /// directory present.
+    HooksPath,
+    /// A plain directory, no repository.
+    NoGit,
+}
+
 /// The attempt itself.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -283,6 +302,9 @@ pub struct Vector {
     /// Descriptors leaked into the command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fds: Vec<InheritFd>,
+    /// The workspace it runs in.
+    #[serde(default, skip_serializing_if = "is_default_world")]
+    pub world: WorldKind,
     /// The `[sandbox]` configuration of the sandboxed runs (TOML, written to the world's
     /// `$XDG_CONFIG_HOME/localgpt/config.toml`), e.g. smaller limits so that a bound is reached
     /// quickly.
@@ -302,6 +324,10 @@ impl Vector {
     pub fn needs_monitor(&self) -> bool {
         self.check.iter().any(Check::needs_monitor)
     }
+}
+
+fn is_default_world(w: &WorldKind) -> bool {
+    *w == WorldKind::GitRepo
 }
 
 /// One YAML file.

@@ -97,6 +97,49 @@ pub struct Sysv {
     pub sem: i32,
 }
 
+/// A `.git` directory as `git init` makes it (config, HEAD, objects, refs, hooks with a sample,
+/// info/exclude, description) with one commit's worth of files, without running git.
+fn make_git_dir(git: &Path, config: &str) -> std::io::Result<()> {
+    for d in ["objects/info", "objects/pack", "refs/heads", "refs/tags", "hooks", "info", "logs/refs/heads"] {
+        fs::create_dir_all(git.join(d))?;
+    }
+    fs::write(git.join("config"), config)?;
+    fs::write(git.join("HEAD"), "ref: refs/heads/main\n")?;
+    fs::write(git.join("description"), "Unnamed repository; edit this file 'description' to name the repository.\n")?;
+    fs::write(git.join("info/exclude"), "# git ls-files --others --exclude-from=.git/info/exclude\n")?;
+    fs::write(git.join("hooks/pre-commit.sample"), "#!/bin/sh\n# An example hook script.\nexit 0\n")?;
+    Ok(())
+}
+
+/// The workspace of `kind` (see [`localgpt_corpus::WorldKind`]).
+fn make_workspace(ws: &Path, outside: &Path, kind: localgpt_corpus::WorldKind) -> std::io::Result<()> {
+    use localgpt_corpus::WorldKind;
+    let config = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n";
+    match kind {
+        WorldKind::GitRepo => make_git_dir(&ws.join(".git"), config)?,
+        WorldKind::HooksPath => {
+            make_git_dir(&ws.join(".git"), &format!("{config}\thooksPath = .husky/_\n"))?;
+            fs::create_dir_all(ws.join(".husky/_"))?;
+            fs::write(ws.join(".husky/_/h"), "#!/usr/bin/env sh\n# husky\n")?;
+            fs::write(ws.join(".husky/_/.gitignore"), "*\n")?;
+            fs::write(ws.join(".husky/pre-commit"), "npm test\n")?;
+        }
+        WorldKind::GitWorktree => {
+            // The main repository outside, with this worktree registered.
+            let main = outside.join("main/.git");
+            make_git_dir(&main, config)?;
+            let wt = main.join("worktrees/ws");
+            fs::create_dir_all(&wt)?;
+            fs::write(wt.join("gitdir"), format!("{}\n", ws.join(".git").display()))?;
+            fs::write(wt.join("commondir"), "../..\n")?;
+            fs::write(wt.join("HEAD"), "ref: refs/heads/wt\n")?;
+            fs::write(ws.join(".git"), format!("gitdir: {}\n", wt.display()))?;
+        }
+        WorldKind::NoGit => {}
+    }
+    fs::write(ws.join("notes.txt"), "workspace file\n")
+}
+
 /// One world.
 pub struct World {
     /// Root directory (removed on drop).
@@ -192,7 +235,7 @@ impl World {
         let outside = root.join("outside");
         let home = root.join("home");
         let xdg = root.join("xdg");
-        for d in [&ws, &outside, &home, &xdg, &outside.join("dbus"), &outside.join("systemd"), &outside.join("repo/.git/hooks"), &ws.join(".git/hooks"), &ws.join(".vscode"), &ws.join(".idea"), &ws.join(".localgpt")] {
+        for d in [&ws, &outside, &home, &xdg, &outside.join("dbus"), &outside.join("systemd"), &outside.join("repo/.git/hooks")] {
             fs::create_dir_all(d).map_err(|x| e("mkdir", x))?;
         }
         let mut secrets = BTreeMap::new();
@@ -237,8 +280,7 @@ impl World {
         secrets.insert("pip_conf".into(), s);
         let git_config = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n";
         fs::write(outside.join("repo/.git/config"), git_config).map_err(|x| e("repo", x))?;
-        fs::write(ws.join(".git/config"), git_config).map_err(|x| e("ws repo", x))?;
-        fs::write(ws.join("notes.txt"), "workspace file\n").map_err(|x| e("ws file", x))?;
+        make_workspace(&ws, &outside, v.world).map_err(|x| e("workspace", x))?;
         let env_secret = format!("lgsecret-env-{token}");
         secrets.insert("env".into(), env_secret.clone());
         let victim_secret = format!("lgsecret-victim-{token}");

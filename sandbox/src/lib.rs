@@ -37,8 +37,13 @@ pub mod helper;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod paths;
+#[cfg(unix)]
+pub mod pending;
 pub mod plan;
+#[cfg(target_os = "linux")]
+pub mod protect;
 pub mod policy;
+pub mod review;
 pub mod text;
 #[cfg(target_os = "linux")]
 pub mod timing;

@@ -157,6 +157,10 @@ pub struct RunResult {
     pub warnings: Vec<String>,
     /// What the helper reported it applied.
     pub applied: Option<AppliedReport>,
+    /// What the command changed in the protected workspace paths, and what became of it
+    /// (Full level): applied, or kept as pending changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protected_review: Option<crate::protect::ProtectedReview>,
 }
 
 static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -722,7 +726,14 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     let cgroup = RunCgroup::create(&plan.cgroup_settings())?;
     // SAFETY: getpid cannot fail.
     let me = unsafe { libc::getpid() };
-    let helper_plan = plan.helper_plan(me, cgroup.as_ref().map(RunCgroup::join_files).unwrap_or_default());
+    let mut helper_plan = plan.helper_plan(me, cgroup.as_ref().map(RunCgroup::join_files).unwrap_or_default());
+    // Protected workspace paths: their private copies' staging and the absent ones' placeholders.
+    let protected = plan.namespaces.as_ref().map(|n| n.protected.clone()).unwrap_or_default();
+    let staging = crate::protect::Staging::create(plan)?;
+    if let (Some(ns), Some(st)) = (helper_plan.namespaces.as_mut(), staging.as_ref()) {
+        ns.staging = Some(st.dir.clone());
+    }
+    let started = std::time::SystemTime::now();
     let mut args = vec![cstr(crate::helper::HELPER_ARGV0.as_bytes(), "argv0")?];
     for a in argv {
         args.push(cstr(a.as_ref().as_bytes(), "command argument")?);
@@ -792,6 +803,29 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     }
     let mut r = outcome?;
     r.command = argv.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
+    if let Some(st) = &staging {
+        // The namespace is gone (PID 1 exited): the private copies are quiet. Paths that were
+        // bound read-only instead (a `W protected-ro I …` line) have nothing to review.
+        let read_only: Vec<usize> = r
+            .warnings
+            .iter()
+            .filter_map(|w| w.strip_prefix("protected-ro ").and_then(|x| x.split_whitespace().next()).and_then(|i| i.parse().ok()))
+            .collect();
+        let review = crate::protect::review_run(&plan.workspace, &protected, st, &read_only, started);
+        for w in r.warnings.iter_mut() {
+            if let Some(rest) = w.strip_prefix("protected-ro ") {
+                *w = rest.split_once(' ').map_or(rest, |x| x.1).to_string();
+            }
+        }
+        if !read_only.is_empty() {
+            for p in r.protections.iter_mut().filter(|p| p.id == "workspace-persistence") {
+                p.state = ProtectionState::Degraded;
+                p.detail = format!("{} (this run: {} read-only, no private copy)", p.detail, review.read_only.join(", "));
+            }
+        }
+        r.protected_review = Some(review);
+    }
+    drop(staging);
     drop(cgroup);
     crate::timing::stamp("cgroup_removed");
     crate::timing::flush("cli");
@@ -981,6 +1015,7 @@ fn supervise_run(
     let report = String::from_utf8_lossy(&report).into_owned();
     let mut applied = None;
     let mut exec_errno = None;
+    let mut setup_warnings: Vec<String> = Vec::new();
     let mut st = st;
     for line in report.lines() {
         // PID 1 cloned by a forking runner reports the command's raw wait status (it cannot die
@@ -996,6 +1031,9 @@ fn supervise_run(
         }
         if let Some(e) = line.strip_prefix('X') {
             exec_errno = e.trim().parse::<i32>().ok();
+        }
+        if let Some(w) = line.strip_prefix('W') {
+            setup_warnings.push(w.to_string());
         }
     }
     if plan.level > SandboxLevel::None && applied.is_none() && exec_errno.is_none() && !timed_out && !cancelled {
@@ -1041,8 +1079,9 @@ fn supervise_run(
         stdout_truncated: streams[0].total > cap,
         stderr_truncated: streams[1].total > cap,
         protections,
-        warnings: plan.warnings.clone(),
+        warnings: plan.warnings.iter().cloned().chain(setup_warnings).collect(),
         applied,
+        protected_review: None,
     })
 }
 

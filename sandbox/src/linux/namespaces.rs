@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::plan::namespaces::{MaskKind, NamespacePlan};
 
@@ -247,6 +247,79 @@ fn private_dev(ns: &NamespacePlan) -> Result<(), String> {
     set_readonly(dev)
 }
 
+/// `mount --bind src target` with `flags`, paths passed as bytes (not text).
+fn bind(src: &Path, target: &Path, flags: libc::c_ulong) -> Result<(), String> {
+    let (s, t) = (c(src)?, c(target)?);
+    // SAFETY: valid C strings; no filesystem type or data.
+    if unsafe { libc::mount(s.as_ptr(), t.as_ptr(), std::ptr::null(), flags, std::ptr::null()) } != 0 {
+        return Err(last_err(&format!("bind {} on {}", src.display(), target.display())));
+    }
+    Ok(())
+}
+
+/// The staging paths of protected path `i`.
+#[must_use]
+pub fn staging_of(staging: &Path, i: usize) -> (PathBuf, PathBuf, PathBuf) {
+    let d = staging.join(i.to_string());
+    (d.join("upper"), d.join("work"), d.join("file"))
+}
+
+/// Reports a degradation found while setting up (a `W` line on the report pipe).
+fn warn(msg: &str) {
+    let line = format!("W{}\n", msg.replace('\n', " "));
+    // SAFETY: writing a local buffer to the report pipe (fd 3), which init holds while it sets up.
+    unsafe { libc::write(crate::linux::apply::REPORT_FD, line.as_ptr().cast(), line.len()) };
+}
+
+/// Makes each protected path private for the run: a directory gets an overlay whose lower layer
+/// is the real directory and whose upper layer is its staging directory (so writes, creations,
+/// deletions and renames inside stay there); a file gets its staged copy bound over it. Either
+/// way the path becomes a mount point, which cannot be renamed or removed. A directory whose
+/// overlay cannot be mounted (a kernel before 5.11, an upper filesystem without user extended
+/// attributes) is bound read-only instead, and a `W` line says so.
+///
+/// Returns the mount points and whether each is writable.
+fn protect(ns: &NamespacePlan) -> Result<Vec<(PathBuf, bool)>, String> {
+    use crate::plan::protected::ProtectedKind;
+    use std::os::fd::AsRawFd;
+    let mut out = Vec::new();
+    for (i, p) in ns.protected.iter().enumerate() {
+        let staged = ns.staging.as_deref().map(|s| staging_of(s, i));
+        match (p.kind, staged) {
+            (ProtectedKind::File, Some((_, _, file))) => {
+                bind(&file, &p.path, libc::MS_BIND)?;
+                out.push((p.path.clone(), true));
+            }
+            (ProtectedKind::GitDir | ProtectedKind::Dir, Some((upper, work, _))) => {
+                let open = |q: &Path| Held::open(q);
+                let (l, u, w) = (open(&p.path)?, open(&upper)?, open(&work)?);
+                let opts = format!(
+                    "lowerdir=/proc/self/fd/{},upperdir=/proc/self/fd/{},workdir=/proc/self/fd/{},userxattr",
+                    l.file.as_raw_fd(),
+                    u.file.as_raw_fd(),
+                    w.file.as_raw_fd()
+                );
+                match mount(Some("overlay"), &p.path, Some("overlay"), libc::MS_NOSUID | libc::MS_NODEV, Some(&opts)) {
+                    Ok(()) => out.push((p.path.clone(), true)),
+                    Err(e) => {
+                        bind(&p.path, &p.path, libc::MS_BIND)?;
+                        set_readonly(&p.path)?;
+                        warn(&format!("protected-ro {i} {} is read-only for this run: no private copy ({e})", p.path.display()));
+                        out.push((p.path.clone(), false));
+                    }
+                }
+            }
+            (_, None) => {
+                bind(&p.path, &p.path, libc::MS_BIND)?;
+                set_readonly(&p.path)?;
+                warn(&format!("protected-ro {i} {} is read-only for this run: no staging directory", p.path.display()));
+                out.push((p.path.clone(), false));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Where the private `/dev` keeps the scrubbed config files.
 const CONFIG_OVERLAY_DIR: &str = "/dev/.localgpt-config";
 
@@ -299,18 +372,19 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     crate::timing::stamp("init_unshared");
     mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     for p in &ns.rw_binds {
-        mount(Some(&p.to_string_lossy()), p, None, libc::MS_BIND | libc::MS_REC, None)?;
+        bind(p, p, libc::MS_BIND | libc::MS_REC)?;
     }
-    for p in &ns.ro_binds {
-        mount(Some(&p.to_string_lossy()), p, None, libc::MS_BIND, None)?;
-    }
+    // Protected paths: private copies (writable) or, where that fails, read-only binds.
+    let private = protect(ns)?;
     crate::timing::stamp("init_binds");
     make_all_readonly()?;
     for p in &ns.rw_binds {
         set_writable(p)?;
     }
-    for p in &ns.ro_binds {
-        set_readonly(p)?;
+    for (p, writable) in &private {
+        if *writable {
+            set_writable(p)?;
+        }
     }
     crate::timing::stamp("init_readonly");
     if ns.private_dev {

@@ -4,6 +4,7 @@
 
 pub mod configs;
 pub mod env;
+pub mod protected;
 pub mod gitconfig;
 pub mod landlock;
 pub mod namespaces;
@@ -148,6 +149,9 @@ pub struct RlimitSetting {
 pub struct Plan {
     /// The level the command runs at.
     pub level: SandboxLevel,
+    /// The kernel release it was made for (`uname -r`).
+    #[serde(default)]
+    pub kernel: String,
     /// The highest level the kernel offers (may exceed what this build implements).
     pub kernel_level: SandboxLevel,
     /// Mode.
@@ -409,6 +413,7 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
     };
     let mut plan = Plan {
         level,
+        kernel: caps.kernel.clone(),
         kernel_level: caps.kernel_level(),
         mode: policy.mode,
         workspace: policy.workspace_path.clone(),
@@ -652,19 +657,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         None => prot("home-private", Degraded, if ll { "landlock (partial)" } else { "none" },
             "Landlock refuses to list or read $HOME but does not control inotify or stat(): a watch on $HOME sees the names of the files the user creates and opens; Full level gives a private $HOME"),
     });
-    v.push(match ns {
-        Some(n) if !n.ro_binds.is_empty() && n.unprotected.is_empty() => prot("workspace-persistence", Enforced, "read-only bind mounts",
-            format!("read-only: {}", n.ro_binds.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
-        Some(n) if !n.ro_binds.is_empty() => prot("workspace-persistence", Degraded, "read-only bind mounts",
-            format!("read-only: {}; absent at launch, so the command can create them: {}",
-                n.ro_binds.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
-                n.unprotected.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
-        Some(_) if plan.mode != SandboxMode::WorkspaceWrite => prot("workspace-persistence", Enforced, "read-only mounts", "the workspace is read-only"),
-        Some(_) => prot("workspace-persistence", Degraded, "read-only bind mounts",
-            "none of the protected workspace paths (.git/hooks, .git/config, .vscode, …) exists at launch; ones the command creates stay writable"),
-        None => prot("workspace-persistence", Degraded, "none",
-            ".git/hooks, .git/config and .vscode inside the workspace stay writable and may run later outside; Full level binds them read-only"),
-    });
+    v.push(workspace_persistence(plan, caps));
     v.push(match ns {
         Some(n) if n.tmpfs.iter().any(|t| t == Path::new("/tmp")) => prot("tmp-private", Enforced, "mount namespace (tmpfs)",
             format!("/tmp and /dev/shm are private tmpfs mounts{}, discarded after the run",
@@ -765,6 +758,42 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v.push(tree);
     v.push(prot("output-cap", Enforced, "runner", format!("{} bytes per stream, head kept", plan.max_output_bytes)));
     v
+}
+
+/// The `workspace-persistence` row: private copies at Full (reviewed after the run), nothing
+/// at Standard.
+fn workspace_persistence(plan: &Plan, caps: &Capabilities) -> Protection {
+    use ProtectionState::{Degraded, Enforced};
+    let Some(n) = plan.namespaces.as_ref() else {
+        return prot("workspace-persistence", Degraded, "none",
+            "no mount namespace: .git (hooks, config), .vscode, .idea and the agent's config inside the workspace stay writable, and what the command writes there may run later outside the sandbox; Full level gives the command private copies and reviews its changes");
+    };
+    if plan.mode != SandboxMode::WorkspaceWrite {
+        return prot("workspace-persistence", Enforced, "read-only mounts", "the workspace is read-only");
+    }
+    let names = n.protected.iter().map(|p| {
+        let rel = p.path.strip_prefix(&plan.workspace).unwrap_or(&p.path).display().to_string();
+        if p.absent { format!("{rel} (absent: placeholder)") } else { rel }
+    }).collect::<Vec<_>>().join(", ");
+    let bad = n.unprotectable.iter().map(|u| format!("{} ({})", u.path.display(), u.why)).collect::<Vec<_>>().join("; ");
+    if !kernel_at_least(&caps.kernel, 5, 11) {
+        return prot("workspace-persistence", Degraded, "read-only bind mounts",
+            format!("kernel {} has no overlay mounts in a user namespace (5.11): {names} are read-only for the run (git config edits fail){}",
+                caps.kernel, if bad.is_empty() { String::new() } else { format!("; not protected: {bad}") }));
+    }
+    if !bad.is_empty() {
+        return prot("workspace-persistence", Degraded, "private copies (overlay), reviewed after the run", format!("private: {names}; not protected: {bad}"));
+    }
+    prot("workspace-persistence", Enforced, "private copies (overlay), reviewed after the run",
+        format!("{names}: the command writes private copies; after the run harmless changes are applied and code-running ones (hooks, executable git keys, editor tasks and settings) are kept as pending changes (`localgpt sandbox pending`)"))
+}
+
+/// `release` (`uname -r`) is at least `major.minor`.
+#[must_use]
+pub fn kernel_at_least(release: &str, major: u32, minor: u32) -> bool {
+    let mut it = release.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse::<u32>().unwrap_or(0));
+    let (ma, mi) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+    (ma, mi) >= (major, minor)
 }
 
 fn warnings(plan: &Plan, caps: &Capabilities) -> Vec<String> {
@@ -870,7 +899,7 @@ mod tests {
 
     fn caps(abi: u32, root: bool) -> Capabilities {
         Capabilities {
-            kernel: "test".into(),
+            kernel: "6.18.0-test".into(),
             landlock: LandlockSupport { abi, state: if abi > 0 { "available".into() } else { "not-built".into() }, detail: String::new() },
             seccomp: Feature { available: true, detail: String::new() },
             user_namespaces: Some(Feature { available: false, detail: "test: no userns".into() }),
@@ -1043,7 +1072,8 @@ mod tests {
         let view = ns.home_view.as_ref().expect("private home");
         assert!(!view.keep.iter().any(|k| home.join(".ssh").starts_with(k)) && !ns.masks.iter().any(|m| m.path == home.join(".ssh")));
         assert!(ns.masks.iter().any(|m| m.path == home.join(".cargo/credentials.toml")));
-        assert_eq!(ns.ro_binds, vec![ws.join(".git/hooks")]);
+        assert_eq!(ns.protected.iter().map(|x| (x.path.clone(), x.absent)).collect::<Vec<_>>(),
+            vec![(ws.join(".git"), false), (ws.join(".vscode"), true), (ws.join(".localgpt"), true), (ws.join(".idea"), true)]);
         assert!(ns.tmpfs.contains(&PathBuf::from("/tmp")));
         // Masked credentials need no sibling expansion: ~/.cargo is granted whole.
         assert!(rule(&p, &home.join(".cargo")).is_some());
@@ -1053,15 +1083,14 @@ mod tests {
         for id in ["fs-metadata-outside", "fs-stat-secrets", "tmp-private", "pid-isolation", "process-count"] {
             assert_eq!(state(id), ProtectionState::Enforced, "{id}");
         }
-        // .vscode, .git/config, … do not exist: the command could create them, so persistence
-        // is only degraded; once every protected path exists it is enforced.
-        assert_eq!(state("workspace-persistence"), ProtectionState::Degraded);
-        assert!(ns.unprotected.contains(&ws.join(".vscode")));
-        for rel in crate::plan::namespaces::DEFAULT_PROTECTED_WORKSPACE_PATHS {
-            std::fs::create_dir_all(ws.join(rel)).unwrap();
-        }
-        let all = make_plan(&pol, &c, &RunContext::default()).unwrap();
-        assert_eq!(all.protections.iter().find(|x| x.id == "workspace-persistence").unwrap().state, ProtectionState::Enforced);
+        // Present or absent, every protected path gets a private copy (absent ones through a
+        // placeholder): enforced. A kernel without overlay mounts in a user namespace (< 5.11)
+        // leaves them read-only: degraded.
+        assert_eq!(state("workspace-persistence"), ProtectionState::Enforced);
+        let mut old_kernel = c.clone();
+        old_kernel.kernel = "5.10.0-46-cloud-amd64".into();
+        let p510 = make_plan(&pol, &old_kernel, &RunContext::default()).unwrap();
+        assert_eq!(p510.protections.iter().find(|x| x.id == "workspace-persistence").unwrap().state, ProtectionState::Degraded);
         assert!(p.env.vars.contains(&("TMPDIR".into(), "/tmp".into())));
         assert!(p.helper_plan(1, Vec::new()).namespaces.is_some());
         // Below ABI 3 the read-only mounts stop truncation outside; no seccomp guard is needed.

@@ -20,7 +20,7 @@ use super::resolve::{FileKind, PathResolver};
 use crate::policy::{SandboxMode, SandboxPolicy};
 
 /// Workspace paths bound read-only at Full level by default (relative to the workspace).
-pub const DEFAULT_PROTECTED_WORKSPACE_PATHS: &[&str] = &[".git/hooks", ".git/config", ".vscode", ".localgpt", ".idea"];
+pub const DEFAULT_PROTECTED_WORKSPACE_PATHS: &[&str] = &[".git", ".vscode", ".localgpt", ".idea"];
 
 /// How a denied path is hidden.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,12 +73,16 @@ pub struct NamespacePlan {
     pub gid: u32,
     /// Read-write bind mounts (workspace in workspace-write mode, extra writable paths).
     pub rw_binds: Vec<PathBuf>,
-    /// Read-only bind mounts inside writable areas (persistence paths).
-    pub ro_binds: Vec<PathBuf>,
-    /// Protected workspace paths that do not exist at launch: nothing stops the command from
-    /// creating them (so the workspace-persistence protection is only degraded).
+    /// Protected workspace paths, made private for the run (see [`super::protected`]).
     #[serde(default)]
-    pub unprotected: Vec<PathBuf>,
+    pub protected: Vec<super::protected::ProtectedPath>,
+    /// Protected names that could not be protected, and why.
+    #[serde(default)]
+    pub unprotectable: Vec<super::protected::Unprotectable>,
+    /// The per-run staging directory of the private copies (upper layers), set by the runner:
+    /// `<staging>/<i>/upper`, `<staging>/<i>/work`, `<staging>/<i>/file`.
+    #[serde(default)]
+    pub staging: Option<PathBuf>,
     /// Private tmpfs mounts (`/tmp`, `/dev/shm` in workspace-write; `/tmp` read-only-empty is not
     /// used in read-only mode, where `/tmp` stays the host's, read-only).
     pub tmpfs: Vec<PathBuf>,
@@ -141,7 +145,6 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
         Vec::new()
     };
     let deny_paths = &policy.deny_paths;
-    let protected = &policy.protected_workspace_paths;
     let mut canon = |p: &Path| resolver.canonicalize(p).ok();
     let mut rw_binds = Vec::new();
     if workspace_writable {
@@ -195,22 +198,14 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
         // A credential path under $HOME is invisible unless a kept path contains it.
         masks.retain(|m| !m.path.starts_with(&h.home) || h.keep.iter().any(|k| m.path.starts_with(k)));
     }
-    let ro_binds = if workspace_writable {
-        protected.iter().filter_map(|rel| canon(&workspace.join(rel))).map(|c| c.path).filter(|p| p.starts_with(workspace)).collect()
-    } else {
-        Vec::new()
-    };
-    let unprotected = if workspace_writable {
-        protected.iter().map(|rel| workspace.join(rel)).filter(|p| canon(p).is_none()).collect()
-    } else {
-        Vec::new()
-    };
+    let (protected, unprotectable) = if workspace_writable { super::protected::protected_paths(resolver, policy) } else { (Vec::new(), Vec::new()) };
     NamespacePlan {
         uid,
         gid,
         rw_binds,
-        ro_binds,
-        unprotected,
+        protected,
+        unprotectable,
+        staging: None,
         tmpfs,
         tmpfs_size_bytes: Some(tmp_bytes),
         tmpfs_inodes: Some(tmpfs_inodes_for(tmp_bytes)),
@@ -335,14 +330,15 @@ mod tests {
         let no_home = SandboxSettings { home: None, extra_deny: vec![secrets.join("key")], ..Default::default() };
         let p2 = namespace_plan(&build_sandbox_policy(&ws, &no_home).unwrap(), 1000, 1000, 1 << 30);
         assert_eq!(p2.masks, vec![Mask { path: secrets.join("key"), kind: MaskKind::EmptyFile }]);
-        assert_eq!(p.ro_binds, vec![ws.join(".git/hooks"), ws.join(".git/config")]);
+        assert_eq!(p.protected.iter().map(|x| (x.path.clone(), x.absent)).collect::<Vec<_>>(),
+            vec![(ws.join(".git"), false), (ws.join(".vscode"), true), (ws.join(".localgpt"), true), (ws.join(".idea"), true)]);
         assert!(p.tmpfs.contains(&PathBuf::from("/tmp")));
         assert!(p.private_dev && p.dev_nodes.contains(&PathBuf::from("/dev/null")));
         assert!(!p.dev_nodes.iter().any(|d| d.ends_with("ptmx") || d.ends_with("pts")));
 
         let ro = build_sandbox_policy(&ws, &SandboxSettings { mode: SandboxMode::ReadOnly, home: Some(home), ..Default::default() }).unwrap();
         let p = namespace_plan(&ro, 0, 0, 1 << 30);
-        assert!(p.rw_binds.is_empty() && p.ro_binds.is_empty() && p.tmpfs.is_empty());
+        assert!(p.rw_binds.is_empty() && p.protected.is_empty() && p.tmpfs.is_empty());
     }
 
     /// The implementation before the shared resolver, kept as the reference.
@@ -411,12 +407,14 @@ mod tests {
         } else {
             Vec::new()
         };
+        let _ = (ro_binds, unprotected);
         NamespacePlan {
             uid,
             gid,
             rw_binds,
-            ro_binds,
-            unprotected,
+            protected: Vec::new(),
+            unprotectable: Vec::new(),
+            staging: None,
             tmpfs,
             tmpfs_size_bytes: Some(1 << 30),
             tmpfs_inodes: Some(tmpfs_inodes_for(1 << 30)),
@@ -468,6 +466,8 @@ mod tests {
             // the masks the view leaves (masks under $HOME but outside kept paths are dropped).
             let without_view = |mut p: NamespacePlan| {
                 p.home_view = None;
+                p.protected.clear();
+                p.unprotectable.clear();
                 p
             };
             let got = namespace_plan(&policy, 1000, 1000, 1 << 30);

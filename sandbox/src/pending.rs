@@ -1,0 +1,214 @@
+//! Pending changes: what a sandboxed command wrote to a protected workspace path that could run
+//! code later (a hook, an executable git config key, an editor task or setting, a redirection
+//! file), kept aside instead of applied. The user — or the agent host, asking the user — lists
+//! them, applies one ([`apply`]) or drops it ([`drop_change`]); `localgpt sandbox pending` is the
+//! CLI for it.
+//!
+//! The store is a directory per change under `$XDG_STATE_HOME/localgpt/sandbox/pending`
+//! (`~/.local/state/…` by default), private to the user and outside everything a sandboxed
+//! command can write: `change.json` says what and why, `content` holds the bytes to write.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SandboxError;
+use crate::review::KeyChange;
+
+/// What applying a pending change does.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", tag = "op")]
+pub enum PendingAction {
+    /// Write the stored `content` to the target (created or replaced), with this mode.
+    Write {
+        /// Permission bits.
+        mode: u32,
+    },
+    /// Make the target a symbolic link to this.
+    Symlink {
+        /// The link's target.
+        to: PathBuf,
+    },
+    /// Remove the target.
+    Delete,
+    /// Set these git config keys in the target (each to its `new` values).
+    ConfigKeys {
+        /// The key changes.
+        changes: Vec<KeyChange>,
+    },
+}
+
+/// One pending change.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct PendingChange {
+    /// Identifier (`localgpt sandbox pending apply ID`).
+    pub id: String,
+    /// When it was kept (seconds since the epoch).
+    pub created: u64,
+    /// The workspace of the run.
+    pub workspace: PathBuf,
+    /// The file it concerns.
+    pub target: PathBuf,
+    /// What applying it does.
+    pub action: PendingAction,
+    /// Why it was not applied.
+    pub why: String,
+}
+
+impl PendingChange {
+    /// One line for humans: `ID  target: what (why)`.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let what = match &self.action {
+            PendingAction::Write { .. } => "write".to_string(),
+            PendingAction::Symlink { to } => format!("symlink to {}", to.display()),
+            PendingAction::Delete => "delete".to_string(),
+            PendingAction::ConfigKeys { changes } => {
+                format!("set {}", changes.iter().map(|c| format!("{} = {:?}", c.name(), c.new.iter().map(|v| v.clone().unwrap_or_else(|| "true".into())).collect::<Vec<_>>())).collect::<Vec<_>>().join(", "))
+            }
+        };
+        format!("{}  {}: {what} ({})", self.id, self.target.display(), self.why)
+    }
+}
+
+/// The store's directory for this user.
+#[must_use]
+pub fn store_dir() -> PathBuf {
+    let state = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| {
+        std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| Path::new(&h).join(".local/state"))
+    });
+    match state {
+        Some(s) if s.is_absolute() => s.join("localgpt/sandbox/pending"),
+        // SAFETY: geteuid cannot fail.
+        _ => PathBuf::from(format!("/var/tmp/localgpt-sandbox-u{}/pending", unsafe { libc::geteuid() })),
+    }
+}
+
+fn io(ctx: String) -> impl FnOnce(std::io::Error) -> SandboxError {
+    move |e| SandboxError::io(ctx, e)
+}
+
+/// Keeps a change (with `content` for a write): returns it with its new id.
+///
+/// # Errors
+/// [`SandboxError::Io`] when the store cannot be written.
+pub fn keep(workspace: &Path, target: &Path, action: PendingAction, why: &str, content: Option<&[u8]>) -> Result<PendingChange, SandboxError> {
+    use std::os::unix::fs::DirBuilderExt;
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = store_dir();
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(io(format!("create {}", dir.display())))?;
+    let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let mut random = [0u8; 3];
+    // SAFETY: getrandom fills the local buffer.
+    unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+    let id = format!("{created}-{}-{}-{:02x}{:02x}{:02x}", std::process::id(), SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst), random[0], random[1], random[2]);
+    let cdir = dir.join(&id);
+    std::fs::DirBuilder::new().mode(0o700).create(&cdir).map_err(io(format!("create {}", cdir.display())))?;
+    let change = PendingChange { id, created, workspace: workspace.to_path_buf(), target: target.to_path_buf(), action, why: why.to_string() };
+    if let Some(c) = content {
+        std::fs::write(cdir.join("content"), c).map_err(io(format!("write {}/content", cdir.display())))?;
+    }
+    let json = serde_json::to_vec_pretty(&change).map_err(|e| SandboxError::Plan(e.to_string()))?;
+    std::fs::write(cdir.join("change.json"), json).map_err(io(format!("write {}/change.json", cdir.display())))?;
+    Ok(change)
+}
+
+/// Every pending change, oldest first.
+///
+/// # Errors
+/// [`SandboxError::Io`] when the store cannot be read (a missing store is empty).
+pub fn list() -> Result<Vec<PendingChange>, SandboxError> {
+    let dir = store_dir();
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(SandboxError::io(format!("read {}", dir.display()), e)),
+    };
+    let mut v: Vec<PendingChange> = rd
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("change.json")).ok())
+        .filter_map(|b| serde_json::from_slice(&b).ok())
+        .collect();
+    v.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
+    Ok(v)
+}
+
+fn find(id: &str) -> Result<(PendingChange, PathBuf), SandboxError> {
+    if id.is_empty() || id.contains('/') || id.starts_with('.') {
+        return Err(SandboxError::Policy(format!("no pending change {id:?}")));
+    }
+    let cdir = store_dir().join(id);
+    let b = std::fs::read(cdir.join("change.json")).map_err(|_| SandboxError::Policy(format!("no pending change {id:?} (see `localgpt sandbox pending`)")))?;
+    let c: PendingChange = serde_json::from_slice(&b).map_err(|e| SandboxError::Config(format!("pending change {id}: {e}")))?;
+    Ok((c, cdir))
+}
+
+/// Writes `data` to `target` atomically (a temporary file beside it, renamed over it).
+///
+/// # Errors
+/// [`SandboxError::Io`].
+pub fn write_atomic(target: &Path, data: &[u8], mode: u32) -> Result<(), SandboxError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let dir = target.parent().ok_or_else(|| SandboxError::Policy(format!("{} has no parent", target.display())))?;
+    std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.localgpt-{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let r = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode & 0o777)
+        .open(&tmp)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, data).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode & 0o777)))
+        .and_then(|()| std::fs::rename(&tmp, target));
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r.map_err(io(format!("write {}", target.display())))
+}
+
+/// Applies pending change `id` to its target and removes it from the store.
+///
+/// # Errors
+/// [`SandboxError::Policy`] for an unknown id; [`SandboxError::Io`] when the target cannot be
+/// written (the change then stays pending).
+pub fn apply(id: &str) -> Result<PendingChange, SandboxError> {
+    let (c, cdir) = find(id)?;
+    match &c.action {
+        PendingAction::Write { mode } => {
+            let data = std::fs::read(cdir.join("content")).map_err(io(format!("read {}/content", cdir.display())))?;
+            write_atomic(&c.target, &data, *mode)?;
+        }
+        PendingAction::Symlink { to } => {
+            let _ = std::fs::remove_file(&c.target);
+            std::os::unix::fs::symlink(to, &c.target).map_err(io(format!("symlink {}", c.target.display())))?;
+        }
+        PendingAction::Delete => match std::fs::symlink_metadata(&c.target) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&c.target).map_err(io(format!("remove {}", c.target.display())))?,
+            Ok(_) => std::fs::remove_file(&c.target).map_err(io(format!("remove {}", c.target.display())))?,
+            Err(_) => {}
+        },
+        PendingAction::ConfigKeys { changes } => {
+            let mut text = std::fs::read_to_string(&c.target).unwrap_or_default();
+            for k in changes {
+                text = crate::review::set_key(&text, &k.section, k.subsection.as_deref(), &k.key, &k.new)
+                    .map_err(|e| SandboxError::Config(format!("{}: {e}", c.target.display())))?;
+            }
+            let mode = std::fs::metadata(&c.target).map_or(0o644, |m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()));
+            write_atomic(&c.target, text.as_bytes(), mode)?;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&cdir);
+    Ok(c)
+}
+
+/// Drops pending change `id` without applying it.
+///
+/// # Errors
+/// [`SandboxError::Policy`] for an unknown id.
+pub fn drop_change(id: &str) -> Result<PendingChange, SandboxError> {
+    let (c, cdir) = find(id)?;
+    std::fs::remove_dir_all(&cdir).map_err(io(format!("remove {}", cdir.display())))?;
+    Ok(c)
+}

@@ -1,0 +1,183 @@
+//! Protected workspace paths (pure planning): the workspace entries that make programs run
+//! later, outside the sandbox — git's directory (hooks, config, redirection files), the
+//! directory `core.hooksPath` points to, editor and IDE settings (`.vscode`, `.idea`) and the
+//! agent's own config (`.localgpt`).
+//!
+//! At Full level each one becomes a private copy for the run (an overlay mount whose upper
+//! layer is a per-run staging directory; a bound copy for a file), absent ones included (the
+//! runner creates an empty placeholder for the run and removes it afterwards). After the run
+//! the runner reviews what changed ([`crate::review`]): harmless changes are applied to the real
+//! files, the rest is kept as pending changes for the user.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::gitconfig;
+use super::resolve::{FileKind, PathResolver};
+use crate::policy::SandboxPolicy;
+
+/// What kind of protected path, and so how it is made private.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtectedKind {
+    /// The workspace's `.git` directory: git's own state is applied after the run, config keys
+    /// by key, hooks and redirection files are pending.
+    GitDir,
+    /// A directory whose every change is pending (`.vscode`, `.idea`, the hooks directory).
+    Dir,
+    /// A file (a `.git` file of a worktree or submodule checkout): a change is pending.
+    File,
+}
+
+/// One protected path of a run.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ProtectedPath {
+    /// Its path (the workspace joined with the configured name; the workspace is canonical).
+    pub path: PathBuf,
+    /// How it is made private.
+    pub kind: ProtectedKind,
+    /// Absent at launch: an empty placeholder (directory) stands in for the run.
+    pub absent: bool,
+    /// Why it is protected (`configured`, `core.hooksPath = …`).
+    pub reason: String,
+}
+
+/// A protected name that cannot be protected, and why (reported as a degradation).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Unprotectable {
+    /// The path.
+    pub path: PathBuf,
+    /// Why.
+    pub why: String,
+}
+
+/// The value of `core.hooksPath` that git would use in `ws` (local config over global over
+/// system; `~/` expanded), if any.
+#[must_use]
+pub fn hooks_path(ws: &Path, home: Option<&Path>) -> Option<PathBuf> {
+    let mut files: Vec<PathBuf> = vec![PathBuf::from("/etc/gitconfig")];
+    if let Some(h) = home {
+        files.push(std::env::var_os("XDG_CONFIG_HOME").map_or_else(|| h.join(".config"), PathBuf::from).join("git/config"));
+        files.push(h.join(".gitconfig"));
+    }
+    files.push(ws.join(".git/config"));
+    let mut found: Option<String> = None;
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else { continue };
+        let Ok(c) = gitconfig::parse(&text) else { continue };
+        for e in c.entries.iter().filter(|e| e.section == "core" && e.subsection.is_none() && e.key == "hookspath") {
+            found = e.value.clone();
+        }
+    }
+    let v = found.filter(|v| !v.is_empty())?;
+    let p = match (v.strip_prefix("~/"), home) {
+        (Some(rest), Some(h)) => h.join(rest),
+        _ => PathBuf::from(&v),
+    };
+    Some(if p.is_absolute() { p } else { ws.join(p) })
+}
+
+/// The protected paths of `policy`'s workspace (workspace-write mode only), and the configured
+/// ones that cannot be protected.
+///
+/// `.git` and any `.git/…` entry of the configured list stand for the whole git directory.
+#[must_use]
+pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
+    let ws = &policy.workspace_path;
+    let mut names: Vec<(PathBuf, String)> = Vec::new();
+    let add = |rel: PathBuf, reason: String, names: &mut Vec<(PathBuf, String)>| {
+        if !names.iter().any(|(r, _)| *r == rel) {
+            names.push((rel, reason));
+        }
+    };
+    for rel in &policy.protected_workspace_paths {
+        let p = Path::new(rel);
+        let rel = if p.starts_with(".git") { PathBuf::from(".git") } else { p.to_path_buf() };
+        add(rel, "configured".into(), &mut names);
+    }
+    if let Some(h) = hooks_path(ws, policy.home.as_deref()) {
+        if let Ok(rel) = h.strip_prefix(ws) {
+            if !rel.as_os_str().is_empty() && !rel.starts_with(".git") {
+                add(rel.to_path_buf(), format!("core.hooksPath = {}", h.display()), &mut names);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut bad = Vec::new();
+    for (rel, reason) in names {
+        let path = ws.join(&rel);
+        let git = rel == Path::new(".git");
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => bad.push(Unprotectable {
+                path,
+                why: "a symbolic link: a mount would land on its target, and the link itself can be replaced".into(),
+            }),
+            Ok(m) if m.is_dir() => out.push(ProtectedPath { path, kind: if git { ProtectedKind::GitDir } else { ProtectedKind::Dir }, absent: false, reason }),
+            Ok(m) if m.is_file() => out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, reason }),
+            Ok(_) => bad.push(Unprotectable { path, why: "neither a file nor a directory".into() }),
+            Err(_) => {
+                // Absent: an empty directory stands in for it, if its parent is a real
+                // directory inside the workspace (resolved, so a symlinked parent cannot lead
+                // the placeholder elsewhere).
+                let parent_ok = path.parent().and_then(|p| resolver.canonicalize(p).ok()).is_some_and(|c| c.kind == FileKind::Dir && c.path.starts_with(ws) && Some(c.path.as_path()) == path.parent());
+                if parent_ok {
+                    out.push(ProtectedPath { path, kind: if git { ProtectedKind::GitDir } else { ProtectedKind::Dir }, absent: true, reason });
+                } else {
+                    bad.push(Unprotectable { path, why: "absent, and its parent is not a directory of the workspace".into() });
+                }
+            }
+        }
+    }
+    // A path inside another protected one is covered by it.
+    let all: Vec<PathBuf> = out.iter().map(|p| p.path.clone()).collect();
+    out.retain(|p| !all.iter().any(|q| q != &p.path && p.path.starts_with(q)));
+    (out, bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{build_sandbox_policy, SandboxSettings};
+
+    #[test]
+    fn protected_paths_present_absent_and_hooks_path() {
+        let d = crate::test_dir();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let (home, ws) = (root.join("home"), root.join("ws"));
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(ws.join(".vscode")).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(ws.join(".git/config"), "[core]\n\thooksPath = .husky/_\n").unwrap();
+        std::os::unix::fs::symlink("/tmp", ws.join(".idea")).unwrap();
+        let s = SandboxSettings { home: Some(home), ..Default::default() };
+        let policy = build_sandbox_policy(&ws, &s).unwrap();
+        let (p, bad) = protected_paths(&mut PathResolver::new(), &policy);
+        let got: Vec<(String, ProtectedKind, bool)> =
+            p.iter().map(|x| (x.path.strip_prefix(&ws).unwrap().display().to_string(), x.kind, x.absent)).collect();
+        assert_eq!(got, vec![
+            (".git".into(), ProtectedKind::GitDir, false),
+            (".vscode".into(), ProtectedKind::Dir, false),
+            (".localgpt".into(), ProtectedKind::Dir, true),
+        ]);
+        // .husky/_ has no parent directory yet: reported, not silently skipped; .idea is a link.
+        let bad: Vec<String> = bad.iter().map(|b| b.path.strip_prefix(&ws).unwrap().display().to_string()).collect();
+        assert_eq!(bad, vec![".idea", ".husky/_"]);
+        std::fs::create_dir_all(ws.join(".husky")).unwrap();
+        let (p, _) = protected_paths(&mut PathResolver::new(), &policy);
+        assert!(p.iter().any(|x| x.path == ws.join(".husky/_") && x.absent && x.reason.contains("hooksPath")));
+    }
+
+    #[test]
+    fn a_git_file_and_no_git() {
+        let d = crate::test_dir();
+        let ws = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::write(ws.join(".git"), "gitdir: /elsewhere/.git/worktrees/w\n").unwrap();
+        let policy = build_sandbox_policy(&ws, &SandboxSettings { home: None, ..Default::default() }).unwrap();
+        let (p, _) = protected_paths(&mut PathResolver::new(), &policy);
+        assert_eq!((p[0].kind, p[0].absent), (ProtectedKind::File, false));
+        std::fs::remove_file(ws.join(".git")).unwrap();
+        let (p, _) = protected_paths(&mut PathResolver::new(), &policy);
+        assert_eq!((p[0].kind, p[0].absent), (ProtectedKind::GitDir, true));
+    }
+}

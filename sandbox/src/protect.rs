@@ -1,0 +1,401 @@
+//! The runner's side of the protected workspace paths (see [`crate::plan::protected`]): before
+//! the run, a per-run staging directory (the private copies' upper layers) and empty
+//! placeholders for absent paths; after it, the review of every change the command made to its
+//! private copies ([`crate::review`] decides), applying the harmless ones to the real files and
+//! keeping the rest as pending changes ([`crate::pending`]); then the staging directory and the
+//! placeholders go.
+//!
+//! The staging directory lives on a tmpfs where the kernel lets an overlay use one as its upper
+//! layer (user extended attributes on tmpfs: Linux 6.6): `$XDG_RUNTIME_DIR`, else `/dev/shm`;
+//! elsewhere on disk under `/var/tmp`. Either way in a directory private to the user (0700, own
+//! uid, checked), and outside everything the command sees (at Full level its `/dev/shm`, `/tmp`
+//! and `$HOME` are private, and `/run` is not granted).
+
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SandboxError;
+use crate::pending::{self, PendingAction, PendingChange};
+use crate::plan::protected::{ProtectedKind, ProtectedPath};
+use crate::review::{self, GitPathClass};
+
+/// What happened to the protected paths of a run.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProtectedReview {
+    /// Changes applied to the real files (paths relative to the workspace).
+    pub applied: Vec<String>,
+    /// Changes kept for the user.
+    pub pending: Vec<PendingChange>,
+    /// Protected paths that were read-only for the run (no private copy could be made).
+    pub read_only: Vec<String>,
+    /// What could not be reviewed or applied (the change is then pending, or the note says why
+    /// nothing was lost).
+    pub notes: Vec<String>,
+}
+
+/// The per-run staging directory and the placeholders of one run; removed on drop.
+pub struct Staging {
+    /// The run's staging directory.
+    pub dir: PathBuf,
+    placeholders: Vec<(PathBuf, u64)>,
+}
+
+fn private_dir(p: &Path) -> bool {
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(p);
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0)
+}
+
+/// The user's private staging root for this kernel (see the module docs): the first candidate
+/// the command cannot reach (`visible` says which it could).
+fn staging_root(kernel: &str, visible: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let mut candidates = Vec::new();
+    if crate::plan::kernel_at_least(kernel, 6, 6) {
+        if let Some(run) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()).map(PathBuf::from) {
+            if run.is_absolute() && std::fs::symlink_metadata(&run).is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0) {
+                candidates.push(run.join("localgpt-sandbox"));
+            }
+        }
+        candidates.push(PathBuf::from(format!("/dev/shm/localgpt-sandbox-u{uid}")));
+    }
+    candidates.push(PathBuf::from(format!("/var/tmp/localgpt-sandbox-u{uid}")));
+    candidates.into_iter().find(|c| !visible(c) && private_dir(c))
+}
+
+impl Staging {
+    /// Creates the staging directory of `protected` (upper and work directories, and a copy of
+    /// each protected file) and the placeholders of the absent ones.
+    ///
+    /// # Errors
+    /// [`SandboxError::Io`] when a directory, copy or placeholder cannot be made (nothing ran).
+    pub fn create(plan: &crate::plan::Plan) -> Result<Option<Staging>, SandboxError> {
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let Some(ns) = plan.namespaces.as_ref().filter(|n| !n.protected.is_empty()) else { return Ok(None) };
+        let protected = &ns.protected;
+        // A candidate the command could reach (a granted path, a shared /dev/shm) would let it
+        // write another run's private copies.
+        let visible = |c: &Path| {
+            if c.starts_with("/dev/shm") {
+                // Granted, but the command's /dev/shm is its own unless it stays the host's.
+                !ns.tmpfs.iter().any(|t| t == Path::new("/dev/shm"))
+            } else {
+                plan.landlock.as_ref().is_some_and(|l| l.rules.iter().any(|r| c.starts_with(&r.path))) || ns.rw_binds.iter().any(|b| c.starts_with(b))
+            }
+        };
+        let root = staging_root(&plan.kernel, visible).ok_or_else(|| SandboxError::Setup("no private directory for the protected paths' staging".into()))?;
+        let mut random = [0u8; 6];
+        // SAFETY: getrandom fills the local buffer.
+        unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = root.join(format!("run-{}-{n}-{}", std::process::id(), random.iter().map(|b| format!("{b:02x}")).collect::<String>()));
+        let mk = |p: &Path| std::fs::DirBuilder::new().mode(0o700).create(p).map_err(|e| SandboxError::io(format!("create {}", p.display()), e));
+        mk(&dir)?;
+        let mut s = Staging { dir, placeholders: Vec::new() };
+        for (i, p) in protected.iter().enumerate() {
+            let (upper, work, file) = crate::linux::namespaces::staging_of(&s.dir, i);
+            mk(upper.parent().unwrap_or(&s.dir))?;
+            match p.kind {
+                ProtectedKind::File => {
+                    std::fs::copy(&p.path, &file).map_err(|e| SandboxError::io(format!("copy {}", p.path.display()), e))?;
+                }
+                ProtectedKind::Dir | ProtectedKind::GitDir => {
+                    mk(&upper)?;
+                    mk(&work)?;
+                    if p.absent {
+                        std::fs::DirBuilder::new().mode(0o755).create(&p.path).map_err(|e| SandboxError::io(format!("create placeholder {}", p.path.display()), e))?;
+                        let ino = std::fs::symlink_metadata(&p.path).map_or(0, |m| m.ino());
+                        s.placeholders.push((p.path.clone(), ino));
+                    }
+                }
+            }
+        }
+        Ok(Some(s))
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // Placeholders: removed when still ours and empty (rmdir fails otherwise, and what
+        // another process put there stays).
+        for (p, ino) in &self.placeholders {
+            if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.ino() == *ino) {
+                let _ = std::fs::remove_dir(p);
+            }
+        }
+        remove_tree(&self.dir);
+    }
+}
+
+/// Removes a tree the overlay may have left unreadable (its work directory is mode 000).
+fn remove_tree(p: &Path) {
+    if std::fs::remove_dir_all(p).is_ok() {
+        return;
+    }
+    fn open_up(p: &Path) {
+        if let Ok(m) = std::fs::symlink_metadata(p) {
+            if m.is_dir() {
+                let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700));
+                if let Ok(rd) = std::fs::read_dir(p) {
+                    for e in rd.flatten() {
+                        open_up(&e.path());
+                    }
+                }
+            }
+        }
+    }
+    open_up(p);
+    let _ = std::fs::remove_dir_all(p);
+}
+
+/// One entry of an overlay's upper layer.
+enum Upper {
+    /// A new or changed file (its path in the upper layer).
+    File(PathBuf, u32),
+    /// A new or changed symbolic link.
+    Symlink(PathBuf),
+    /// A whiteout: the name was deleted.
+    Deleted,
+    /// A directory that replaced the lower one (opaque): everything below it is the new content.
+    Opaque,
+    /// A directory (new, or merged with the lower one).
+    Dir(u32),
+    /// Something the review cannot handle (a redirect, a device): made pending whole.
+    Unsupported(String),
+}
+
+fn xattr(p: &Path, name: &std::ffi::CStr) -> Option<Vec<u8>> {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()?;
+    let mut buf = [0u8; 256];
+    // SAFETY: valid C strings and buffer.
+    let n = unsafe { libc::lgetxattr(c.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    (n >= 0).then(|| buf[..n as usize].to_vec())
+}
+
+fn classify_upper(p: &Path) -> Upper {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(m) = std::fs::symlink_metadata(p) else { return Upper::Unsupported("vanished".into()) };
+    let ft = m.file_type();
+    if ft.is_char_device() && m.rdev() == 0 {
+        return Upper::Deleted;
+    }
+    if xattr(p, c"user.overlay.redirect").is_some() {
+        return Upper::Unsupported("a renamed directory (overlay redirect)".into());
+    }
+    if xattr(p, c"user.overlay.whiteout").is_some() {
+        return Upper::Deleted;
+    }
+    if ft.is_dir() {
+        return if xattr(p, c"user.overlay.opaque").is_some_and(|v| v.first() == Some(&b'y')) { Upper::Opaque } else { Upper::Dir(m.mode() & 0o7777) };
+    }
+    if ft.is_symlink() {
+        return std::fs::read_link(p).map_or_else(|e| Upper::Unsupported(e.to_string()), Upper::Symlink);
+    }
+    if ft.is_file() {
+        return Upper::File(p.to_path_buf(), m.mode() & 0o7777);
+    }
+    Upper::Unsupported("not a file, directory or link".into())
+}
+
+/// The changed entries of an upper layer: (path relative to it, what), parents before children.
+fn walk_upper(upper: &Path) -> Vec<(PathBuf, Upper)> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(upper.join(&rel)) else { continue };
+        let mut names: Vec<_> = rd.flatten().map(|e| e.file_name()).collect();
+        names.sort();
+        for n in names.into_iter().rev() {
+            let r = rel.join(&n);
+            let u = classify_upper(&upper.join(&r));
+            if matches!(u, Upper::Dir(_) | Upper::Opaque) {
+                stack.push(r.clone());
+            }
+            out.push((r, u));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// A real path changed by someone else after the run started (its inode changed state then).
+fn changed_since(p: &Path, start: SystemTime) -> bool {
+    let since = start.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.ctime() > since || (m.ctime() == since && m.ctime_nsec() > 0 && start.duration_since(std::time::UNIX_EPOCH).is_ok_and(|d| i64::from(d.subsec_nanos()) < m.ctime_nsec())))
+}
+
+/// No component between `base` and `p` is a symbolic link (so a write lands where it says).
+fn no_links_below(base: &Path, p: &Path) -> bool {
+    let Ok(rel) = p.strip_prefix(base) else { return false };
+    let mut at = base.to_path_buf();
+    let comps: Vec<_> = rel.components().collect();
+    for c in comps.iter().take(comps.len().saturating_sub(1)) {
+        at.push(c);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            return false;
+        }
+    }
+    true
+}
+
+struct Reviewer<'a> {
+    ws: &'a Path,
+    start: SystemTime,
+    out: ProtectedReview,
+}
+
+impl Reviewer<'_> {
+    fn rel(&self, p: &Path) -> String {
+        p.strip_prefix(self.ws).unwrap_or(p).display().to_string()
+    }
+
+    fn keep(&mut self, target: &Path, action: PendingAction, why: &str, content: Option<&[u8]>) {
+        match pending::keep(self.ws, target, action, why, content) {
+            Ok(c) => self.out.pending.push(c),
+            Err(e) => self.out.notes.push(format!("{}: could not keep the pending change ({e}); it was not applied", self.rel(target))),
+        }
+    }
+
+    fn apply(&mut self, base: &Path, target: &Path, u: &Upper) {
+        if !no_links_below(base, target) {
+            self.out.notes.push(format!("{}: not applied (a symbolic link on the way)", self.rel(target)));
+            return;
+        }
+        let r = match u {
+            Upper::File(src, mode) => std::fs::read(src).map_err(|e| SandboxError::io(format!("read {}", src.display()), e)).and_then(|d| pending::write_atomic(target, &d, *mode)),
+            Upper::Symlink(to) => {
+                let _ = std::fs::remove_file(target);
+                std::os::unix::fs::symlink(to, target).map_err(|e| SandboxError::io(format!("symlink {}", target.display()), e))
+            }
+            Upper::Deleted => match std::fs::symlink_metadata(target) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(target).map_err(|e| SandboxError::io(format!("remove {}", target.display()), e)),
+                Ok(_) => std::fs::remove_file(target).map_err(|e| SandboxError::io(format!("remove {}", target.display()), e)),
+                Err(_) => Ok(()),
+            },
+            Upper::Opaque => {
+                // The directory was replaced: its old content goes, the new arrives entry by entry.
+                let _ = std::fs::remove_dir_all(target);
+                std::fs::DirBuilder::new().mode(0o755).create(target).map_err(|e| SandboxError::io(format!("create {}", target.display()), e))
+            }
+            Upper::Dir(mode) => match std::fs::symlink_metadata(target) {
+                Ok(m) if m.is_dir() => Ok(()),
+                _ => std::fs::DirBuilder::new().mode(*mode & 0o777).create(target).map_err(|e| SandboxError::io(format!("create {}", target.display()), e)),
+            },
+            Upper::Unsupported(_) => Ok(()),
+        };
+        match r {
+            Ok(()) => {
+                if !matches!(u, Upper::Dir(_)) {
+                    self.out.applied.push(self.rel(target));
+                }
+            }
+            Err(e) => self.out.notes.push(format!("{}: not applied: {e}", self.rel(target))),
+        }
+    }
+
+    /// Keeps a change as pending: the content of a file, a link, or a deletion.
+    fn keep_upper(&mut self, target: &Path, u: &Upper, why: &str) {
+        match u {
+            Upper::File(src, mode) => match std::fs::read(src) {
+                Ok(d) => self.keep(target, PendingAction::Write { mode: *mode }, why, Some(&d)),
+                Err(e) => self.out.notes.push(format!("{}: lost: {e}", self.rel(target))),
+            },
+            Upper::Symlink(to) => self.keep(target, PendingAction::Symlink { to: to.clone() }, why, None),
+            Upper::Deleted => self.keep(target, PendingAction::Delete, why, None),
+            Upper::Opaque | Upper::Dir(_) => {}
+            Upper::Unsupported(what) => self.out.notes.push(format!("{}: {what}: not applied", self.rel(target))),
+        }
+    }
+
+    fn config(&mut self, target: &Path, u: &Upper) {
+        let Upper::File(src, mode) = u else {
+            return self.keep_upper(target, u, "a git config file was replaced or removed");
+        };
+        let (Ok(new), old) = (std::fs::read_to_string(src), std::fs::read_to_string(target).unwrap_or_default()) else {
+            return self.keep_upper(target, u, "a git config file that is not text");
+        };
+        let changes = match review::diff_config(&old, &new) {
+            Ok(c) => c,
+            Err(e) => return self.keep_upper(target, u, &format!("a git config file that does not parse ({e})")),
+        };
+        let executable: Vec<_> = changes.iter().filter(|c| c.executable.is_some()).cloned().collect();
+        if changes.len() > executable.len() {
+            match review::safe_config(&new, &changes).and_then(|t| pending::write_atomic(target, t.as_bytes(), *mode).map_err(|e| e.to_string())) {
+                Ok(()) => self.out.applied.push(format!("{} ({})", self.rel(target), changes.iter().filter(|c| c.executable.is_none()).map(review::KeyChange::name).collect::<Vec<_>>().join(", "))),
+                Err(e) => return self.keep_upper(target, u, &format!("could not apply the safe keys ({e})")),
+            }
+        }
+        if !executable.is_empty() {
+            let why = executable.iter().map(|c| format!("{}: {}", c.name(), c.executable.clone().unwrap_or_default())).collect::<Vec<_>>().join("; ");
+            self.keep(target, PendingAction::ConfigKeys { changes: executable }, &why, None);
+        }
+    }
+
+    fn review(&mut self, protected: &ProtectedPath, upper: &Path) {
+        let entries = walk_upper(upper);
+        // Under an opaque (replaced) directory every entry is new: ancestors first, which the
+        // sort gives.
+        for (rel, u) in &entries {
+            let target = protected.path.join(rel);
+            if protected.kind == ProtectedKind::Dir {
+                // .vscode, .idea, the agent's config, the hooks directory: their files run code.
+                if !matches!(u, Upper::Dir(_) | Upper::Opaque) {
+                    self.keep_upper(&target, u, &format!("a file in {} (its files can run code later, outside the sandbox)", self.rel(&protected.path)));
+                }
+                continue;
+            }
+            let class = review::classify_git_path(rel);
+            let conflict = matches!(u, Upper::File(..) | Upper::Symlink(_) | Upper::Deleted) && changed_since(&target, self.start);
+            match class {
+                GitPathClass::Lock => {}
+                _ if conflict => self.keep_upper(&target, u, "changed on the host during the run too: kept aside instead of overwriting it"),
+                // git makes no symbolic links in its directory: one could lead a hooks, modules
+                // or objects directory anywhere.
+                _ if matches!(u, Upper::Symlink(_)) => self.keep_upper(&target, u, "a symbolic link in .git (it can lead git anywhere)"),
+                GitPathClass::Todo => match u {
+                    Upper::File(src, _) if std::fs::read_to_string(src).is_ok_and(|t| !review::todo_runs_commands(&t)) => self.apply(&protected.path, &target, u),
+                    Upper::Deleted => self.apply(&protected.path, &target, u),
+                    _ => self.keep_upper(&target, u, "a rebase to-do list with exec lines: they run on `git rebase --continue`"),
+                },
+                GitPathClass::Plain => self.apply(&protected.path, &target, u),
+                GitPathClass::Config => self.config(&target, u),
+                GitPathClass::Hook => match u {
+                    // Removing a hook runs nothing.
+                    Upper::Deleted => self.apply(&protected.path, &target, u),
+                    _ => self.keep_upper(&target, u, "a git hook: it runs on the next git command outside the sandbox"),
+                },
+                GitPathClass::Redirect => self.keep_upper(&target, u, "a git redirection file (commondir, gitdir, alternates, info/attributes): it changes where git reads from"),
+            }
+        }
+    }
+}
+
+/// Reviews the private copies of a finished run (see the module docs). `read_only` lists the
+/// indexes of protected paths that were bound read-only instead (nothing to review).
+#[must_use]
+pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, read_only: &[usize], start: SystemTime) -> ProtectedReview {
+    let mut r = Reviewer { ws, start, out: ProtectedReview::default() };
+    for (i, p) in protected.iter().enumerate() {
+        if read_only.contains(&i) {
+            r.out.read_only.push(r.rel(&p.path));
+            continue;
+        }
+        let (upper, _, file) = crate::linux::namespaces::staging_of(&staging.dir, i);
+        match p.kind {
+            ProtectedKind::File => {
+                let (Ok(new), Ok(old)) = (std::fs::read(&file), std::fs::read(&p.path)) else { continue };
+                if new != old {
+                    let mode = std::fs::metadata(&p.path).map_or(0o644, |m| m.mode() & 0o777);
+                    r.keep(&p.path, PendingAction::Write { mode }, "the .git file (it says where the repository is)", Some(&new));
+                }
+            }
+            ProtectedKind::Dir | ProtectedKind::GitDir => r.review(p, &upper),
+        }
+    }
+    r.out
+}
