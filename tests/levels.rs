@@ -233,3 +233,48 @@ fn max_user_namespaces_zero_runs_at_standard_and_says_why() {
     assert!(!r.stdout.contains(STARTED));
     assert!(r.stderr.contains("max_user_namespaces"), "the refusal names the reason\n{}", r.describe());
 }
+
+/// Issue 12's must-show: in a plain `git init` workspace at Full, ordinary config edits reach
+/// the real `.git/config`; an executable key and a new hook do not, and are pending; applying
+/// one pending change writes it, dropping one removes it.
+#[test]
+fn full_level_git_config_edits_reach_the_repo_and_code_running_ones_are_pending() {
+    let w = World::new();
+    if !full_or_skip("full_level_git_config_edits_reach_the_repo_and_code_running_ones_are_pending", &w) {
+        return;
+    }
+    let init = w.bare("git init -q -b main . && git -c user.name=a -c user.email=b@c commit -q --allow-empty -m init && echo ok");
+    assert!(init.stdout.contains("ok"), "{}", init.describe());
+    let o = w.sandboxed(
+        "git branch -m main trunk && git remote add o ../x && git config user.name x && \
+         git config core.fsmonitor 'touch /tmp/pwned' && printf '#!/bin/sh\\nid\\n' > .git/hooks/post-checkout && \
+         chmod +x .git/hooks/post-checkout && echo DONE",
+    );
+    assert!(o.stdout.contains("DONE"), "{}", o.describe());
+    let cfg = fs::read_to_string(w.ws.join(".git/config")).unwrap();
+    assert!(cfg.contains("name = x") && cfg.contains("[remote \"o\"]"), "safe edits must reach the real config:\n{cfg}");
+    assert!(!cfg.contains("fsmonitor"), "the executable key reached the real config:\n{cfg}");
+    assert!(!w.ws.join(".git/hooks/post-checkout").exists(), "the hook reached the real .git");
+    let branch = w.bare("git branch --show-current");
+    assert_eq!(branch.stdout.trim(), "trunk", "{}", branch.describe());
+    let list = || parse_one_json(&run(w.localgpt_cmd(&["sandbox", "pending", "--json"]), "pending"));
+    let pending = list();
+    let items = pending["pending"].as_array().unwrap().clone();
+    let id_of = |suffix: &str| {
+        items.iter().find(|c| c["target"].as_str().is_some_and(|t| t.ends_with(suffix))).and_then(|c| c["id"].as_str()).map(str::to_string)
+    };
+    let (cfg_id, hook_id) = (id_of(".git/config").expect("config pending"), id_of(".git/hooks/post-checkout").expect("hook pending"));
+    // The human listing names both.
+    let text = run(w.localgpt_cmd(&["sandbox", "pending"]), "pending list");
+    assert!(text.stdout.contains("core.fsmonitor") && text.stdout.contains("post-checkout"), "{}", text.describe());
+    // Apply the config change, drop the hook.
+    let a = run(w.localgpt_cmd(&["sandbox", "pending", "apply", &cfg_id]), "pending apply");
+    assert_eq!(a.code(), Some(0), "{}", a.describe());
+    assert!(fs::read_to_string(w.ws.join(".git/config")).unwrap().contains("fsmonitor = touch /tmp/pwned"));
+    let d = run(w.localgpt_cmd(&["sandbox", "pending", "drop", &hook_id]), "pending drop");
+    assert_eq!(d.code(), Some(0), "{}", d.describe());
+    assert!(!w.ws.join(".git/hooks/post-checkout").exists());
+    assert!(list()["pending"].as_array().unwrap().is_empty());
+    let bad = run(w.localgpt_cmd(&["sandbox", "pending", "apply", "no-such-id"]), "pending apply unknown");
+    assert_eq!(bad.code(), Some(2), "{}", bad.describe());
+}

@@ -114,7 +114,7 @@ fn bench_pure(c: &mut Criterion, fx: &Fixture) {
         })
     });
     let plan = make_plan(&policy_with(&fx.ws, &[]), &caps, &ctx()).expect("plan");
-    let hp = plan.helper_plan(1, None);
+    let hp = plan.helper_plan(1, Vec::new());
     let json = serde_json::to_vec(&hp).expect("json");
     c.bench_function("helper_plan/encode", |b| b.iter(|| black_box(serde_json::to_vec(&hp).expect("json"))));
     c.bench_function("helper_plan/decode", |b| b.iter(|| black_box(serde_json::from_slice::<HelperPlan>(&json).expect("decode"))));
@@ -174,7 +174,7 @@ fn bench_landlock(c: &mut Criterion, fx: &Fixture) {
     let mut g = c.benchmark_group("landlock/ruleset_build");
     for n in [0usize, 100] {
         let plan = make_plan(&policy_with(&fx.ws, &fx.extra[..n]), &caps, &ctx()).expect("plan");
-        let hp = plan.helper_plan(1, None);
+        let hp = plan.helper_plan(1, Vec::new());
         let rules = hp.landlock.as_ref().map_or(0, |l| l.rules.len());
         g.bench_with_input(BenchmarkId::new("extra_paths", format!("{n} ({rules} rules)")), &n, |b, _| b.iter(|| build_ruleset(&hp)));
         g.bench_with_input(BenchmarkId::new("raw_syscalls", format!("{n} ({rules} rules)")), &n, |b, _| b.iter(|| build_ruleset_raw(&hp)));

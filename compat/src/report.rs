@@ -13,10 +13,10 @@ use crate::schema::Expect;
 
 /// Gate thresholds, in percent.
 pub const GATE_FAIL_BELOW: f64 = 95.0;
-/// Below this the report warns.
+/// Below this the report warns; at Full level (the default where available) it fails.
 pub const GATE_WARN_BELOW: f64 = 99.0;
 /// The gate's criterion, as printed.
-pub const CRITERION: &str = "≥ 95 % per level × user (goal 99 %)";
+pub const CRITERION: &str = "≥ 99 % at Full and ≥ 95 % at other levels, per level × user (goal 99 % everywhere)";
 
 /// One row of the per level × user table.
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -287,6 +287,8 @@ pub fn build_section(all: &[UserResults], causes: &[KnownCause], expected_users:
             problems.push(format!("{who}: every command skipped"));
         } else if r.pass_rate < GATE_FAIL_BELOW {
             problems.push(format!("{who}: {:.2} % < {GATE_FAIL_BELOW} %", r.pass_rate));
+        } else if r.pass_rate < GATE_WARN_BELOW && r.level == "full" {
+            problems.push(format!("{who}: {:.2} % < {GATE_WARN_BELOW} % (required at Full)", r.pass_rate));
         } else if r.pass_rate < GATE_WARN_BELOW {
             warnings.push(format!("{who}: {:.2} % < {GATE_WARN_BELOW} % goal", r.pass_rate));
         }
@@ -503,8 +505,16 @@ mod tests {
         let r = &s.figures.per_level_user[0];
         assert_eq!((r.total, r.passed, r.failed, r.skipped, r.denied_ok), (109, 98, 1, 10, 1));
         assert_eq!(r.pass_rate, 98.98);
-        assert!(s.gate.passed);
-        assert!(s.gate.summary.contains("WARN"), "{}", s.gate.summary);
+        // Below 99 % at Full fails the gate (at other levels it only warns).
+        assert!(!s.gate.passed && s.gate.summary.contains("required at Full"), "{}", s.gate.summary);
+        let standard: Vec<CaseRecord> = many(98, 1, 10).into_iter().map(|mut c| {
+            c.level = "standard".into();
+            c
+        }).collect();
+        let mut u = user("root", 0, standard);
+        u.levels = vec!["standard".into()];
+        let s2 = build_section(&[u, user("lgtest", 1001, many(99, 0, 0))], &[], &["root", "unprivileged"]);
+        assert!(s2.gate.passed && s2.gate.summary.contains("WARN"), "{}", s2.gate.summary);
         assert_eq!(s.figures.per_level_user[1].pass_rate, 100.0);
         assert_eq!(s.figures.failures.len(), 1);
         assert_eq!(s.figures.skips.len(), 10);

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::SandboxError;
 use crate::pending::{self, PendingAction, PendingChange};
 use crate::plan::protected::{ProtectedKind, ProtectedPath};
-use crate::review::{self, GitPathClass};
+use crate::review::{self, GitPathClass, Verdict};
 
 /// What happened to the protected paths of a run.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -36,11 +36,10 @@ pub struct ProtectedReview {
     pub notes: Vec<String>,
 }
 
-/// The per-run staging directory and the placeholders of one run; removed on drop.
+/// The per-run staging directory of the private copies; removed on drop.
 pub struct Staging {
     /// The run's staging directory.
     pub dir: PathBuf,
-    placeholders: Vec<(PathBuf, u64)>,
 }
 
 fn private_dir(p: &Path) -> bool {
@@ -69,8 +68,8 @@ fn staging_root(kernel: &str, visible: impl Fn(&Path) -> bool) -> Option<PathBuf
 }
 
 impl Staging {
-    /// Creates the staging directory of `protected` (upper and work directories, and a copy of
-    /// each protected file) and the placeholders of the absent ones.
+    /// Creates the staging directory of the plan's private protected paths (upper and work
+    /// directories, and a copy of each protected file); `None` when there is none.
     ///
     /// # Errors
     /// [`SandboxError::Io`] when a directory, copy or placeholder cannot be made (nothing ran).
@@ -96,7 +95,7 @@ impl Staging {
         let dir = root.join(format!("run-{}-{n}-{}", std::process::id(), random.iter().map(|b| format!("{b:02x}")).collect::<String>()));
         let mk = |p: &Path| std::fs::DirBuilder::new().mode(0o700).create(p).map_err(|e| SandboxError::io(format!("create {}", p.display()), e));
         mk(&dir)?;
-        let mut s = Staging { dir, placeholders: Vec::new() };
+        let s = Staging { dir };
         for (i, p) in protected.iter().enumerate() {
             let (upper, work, file) = crate::linux::namespaces::staging_of(&s.dir, i);
             mk(upper.parent().unwrap_or(&s.dir))?;
@@ -107,10 +106,19 @@ impl Staging {
                 ProtectedKind::Dir | ProtectedKind::GitDir => {
                     mk(&upper)?;
                     mk(&work)?;
-                    if p.absent {
-                        std::fs::DirBuilder::new().mode(0o755).create(&p.path).map_err(|e| SandboxError::io(format!("create placeholder {}", p.path.display()), e))?;
-                        let ino = std::fs::symlink_metadata(&p.path).map_or(0, |m| m.ino());
-                        s.placeholders.push((p.path.clone(), ino));
+                    // The merged directory shows the upper one's mode and times: make them the
+                    // real directory's (`find -newer`, `ls -l` see no difference).
+                    let m = std::fs::metadata(&p.path).map_err(|e| SandboxError::io(format!("stat {}", p.path.display()), e))?;
+                    std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(m.mode() & 0o7777))
+                        .map_err(|e| SandboxError::io(format!("chmod {}", upper.display()), e))?;
+                    let times = [
+                        libc::timespec { tv_sec: m.atime(), tv_nsec: m.atime_nsec() },
+                        libc::timespec { tv_sec: m.mtime(), tv_nsec: m.mtime_nsec() },
+                    ];
+                    let c = std::ffi::CString::new(upper.as_os_str().as_encoded_bytes()).map_err(|_| SandboxError::Setup("staging path".into()))?;
+                    // SAFETY: a valid C string and two timespecs.
+                    if unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) } != 0 {
+                        return Err(SandboxError::io(format!("utimensat {}", upper.display()), std::io::Error::last_os_error()));
                     }
                 }
             }
@@ -121,13 +129,6 @@ impl Staging {
 
 impl Drop for Staging {
     fn drop(&mut self) {
-        // Placeholders: removed when still ours and empty (rmdir fails otherwise, and what
-        // another process put there stays).
-        for (p, ino) in &self.placeholders {
-            if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.ino() == *ino) {
-                let _ = std::fs::remove_dir(p);
-            }
-        }
         remove_tree(&self.dir);
     }
 }
@@ -349,27 +350,17 @@ impl Reviewer<'_> {
                 }
                 continue;
             }
-            let class = review::classify_git_path(rel);
             let conflict = matches!(u, Upper::File(..) | Upper::Symlink(_) | Upper::Deleted) && changed_since(&target, self.start);
-            match class {
-                GitPathClass::Lock => {}
+            let text = match u {
+                Upper::File(src, _) if review::classify_git_path(rel) == GitPathClass::Todo => std::fs::read_to_string(src).ok(),
+                _ => None,
+            };
+            match review::git_verdict(rel, matches!(u, Upper::Symlink(_)), matches!(u, Upper::Deleted), text.as_deref()) {
+                Verdict::Drop => {}
                 _ if conflict => self.keep_upper(&target, u, "changed on the host during the run too: kept aside instead of overwriting it"),
-                // git makes no symbolic links in its directory: one could lead a hooks, modules
-                // or objects directory anywhere.
-                _ if matches!(u, Upper::Symlink(_)) => self.keep_upper(&target, u, "a symbolic link in .git (it can lead git anywhere)"),
-                GitPathClass::Todo => match u {
-                    Upper::File(src, _) if std::fs::read_to_string(src).is_ok_and(|t| !review::todo_runs_commands(&t)) => self.apply(&protected.path, &target, u),
-                    Upper::Deleted => self.apply(&protected.path, &target, u),
-                    _ => self.keep_upper(&target, u, "a rebase to-do list with exec lines: they run on `git rebase --continue`"),
-                },
-                GitPathClass::Plain => self.apply(&protected.path, &target, u),
-                GitPathClass::Config => self.config(&target, u),
-                GitPathClass::Hook => match u {
-                    // Removing a hook runs nothing.
-                    Upper::Deleted => self.apply(&protected.path, &target, u),
-                    _ => self.keep_upper(&target, u, "a git hook: it runs on the next git command outside the sandbox"),
-                },
-                GitPathClass::Redirect => self.keep_upper(&target, u, "a git redirection file (commondir, gitdir, alternates, info/attributes): it changes where git reads from"),
+                Verdict::Accept => self.apply(&protected.path, &target, u),
+                Verdict::Config => self.config(&target, u),
+                Verdict::Pending(why) => self.keep_upper(&target, u, why),
             }
         }
     }
@@ -398,4 +389,272 @@ pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, rea
         }
     }
     r.out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Review in place: protected paths that were not private for the run (absent at launch, or at
+// Standard level). A snapshot of what can run code is taken before the run; afterwards every
+// such change is taken back out of the real path (restored from the snapshot, or removed) and
+// kept as a pending change.
+// ---------------------------------------------------------------------------------------------
+
+/// What a path was (or is).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum State {
+    /// A regular file: mode, and content when kept (`None`: too large to keep).
+    File(u32, Option<Vec<u8>>),
+    /// A symbolic link and its target.
+    Link(PathBuf),
+    /// A directory.
+    Dir,
+}
+
+/// Most bytes of file content a snapshot keeps per protected path (beyond, a change can still
+/// be seen, by size and time, but not undone: it is reported).
+const SNAPSHOT_BYTES: usize = 8 << 20;
+
+/// The entries of a `.git` directory that matter to the review: everything but git's data
+/// (`objects/` except `objects/info`, `refs/`, `logs/`, and the same inside submodule and worktree
+/// git directories), each with whether its content is worth keeping.
+fn walk_review(root: &Path, git: bool) -> Vec<(PathBuf, std::fs::Metadata)> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(root.join(&rel)) else { continue };
+        for e in rd.flatten() {
+            let r = rel.join(e.file_name());
+            let Ok(m) = std::fs::symlink_metadata(root.join(&r)) else { continue };
+            if m.is_dir() {
+                let name = e.file_name();
+                let skip = git && matches!(name.to_str(), Some("refs" | "logs" | "objects"));
+                if git && name == "objects" {
+                    stack.push(r.join("info"));
+                } else if !skip {
+                    stack.push(r.clone());
+                }
+            }
+            out.push((r, m));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn state_of(path: &Path, m: &std::fs::Metadata, keep: bool, budget: &mut usize) -> State {
+    if m.file_type().is_symlink() {
+        return State::Link(std::fs::read_link(path).unwrap_or_default());
+    }
+    if m.is_dir() {
+        return State::Dir;
+    }
+    let content = if keep && (m.len() as usize) <= *budget {
+        std::fs::read(path).ok().inspect(|c| *budget -= c.len())
+    } else {
+        None
+    };
+    State::File(m.mode() & 0o7777, content)
+}
+
+/// Whether a file's content is worth keeping for the review (it can run code, or be compared).
+fn worth_keeping(kind: ProtectedKind, rel: &Path) -> bool {
+    match kind {
+        ProtectedKind::GitDir => !matches!(review::classify_git_path(rel), GitPathClass::Plain | GitPathClass::Lock),
+        _ => true,
+    }
+}
+
+/// The snapshot of one protected path.
+struct Snap {
+    p: ProtectedPath,
+    /// (path relative to it, state); empty when absent.
+    entries: Vec<(PathBuf, State)>,
+    /// The file itself (`ProtectedKind::File`).
+    file: Option<State>,
+}
+
+/// Snapshots of the protected paths reviewed in place, taken before the run.
+pub struct Snapshot(Vec<Snap>);
+
+impl Snapshot {
+    /// Takes the snapshot of every protected path of `plan` that is not private for the run.
+    #[must_use]
+    pub fn take(plan: &crate::plan::Plan) -> Snapshot {
+        let mut v = Vec::new();
+        for p in plan.protected.iter().filter(|p| !p.private) {
+            let mut budget = SNAPSHOT_BYTES;
+            let (entries, file) = if p.absent {
+                (Vec::new(), None)
+            } else if p.kind == ProtectedKind::File {
+                let f = std::fs::symlink_metadata(&p.path).ok().map(|m| state_of(&p.path, &m, true, &mut budget));
+                (Vec::new(), f)
+            } else {
+                let git = p.kind == ProtectedKind::GitDir;
+                let e = walk_review(&p.path, git)
+                    .into_iter()
+                    .map(|(r, m)| {
+                        let keep = worth_keeping(p.kind, &r);
+                        let st = state_of(&p.path.join(&r), &m, keep, &mut budget);
+                        (r, st)
+                    })
+                    .collect();
+                (e, None)
+            };
+            v.push(Snap { p: p.clone(), entries, file });
+        }
+        Snapshot(v)
+    }
+
+    /// Nothing to review.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Reviewer<'_> {
+    /// Puts `old` back at `target` (or removes what is there when it did not exist).
+    fn restore(&mut self, target: &Path, old: Option<&State>) {
+        let r = match old {
+            None => match std::fs::symlink_metadata(target) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(target),
+                Ok(_) => std::fs::remove_file(target),
+                Err(_) => Ok(()),
+            },
+            Some(State::File(mode, Some(content))) => pending::write_atomic(target, content, *mode).map_err(|e| std::io::Error::other(e.to_string())),
+            Some(State::File(_, None)) => Err(std::io::Error::other("its content before the run was too large to keep")),
+            Some(State::Link(to)) => {
+                let _ = std::fs::remove_file(target);
+                std::os::unix::fs::symlink(to, target)
+            }
+            Some(State::Dir) => std::fs::create_dir_all(target),
+        };
+        if let Err(e) = r {
+            self.out.notes.push(format!("{}: could not be restored ({e}): the command's version is live", self.rel(target)));
+        }
+    }
+
+    /// Keeps `new` (the command's version, or its removal) as pending and restores `old`.
+    fn take_back(&mut self, target: &Path, old: Option<&State>, new: Option<&State>, why: &str) {
+        match new {
+            Some(State::File(mode, _)) => match std::fs::read(target) {
+                Ok(d) => self.keep(target, PendingAction::Write { mode: *mode }, why, Some(&d)),
+                Err(e) => self.out.notes.push(format!("{}: unreadable ({e})", self.rel(target))),
+            },
+            Some(State::Link(to)) => self.keep(target, PendingAction::Symlink { to: to.clone() }, why, None),
+            Some(State::Dir) => {}
+            None => self.keep(target, PendingAction::Delete, why, None),
+        }
+        self.restore(target, old);
+    }
+
+    fn in_place(&mut self, snap: &Snap) {
+        let p = &snap.p;
+        if p.kind == ProtectedKind::File {
+            let new = std::fs::symlink_metadata(&p.path).ok().map(|m| state_of(&p.path, &m, true, &mut usize::MAX.clone()));
+            if new != snap.file {
+                self.take_back(&p.path, snap.file.as_ref(), new.as_ref(), "the .git file (it says where the repository is)");
+            }
+            return;
+        }
+        let git = p.kind == ProtectedKind::GitDir;
+        let mut budget = usize::MAX;
+        let now: Vec<(PathBuf, State)> = if std::fs::symlink_metadata(&p.path).is_ok_and(|m| m.is_dir()) {
+            walk_review(&p.path, git).into_iter().map(|(r, m)| {
+                let keep = worth_keeping(p.kind, &r) && !m.is_dir();
+                let st = state_of(&p.path.join(&r), &m, keep, &mut budget);
+                (r, st)
+            }).collect()
+        } else {
+            Vec::new()
+        };
+        let find = |v: &[(PathBuf, State)], r: &Path| v.iter().find(|(x, _)| x == r).map(|(_, s)| s.clone());
+        let mut rels: Vec<PathBuf> = snap.entries.iter().map(|(r, _)| r.clone()).chain(now.iter().map(|(r, _)| r.clone())).collect();
+        rels.sort();
+        rels.dedup();
+        let mut taken_dirs: Vec<PathBuf> = Vec::new();
+        for rel in rels {
+            if taken_dirs.iter().any(|d| rel.starts_with(d)) {
+                continue;
+            }
+            let (old, new) = (find(&snap.entries, &rel), find(&now, &rel));
+            let same = match (&old, &new) {
+                (Some(State::File(_, Some(a))), Some(State::File(_, Some(b)))) => a == b,
+                (Some(State::File(m1, None)), Some(State::File(m2, _))) => m1 == m2 && !changed_since(&p.path.join(&rel), self.start),
+                (a, b) => a == b,
+            };
+            if same {
+                continue;
+            }
+            let target = p.path.join(&rel);
+            if !git {
+                // A new directory of .vscode and the like goes whole (its files with it).
+                if matches!(new, Some(State::Dir)) && old.is_none() {
+                    for (r, st) in now.iter().filter(|(r, _)| r.starts_with(&rel) && *r != rel) {
+                        if let State::File(mode, _) = st {
+                            if let Ok(d) = std::fs::read(p.path.join(r)) {
+                                self.keep(&p.path.join(r), PendingAction::Write { mode: *mode }, &format!("a file in {} (its files can run code later, outside the sandbox)", self.rel(&p.path)), Some(&d));
+                            }
+                        }
+                    }
+                    self.restore(&target, None);
+                    taken_dirs.push(rel);
+                    continue;
+                }
+                self.take_back(&target, old.as_ref(), new.as_ref(), &format!("a file in {} (its files can run code later, outside the sandbox)", self.rel(&p.path)));
+                continue;
+            }
+            let text = match &new {
+                Some(State::File(_, Some(c))) => std::str::from_utf8(c).ok().map(str::to_string),
+                _ => None,
+            };
+            match review::git_verdict(&rel, matches!(new, Some(State::Link(_))), new.is_none(), text.as_deref()) {
+                Verdict::Accept | Verdict::Drop => {}
+                Verdict::Pending(why) => self.take_back(&target, old.as_ref(), new.as_ref(), why),
+                Verdict::Config => {
+                    let old_text = match &old {
+                        Some(State::File(_, Some(c))) => String::from_utf8_lossy(c).into_owned(),
+                        _ => String::new(),
+                    };
+                    let mode = match &new {
+                        Some(State::File(m, _)) => *m,
+                        _ => 0o644,
+                    };
+                    match review::diff_config(&old_text, text.as_deref().unwrap_or("")) {
+                        Ok(changes) => {
+                            let exec: Vec<_> = changes.iter().filter(|c| c.executable.is_some()).cloned().collect();
+                            if !exec.is_empty() {
+                                // Only executable changes: the file goes back exactly as it was.
+                                let safe = if exec.len() == changes.len() { Ok(old_text.clone()) } else { review::safe_config(text.as_deref().unwrap_or(""), &changes) };
+                                match safe {
+                                    Ok(safe) => {
+                                        if let Err(e) = pending::write_atomic(&target, safe.as_bytes(), mode) {
+                                            self.out.notes.push(format!("{}: executable keys could not be taken back ({e}): live", self.rel(&target)));
+                                        }
+                                        let why = exec.iter().map(|c| format!("{}: {}", c.name(), c.executable.clone().unwrap_or_default())).collect::<Vec<_>>().join("; ");
+                                        self.keep(&target, PendingAction::ConfigKeys { changes: exec }, &why, None);
+                                    }
+                                    Err(e) => self.take_back(&target, old.as_ref(), new.as_ref(), &format!("a git config file whose keys cannot be separated ({e})")),
+                                }
+                            }
+                            let safe: Vec<String> = changes.iter().filter(|c| c.executable.is_none()).map(review::KeyChange::name).collect();
+                            if !safe.is_empty() {
+                                self.out.applied.push(format!("{} ({})", self.rel(&target), safe.join(", ")));
+                            }
+                        }
+                        Err(e) => self.take_back(&target, old.as_ref(), new.as_ref(), &format!("a git config file that does not parse ({e})")),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reviews the protected paths of `snapshot` in place after the run (see above), adding to
+/// `out`.
+pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &mut ProtectedReview) {
+    let mut r = Reviewer { ws, start, out: std::mem::take(out) };
+    for s in &snapshot.0 {
+        r.in_place(s);
+    }
+    *out = r.out;
 }

@@ -129,6 +129,46 @@ pub fn todo_runs_commands(text: &str) -> bool {
     text.lines().map(str::trim_start).any(|l| l.starts_with("exec ") || l.starts_with("x ") || l == "exec" || l == "x")
 }
 
+/// What to do with one changed path of a `.git` directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Git's own state: keep the command's version.
+    Accept,
+    /// Could run code or redirect git: keep it aside as a pending change (the reason).
+    Pending(&'static str),
+    /// A config file: split its key changes ([`diff_config`]).
+    Config,
+    /// A lock file: neither applied nor kept.
+    Drop,
+}
+
+/// The verdict on a change to `rel` (relative to a `.git` directory): `link` when the new
+/// version is a symbolic link, `deleted` when the path is gone, `text` the new content of a
+/// to-do list.
+#[must_use]
+pub fn git_verdict(rel: &Path, link: bool, deleted: bool, text: Option<&str>) -> Verdict {
+    let class = classify_git_path(rel);
+    if class == GitPathClass::Lock {
+        return Verdict::Drop;
+    }
+    if link {
+        // git makes no symbolic links in its directory: one could lead a hooks, modules or
+        // objects directory anywhere.
+        return Verdict::Pending("a symbolic link in .git (it can lead git anywhere)");
+    }
+    match class {
+        GitPathClass::Plain | GitPathClass::Lock => Verdict::Accept,
+        GitPathClass::Config if deleted => Verdict::Pending("a git config file was removed"),
+        GitPathClass::Config => Verdict::Config,
+        // Removing a hook or a to-do list runs nothing.
+        GitPathClass::Hook | GitPathClass::Todo if deleted => Verdict::Accept,
+        GitPathClass::Hook => Verdict::Pending("a git hook: it runs on the next git command outside the sandbox"),
+        GitPathClass::Todo if text.is_some_and(|t| !todo_runs_commands(t)) => Verdict::Accept,
+        GitPathClass::Todo => Verdict::Pending("a rebase to-do list with exec lines: they run on `git rebase --continue`"),
+        GitPathClass::Redirect => Verdict::Pending("a git redirection file (commondir, gitdir, alternates, info/attributes, remotes): it changes where git reads from"),
+    }
+}
+
 /// One key whose values differ between two versions of a config file.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct KeyChange {

@@ -727,9 +727,11 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     // SAFETY: getpid cannot fail.
     let me = unsafe { libc::getpid() };
     let mut helper_plan = plan.helper_plan(me, cgroup.as_ref().map(RunCgroup::join_files).unwrap_or_default());
-    // Protected workspace paths: their private copies' staging and the absent ones' placeholders.
+    // Protected workspace paths: the private copies' staging, and a snapshot of the others to
+    // review them in place after the run.
     let protected = plan.namespaces.as_ref().map(|n| n.protected.clone()).unwrap_or_default();
     let staging = crate::protect::Staging::create(plan)?;
+    let snapshot = crate::protect::Snapshot::take(plan);
     if let (Some(ns), Some(st)) = (helper_plan.namespaces.as_mut(), staging.as_ref()) {
         ns.staging = Some(st.dir.clone());
     }
@@ -803,15 +805,20 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     }
     let mut r = outcome?;
     r.command = argv.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
-    if let Some(st) = &staging {
-        // The namespace is gone (PID 1 exited): the private copies are quiet. Paths that were
+    if staging.is_some() || !snapshot.is_empty() {
+        // The command and everything it started are gone (PID 1 exited, or the supervisor
+        // killed the tree): the private copies and the real paths are quiet. Paths that were
         // bound read-only instead (a `W protected-ro I …` line) have nothing to review.
         let read_only: Vec<usize> = r
             .warnings
             .iter()
             .filter_map(|w| w.strip_prefix("protected-ro ").and_then(|x| x.split_whitespace().next()).and_then(|i| i.parse().ok()))
             .collect();
-        let review = crate::protect::review_run(&plan.workspace, &protected, st, &read_only, started);
+        let mut review = match &staging {
+            Some(st) => crate::protect::review_run(&plan.workspace, &protected, st, &read_only, started),
+            None => crate::protect::ProtectedReview::default(),
+        };
+        crate::protect::review_in_place(&plan.workspace, &snapshot, started, &mut review);
         for w in r.warnings.iter_mut() {
             if let Some(rest) = w.strip_prefix("protected-ro ") {
                 *w = rest.split_once(' ').map_or(rest, |x| x.1).to_string();

@@ -237,8 +237,7 @@ fn parse_value(c: &mut Cursor<'_>) -> Result<String, ParseError> {
     // Whitespace is kept only between words (trailing blanks are dropped at the end).
     let mut pending_space = String::new();
     c.skip_blanks();
-    loop {
-        let Some(ch) = c.peek() else { break };
+    while let Some(ch) = c.peek() {
         match ch {
             '\n' => {
                 if quoted {

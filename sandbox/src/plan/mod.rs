@@ -184,6 +184,12 @@ pub struct Plan {
     /// denied by Landlock at Standard).
     #[serde(default)]
     pub system_secrets: Vec<PathBuf>,
+    /// Protected workspace paths (see [`protected`]): private for the run, or reviewed in place.
+    #[serde(default)]
+    pub protected: Vec<protected::ProtectedPath>,
+    /// Protected names that could not be protected, and why.
+    #[serde(default)]
+    pub unprotectable: Vec<protected::Unprotectable>,
     /// Toolchain config files and the credential keys removed from the command's copy of each.
     #[serde(default)]
     pub configs: Vec<(PathBuf, Vec<String>)>,
@@ -331,6 +337,20 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
     let mut resolver = resolve::PathResolver::new();
     let tmp_bytes = policy.max_tmp_bytes.unwrap_or_else(|| default_tmp_bytes(caps.mem_total_bytes));
     let mut namespaces = full.then(|| namespaces::namespace_plan_with(&mut resolver, policy, caps.uid, caps.gid, tmp_bytes));
+    // Protected workspace paths: private copies at Full for the ones that exist (where the
+    // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
+    let (mut protected, unprotectable) = if confined && policy.mode == SandboxMode::WorkspaceWrite {
+        protected::protected_paths(&mut resolver, policy)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let overlays = kernel_at_least(&caps.kernel, 5, 11);
+    for p in &mut protected {
+        p.private = level == SandboxLevel::Full && overlays && !p.absent;
+    }
+    if let Some(ns) = namespaces.as_mut() {
+        ns.protected = protected.iter().filter(|p| p.private).cloned().collect();
+    }
     if let Some(ns) = namespaces.as_mut() {
         // Full: scrubbed copies bound over the originals (read-only); a clean one only where the
         // private $HOME would not show it otherwise.
@@ -429,6 +449,8 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
         timeout_secs: policy.timeout_secs,
         max_output_bytes: policy.max_output_bytes,
         system_secrets,
+        protected,
+        unprotectable,
         configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
         config_copies,
         protections: Vec::new(),
@@ -760,32 +782,37 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v
 }
 
-/// The `workspace-persistence` row: private copies at Full (reviewed after the run), nothing
-/// at Standard.
-fn workspace_persistence(plan: &Plan, caps: &Capabilities) -> Protection {
+/// The `workspace-persistence` row: private copies at Full, a review after the run otherwise.
+fn workspace_persistence(plan: &Plan, _caps: &Capabilities) -> Protection {
     use ProtectionState::{Degraded, Enforced};
-    let Some(n) = plan.namespaces.as_ref() else {
-        return prot("workspace-persistence", Degraded, "none",
-            "no mount namespace: .git (hooks, config), .vscode, .idea and the agent's config inside the workspace stay writable, and what the command writes there may run later outside the sandbox; Full level gives the command private copies and reviews its changes");
-    };
     if plan.mode != SandboxMode::WorkspaceWrite {
-        return prot("workspace-persistence", Enforced, "read-only mounts", "the workspace is read-only");
+        return prot("workspace-persistence", Enforced, if plan.namespaces.is_some() { "read-only mounts" } else { "landlock" }, "the workspace is read-only");
     }
-    let names = n.protected.iter().map(|p| {
-        let rel = p.path.strip_prefix(&plan.workspace).unwrap_or(&p.path).display().to_string();
-        if p.absent { format!("{rel} (absent: placeholder)") } else { rel }
-    }).collect::<Vec<_>>().join(", ");
-    let bad = n.unprotectable.iter().map(|u| format!("{} ({})", u.path.display(), u.why)).collect::<Vec<_>>().join("; ");
-    if !kernel_at_least(&caps.kernel, 5, 11) {
-        return prot("workspace-persistence", Degraded, "read-only bind mounts",
-            format!("kernel {} has no overlay mounts in a user namespace (5.11): {names} are read-only for the run (git config edits fail){}",
-                caps.kernel, if bad.is_empty() { String::new() } else { format!("; not protected: {bad}") }));
+    let rel = |p: &Path| p.strip_prefix(&plan.workspace).unwrap_or(p).display().to_string();
+    let private: Vec<String> = plan.protected.iter().filter(|p| p.private).map(|p| rel(&p.path)).collect();
+    let in_place: Vec<String> = plan.protected.iter().filter(|p| !p.private).map(|p| {
+        if p.absent { format!("{} (absent)", rel(&p.path)) } else { rel(&p.path) }
+    }).collect();
+    let bad = plan.unprotectable.iter().map(|u| format!("{} ({})", rel(&u.path), u.why)).collect::<Vec<_>>().join("; ");
+    let review = "after the run harmless changes are applied and code-running ones (hooks, executable git keys, redirection files, editor tasks and settings) are kept as pending changes (`localgpt sandbox pending`)";
+    let mut detail = Vec::new();
+    if !private.is_empty() {
+        detail.push(format!("private copies for the run (overlay; cannot be renamed or removed): {}", private.join(", ")));
     }
+    if !in_place.is_empty() {
+        detail.push(format!("reviewed in place after the run (live for host processes until it ends): {}", in_place.join(", ")));
+    }
+    detail.push(review.to_string());
     if !bad.is_empty() {
-        return prot("workspace-persistence", Degraded, "private copies (overlay), reviewed after the run", format!("private: {names}; not protected: {bad}"));
+        detail.push(format!("not protected: {bad}"));
     }
-    prot("workspace-persistence", Enforced, "private copies (overlay), reviewed after the run",
-        format!("{names}: the command writes private copies; after the run harmless changes are applied and code-running ones (hooks, executable git keys, editor tasks and settings) are kept as pending changes (`localgpt sandbox pending`)"))
+    let detail = detail.join("; ");
+    let present_in_place = plan.protected.iter().any(|p| !p.private && !p.absent);
+    if !bad.is_empty() || present_in_place {
+        let mech = if plan.namespaces.is_some() { "private copies + review after the run" } else { "review after the run" };
+        return prot("workspace-persistence", Degraded, mech, detail);
+    }
+    prot("workspace-persistence", Enforced, "private copies (overlay) + review after the run", detail)
 }
 
 /// `release` (`uname -r`) is at least `major.minor`.

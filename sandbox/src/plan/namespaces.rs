@@ -73,12 +73,9 @@ pub struct NamespacePlan {
     pub gid: u32,
     /// Read-write bind mounts (workspace in workspace-write mode, extra writable paths).
     pub rw_binds: Vec<PathBuf>,
-    /// Protected workspace paths, made private for the run (see [`super::protected`]).
+    /// Protected workspace paths made private for the run (see [`super::protected`]).
     #[serde(default)]
     pub protected: Vec<super::protected::ProtectedPath>,
-    /// Protected names that could not be protected, and why.
-    #[serde(default)]
-    pub unprotectable: Vec<super::protected::Unprotectable>,
     /// The per-run staging directory of the private copies (upper layers), set by the runner:
     /// `<staging>/<i>/upper`, `<staging>/<i>/work`, `<staging>/<i>/file`.
     #[serde(default)]
@@ -198,13 +195,11 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
         // A credential path under $HOME is invisible unless a kept path contains it.
         masks.retain(|m| !m.path.starts_with(&h.home) || h.keep.iter().any(|k| m.path.starts_with(k)));
     }
-    let (protected, unprotectable) = if workspace_writable { super::protected::protected_paths(resolver, policy) } else { (Vec::new(), Vec::new()) };
     NamespacePlan {
         uid,
         gid,
         rw_binds,
-        protected,
-        unprotectable,
+        protected: Vec::new(),
         staging: None,
         tmpfs,
         tmpfs_size_bytes: Some(tmp_bytes),
@@ -330,8 +325,6 @@ mod tests {
         let no_home = SandboxSettings { home: None, extra_deny: vec![secrets.join("key")], ..Default::default() };
         let p2 = namespace_plan(&build_sandbox_policy(&ws, &no_home).unwrap(), 1000, 1000, 1 << 30);
         assert_eq!(p2.masks, vec![Mask { path: secrets.join("key"), kind: MaskKind::EmptyFile }]);
-        assert_eq!(p.protected.iter().map(|x| (x.path.clone(), x.absent)).collect::<Vec<_>>(),
-            vec![(ws.join(".git"), false), (ws.join(".vscode"), true), (ws.join(".localgpt"), true), (ws.join(".idea"), true)]);
         assert!(p.tmpfs.contains(&PathBuf::from("/tmp")));
         assert!(p.private_dev && p.dev_nodes.contains(&PathBuf::from("/dev/null")));
         assert!(!p.dev_nodes.iter().any(|d| d.ends_with("ptmx") || d.ends_with("pts")));
@@ -413,7 +406,6 @@ mod tests {
             gid,
             rw_binds,
             protected: Vec::new(),
-            unprotectable: Vec::new(),
             staging: None,
             tmpfs,
             tmpfs_size_bytes: Some(1 << 30),
@@ -467,7 +459,6 @@ mod tests {
             let without_view = |mut p: NamespacePlan| {
                 p.home_view = None;
                 p.protected.clear();
-                p.unprotectable.clear();
                 p
             };
             let got = namespace_plan(&policy, 1000, 1000, 1 << 30);

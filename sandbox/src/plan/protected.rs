@@ -3,11 +3,18 @@
 //! directory `core.hooksPath` points to, editor and IDE settings (`.vscode`, `.idea`) and the
 //! agent's own config (`.localgpt`).
 //!
-//! At Full level each one becomes a private copy for the run (an overlay mount whose upper
-//! layer is a per-run staging directory; a bound copy for a file), absent ones included (the
-//! runner creates an empty placeholder for the run and removes it afterwards). After the run
-//! the runner reviews what changed ([`crate::review`]): harmless changes are applied to the real
-//! files, the rest is kept as pending changes for the user.
+//! At Full level each one that exists becomes a private copy for the run (an overlay mount whose
+//! upper layer is a per-run staging directory; a bound copy for a file): nothing the command
+//! writes there reaches the real files during the run, and the path cannot be renamed or
+//! removed. After the run the runner reviews what changed ([`crate::review`]): harmless changes
+//! are applied to the real files, the rest is kept as pending changes for the user.
+//!
+//! One that is absent at launch (and every one at Standard level, which has no mount namespace)
+//! is reviewed in place after the run instead: what the command created or changed that could
+//! run code is taken back out of the real path (restored from a snapshot taken at launch) and
+//! kept as a pending change. Until the run ends such a change is live for host processes that
+//! read it. Placeholders would close that window but show up in every workspace (`ls -a`,
+//! `git clean`, `find -empty`): the compatibility corpus measured it.
 
 use std::path::{Path, PathBuf};
 
@@ -37,8 +44,12 @@ pub struct ProtectedPath {
     pub path: PathBuf,
     /// How it is made private.
     pub kind: ProtectedKind,
-    /// Absent at launch: an empty placeholder (directory) stands in for the run.
+    /// Absent at launch.
     pub absent: bool,
+    /// Made private for the run (Full level, present at launch, overlay mounts available);
+    /// otherwise the real path is reviewed in place after the run.
+    #[serde(default)]
+    pub private: bool,
     /// Why it is protected (`configured`, `core.hooksPath = …`).
     pub reason: String,
 }
@@ -113,8 +124,8 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (
                 path,
                 why: "a symbolic link: a mount would land on its target, and the link itself can be replaced".into(),
             }),
-            Ok(m) if m.is_dir() => out.push(ProtectedPath { path, kind: if git { ProtectedKind::GitDir } else { ProtectedKind::Dir }, absent: false, reason }),
-            Ok(m) if m.is_file() => out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, reason }),
+            Ok(m) if m.is_dir() => out.push(ProtectedPath { path, kind: if git { ProtectedKind::GitDir } else { ProtectedKind::Dir }, absent: false, private: false, reason }),
+            Ok(m) if m.is_file() => out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, private: false, reason }),
             Ok(_) => bad.push(Unprotectable { path, why: "neither a file nor a directory".into() }),
             Err(_) => {
                 // Absent: an empty directory stands in for it, if its parent is a real
@@ -122,7 +133,7 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (
                 // the placeholder elsewhere).
                 let parent_ok = path.parent().and_then(|p| resolver.canonicalize(p).ok()).is_some_and(|c| c.kind == FileKind::Dir && c.path.starts_with(ws) && Some(c.path.as_path()) == path.parent());
                 if parent_ok {
-                    out.push(ProtectedPath { path, kind: if git { ProtectedKind::GitDir } else { ProtectedKind::Dir }, absent: true, reason });
+                    out.push(ProtectedPath { path, kind: if git { ProtectedKind::GitDir } else { ProtectedKind::Dir }, absent: true, private: false, reason });
                 } else {
                     bad.push(Unprotectable { path, why: "absent, and its parent is not a directory of the workspace".into() });
                 }
