@@ -1099,8 +1099,11 @@ mod tests {
         let view = ns.home_view.as_ref().expect("private home");
         assert!(!view.keep.iter().any(|k| home.join(".ssh").starts_with(k)) && !ns.masks.iter().any(|m| m.path == home.join(".ssh")));
         assert!(ns.masks.iter().any(|m| m.path == home.join(".cargo/credentials.toml")));
-        assert_eq!(ns.protected.iter().map(|x| (x.path.clone(), x.absent)).collect::<Vec<_>>(),
-            vec![(ws.join(".git"), false), (ws.join(".vscode"), true), (ws.join(".localgpt"), true), (ws.join(".idea"), true)]);
+        // The protected paths: the present .git gets a private copy (the namespace mounts it);
+        // the absent ones are reviewed in place after the run.
+        assert_eq!(ns.protected.iter().map(|x| x.path.clone()).collect::<Vec<_>>(), vec![ws.join(".git")]);
+        assert_eq!(p.protected.iter().map(|x| (x.path.clone(), x.absent, x.private)).collect::<Vec<_>>(),
+            vec![(ws.join(".git"), false, true), (ws.join(".vscode"), true, false), (ws.join(".localgpt"), true, false), (ws.join(".idea"), true, false)]);
         assert!(ns.tmpfs.contains(&PathBuf::from("/tmp")));
         // Masked credentials need no sibling expansion: ~/.cargo is granted whole.
         assert!(rule(&p, &home.join(".cargo")).is_some());
@@ -1110,14 +1113,14 @@ mod tests {
         for id in ["fs-metadata-outside", "fs-stat-secrets", "tmp-private", "pid-isolation", "process-count"] {
             assert_eq!(state(id), ProtectionState::Enforced, "{id}");
         }
-        // Present or absent, every protected path gets a private copy (absent ones through a
-        // placeholder): enforced. A kernel without overlay mounts in a user namespace (< 5.11)
-        // leaves them read-only: degraded.
+        // Every present protected path is private: enforced. A kernel without overlay mounts in
+        // a user namespace (< 5.11) reviews them in place instead: degraded.
         assert_eq!(state("workspace-persistence"), ProtectionState::Enforced);
         let mut old_kernel = c.clone();
         old_kernel.kernel = "5.10.0-46-cloud-amd64".into();
         let p510 = make_plan(&pol, &old_kernel, &RunContext::default()).unwrap();
         assert_eq!(p510.protections.iter().find(|x| x.id == "workspace-persistence").unwrap().state, ProtectionState::Degraded);
+        assert!(p510.namespaces.as_ref().unwrap().protected.is_empty() && p510.protected.iter().all(|x| !x.private));
         assert!(p.env.vars.contains(&("TMPDIR".into(), "/tmp".into())));
         assert!(p.helper_plan(1, Vec::new()).namespaces.is_some());
         // Below ABI 3 the read-only mounts stop truncation outside; no seccomp guard is needed.
