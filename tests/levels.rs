@@ -278,3 +278,45 @@ fn full_level_git_config_edits_reach_the_repo_and_code_running_ones_are_pending(
     let bad = run(w.localgpt_cmd(&["sandbox", "pending", "apply", "no-such-id"]), "pending apply unknown");
     assert_eq!(bad.code(), Some(2), "{}", bad.describe());
 }
+
+/// Full level: loopback inside the sandbox's own network namespace works for a local server and
+/// its client, and that server is unreachable from the host (checked from outside while it
+/// runs); bare, the same server is reachable.
+#[test]
+fn full_level_loopback_is_the_sandboxs_own() {
+    let w = World::new();
+    if !full_or_skip("full_level_loopback_is_the_sandboxs_own", &w) {
+        return;
+    }
+    let Some(py) = python3_or_skip("full_level_loopback_is_the_sandboxs_own") else { return };
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let script = w.ws_file("srv.py", &format!(
+        "import socket, threading, time, urllib.request, http.server\n\
+         srv = http.server.HTTPServer(('127.0.0.1', {port}), http.server.SimpleHTTPRequestHandler)\n\
+         threading.Thread(target=srv.serve_forever, daemon=True).start()\n\
+         print(urllib.request.urlopen('http://127.0.0.1:{port}/srv.py').status, flush=True)\n\
+         open('READY', 'w').close()\n\
+         time.sleep(3)\n"
+    ));
+    let run_it = |sandboxed: bool| {
+        let _ = fs::remove_file(w.ws.join("READY"));
+        let mut cmd = if sandboxed { w.sandbox_cmd(&["--quiet"], &[&format!("{} {}", py.display(), script.display())]) } else { w.bare_cmd(&format!("{} {}", py.display(), script.display())) };
+        cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        let child = cmd.spawn().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !w.ws.join("READY").exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let reachable = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+        let out = child.wait_with_output().unwrap();
+        (reachable, String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (bare_reachable, bare_out, _) = run_it(false);
+    assert!(bare_reachable && bare_out.contains("200"), "bare: the server should be reachable ({bare_out})");
+    let (reachable, out, err) = run_it(true);
+    assert!(out.contains("200"), "the local server and its client must work inside: {out} {err}");
+    assert!(!reachable, "the sandbox's server was reachable from the host's loopback");
+}

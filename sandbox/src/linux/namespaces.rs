@@ -360,6 +360,35 @@ fn private_home(h: &crate::plan::namespaces::HomeView, overlays: &[crate::plan::
     set_readonly(&h.home)
 }
 
+/// Brings up `lo` in the sandbox's fresh network namespace (it starts down): the command's
+/// local servers and their clients talk over it; nothing else is in the namespace.
+fn loopback_up() -> Result<(), String> {
+    // SAFETY: a datagram socket for the interface ioctls, closed below; `ifreq` is zeroed and
+    // its name NUL-terminated.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(last_err("socket for lo"));
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo\0".iter().enumerate() {
+            req.ifr_name[i] = *b as libc::c_char;
+        }
+        let r = if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) != 0 {
+            Err(last_err("SIOCGIFFLAGS lo"))
+        } else {
+            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            if libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) != 0 {
+                Err(last_err("SIOCSIFFLAGS lo up"))
+            } else {
+                Ok(())
+            }
+        };
+        libc::close(fd);
+        r
+    }
+}
+
 /// Init (PID 1): unshare mount, network, IPC and UTS namespaces and set up the mounts.
 ///
 /// # Errors
@@ -370,6 +399,7 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
         return Err(last_err("unshare(mount, net, ipc, uts)"));
     }
     crate::timing::stamp("init_unshared");
+    loopback_up()?;
     mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     for p in &ns.rw_binds {
         bind(p, p, libc::MS_BIND | libc::MS_REC)?;

@@ -368,12 +368,14 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
     // README documents. At Standard every deny inside a grant is expanded around.
     let masked: Vec<PathBuf> = if namespaces.is_some() { policy.deny_paths.clone() } else { Vec::new() };
     let landlock = if level >= SandboxLevel::Standard && caps.landlock.abi > 0 {
-        Some(landlock_plan(policy, caps.landlock.abi, &masked, &config_reads, &mut resolver)?)
+        Some(landlock_plan(policy, caps.landlock.abi, full, &masked, &config_reads, &mut resolver)?)
     } else {
         None
     };
     let seccomp = if level >= SandboxLevel::Minimal {
-        let mut rules = seccomp::seccomp_table();
+        // In the sandbox's own network namespace TCP and UDP on lo are the sandbox's own.
+        let scope = if full { seccomp::SocketScope::OwnNetworkNamespace } else { seccomp::SocketScope::SocketpairsOnly };
+        let mut rules = seccomp::seccomp_table_for(scope);
         // Below Landlock ABI 3 nothing else stops truncation outside the workspace at Standard
         // (at Full the read-only mounts do).
         if level == SandboxLevel::Standard && (1..3).contains(&caps.landlock.abi) {
@@ -522,6 +524,7 @@ pub const PRIVATE_SCRATCH: &str = "/tmp/.localgpt-cache";
 fn landlock_plan(
     policy: &SandboxPolicy,
     abi: u32,
+    own_netns: bool,
     masked: &[PathBuf],
     config_reads: &[PathBuf],
     resolver: &mut resolve::PathResolver,
@@ -558,7 +561,8 @@ fn landlock_plan(
         abi,
         handled_abi,
         handled_fs: landlock::fs_rights_for_abi(handled_abi),
-        handled_net: landlock::net_rights_for_abi(handled_abi),
+        // In the sandbox's own network namespace TCP reaches only its loopback: not handled.
+        handled_net: if own_netns { 0 } else { landlock::net_rights_for_abi(handled_abi) },
         scopes: landlock::scopes_for_abi(handled_abi),
         rules: resolved.rules,
         skipped: resolved.skipped,
@@ -689,16 +693,20 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         Some(_) => prot("tmp-private", Enforced, "read-only mounts", "/tmp and /dev/shm are read-only in read-only mode"),
         None => prot("tmp-private", Degraded, "none", "/tmp and /dev/shm are shared with the host (read-write); Full level gives a private /tmp"),
     });
-    let mut net_mech = "seccomp (socket family, connect/bind/listen/accept)".to_string();
-    if abi >= 4 {
-        net_mech.push_str(" + landlock TCP (ABI 4)");
-    }
     if ns.is_some() {
-        net_mech.push_str(" + empty network namespace");
+        v.push(prot("network", Enforced, "private network namespace (only lo) + seccomp (socket families)",
+            "TCP and UDP work on the sandbox's own loopback (local servers and their clients); nothing reaches the host's network; no netlink, packet or raw sockets"));
+        v.push(prot("unix-sockets-outside", Enforced, "seccomp (no socket(AF_UNIX): socketpairs only)",
+            "pathname sockets (docker.sock, D-Bus, systemd) are unreachable: the command cannot create a unix socket to connect with"));
+    } else {
+        let mut net_mech = "seccomp (socket family, connect/bind/listen/accept)".to_string();
+        if abi >= 4 {
+            net_mech.push_str(" + landlock TCP (ABI 4)");
+        }
+        v.push(prot("network", Enforced, &net_mech, "no AF_INET/AF_INET6/netlink/packet sockets; no connect, bind, listen or accept on any socket"));
+        let unix_mech = if abi >= 9 { "seccomp (connect) + landlock resolve_unix (ABI 9)" } else { "seccomp (connect)" };
+        v.push(prot("unix-sockets-outside", Enforced, unix_mech, "pathname sockets (docker.sock, D-Bus, systemd) are unreachable"));
     }
-    v.push(prot("network", Enforced, &net_mech, "no AF_INET/AF_INET6/netlink/packet sockets; no connect, bind, listen or accept on any socket"));
-    let unix_mech = if abi >= 9 { "seccomp (connect) + landlock resolve_unix (ABI 9)" } else { "seccomp (connect)" };
-    v.push(prot("unix-sockets-outside", Enforced, unix_mech, "pathname sockets (docker.sock, D-Bus, systemd) are unreachable"));
     let mut abs_mech = if abi >= 6 { "seccomp (connect) + landlock scope (ABI 6)".to_string() } else { "seccomp (connect)".to_string() };
     if ns.is_some() {
         abs_mech.push_str(" + network namespace");

@@ -104,6 +104,8 @@ pub struct SeccompRuleSpec {
 }
 
 const AF_UNIX: u32 = 1;
+const AF_INET: u32 = 2;
+const AF_INET6: u32 = 10;
 /// `SOCK_NONBLOCK | SOCK_CLOEXEC`: the only flags `socket(2)` accepts in `type`.
 const SOCK_TYPE_FLAGS: u32 = 0o4000 | 0o2_000_000;
 /// Bits of a unix socket's `type` that neither SOCK_STREAM (1) nor SOCK_SEQPACKET (5) has, once
@@ -136,9 +138,29 @@ mod nr {
     pub const OPEN_TREE_ATTR: i64 = 467;
 }
 
-/// The full rule table, prologue rules first.
+/// Which sockets the command may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SocketScope {
+    /// No network: only unix socketpairs (stream or seqpacket); no `connect`, `bind`, `listen`
+    /// or `accept` on anything (Standard and Minimal: the host's network namespace).
+    SocketpairsOnly,
+    /// The sandbox's own network namespace (Full level, only `lo`): TCP and UDP sockets with
+    /// `connect`, `bind`, `listen` and `accept` reach nothing outside it, so local servers and
+    /// their clients work. `socket(AF_UNIX)` is refused (only socketpairs remain): a pathname
+    /// unix socket of the host (docker.sock, D-Bus, systemd) is a file in the sandbox's view, and
+    /// with `connect` allowed nothing else would keep it out of reach.
+    OwnNetworkNamespace,
+}
+
+/// The full rule table (no network), prologue rules first.
 #[must_use]
 pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
+    seccomp_table_for(SocketScope::SocketpairsOnly)
+}
+
+/// The rule table for a socket scope, prologue rules first.
+#[must_use]
+pub fn seccomp_table_for(scope: SocketScope) -> Vec<SeccompRuleSpec> {
     let mut t = Vec::new();
     let mut row_all = |syscall: &str, nr: i64, conditions: Vec<ArgCondition>, text: Option<String>, action, reason: &str| {
         t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text: text, action, reason: reason.into() });
@@ -151,7 +173,9 @@ pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
     // exactly 0b0001 and 0b0101: refuse when bit 0 is clear, or when any other bit is set (one
     // rule per bit, which the compiler folds into a single JSET). Every other domain is refused
     // by the rows below, so these need no domain condition.
-    for (name, nr) in [("socket", libc::SYS_socket), ("socketpair", libc::SYS_socketpair)] {
+    let own_netns = scope == SocketScope::OwnNetworkNamespace;
+    let type_checked: &[(&str, i64)] = if own_netns { &[("socketpair", libc::SYS_socketpair)] } else { &[("socket", libc::SYS_socket), ("socketpair", libc::SYS_socketpair)] };
+    for &(name, nr) in type_checked {
         let why = "unix sockets other than stream and seqpacket (datagram; raw, which the kernel makes a datagram socket) send to pathname sockets outside with sendto/sendmsg, which seccomp cannot inspect";
         row_all(name, nr, vec![ArgCondition::Masked { arg: 1, mask: 1, value: 0 }],
             Some("type & 1 == 0 (not stream or seqpacket)".into()), SeccompDeny::Eperm, why);
@@ -159,6 +183,11 @@ pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
             row_all(name, nr, vec![ArgCondition::HasBits { arg: 1, bits: bit }],
                 Some(format!("type & {bit:#x} (not stream or seqpacket)")), SeccompDeny::Eperm, why);
         }
+    }
+    if own_netns {
+        row_all("socket", libc::SYS_socket, vec![ArgCondition::Ne { arg: 0, value: AF_INET }, ArgCondition::Ne { arg: 0, value: AF_INET6 }],
+            Some("domain != AF_INET && domain != AF_INET6".into()), SeccompDeny::Eperm,
+            "in the sandbox's own network namespace (only lo) TCP and UDP reach nothing outside; unix sockets only as socketpairs (a pathname socket of the host would be reachable with connect), no netlink, packet or other families");
     }
     let mut row = |syscall: &str, nr: i64, condition: Option<(ArgCondition, String)>, action, reason: &str| {
         let (conditions, condition_text) = match condition {
@@ -177,12 +206,14 @@ pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
     row("openat2", nr::OPENAT2, None, Enosys,
         "openat2's mode is in memory (could create setuid files); ENOSYS makes callers fall back to openat");
     let sock = "no network: only AF_UNIX sockets (socketpair, pipes between the sandbox's own processes)";
-    row("socket", libc::SYS_socket, Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
     row("socketpair", libc::SYS_socketpair, Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
-    for (name, n) in [("connect", libc::SYS_connect), ("bind", libc::SYS_bind), ("listen", libc::SYS_listen),
-        ("accept", libc::SYS_accept), ("accept4", libc::SYS_accept4)] {
-        row(name, n, None, Eperm,
-            "pathname and abstract unix sockets outside (docker.sock, D-Bus, systemd) are full escapes");
+    if !own_netns {
+        row("socket", libc::SYS_socket, Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
+        for (name, n) in [("connect", libc::SYS_connect), ("bind", libc::SYS_bind), ("listen", libc::SYS_listen),
+            ("accept", libc::SYS_accept), ("accept4", libc::SYS_accept4)] {
+            row(name, n, None, Eperm,
+                "pathname and abstract unix sockets outside (docker.sock, D-Bus, systemd) are full escapes");
+        }
     }
     for (name, n) in [("io_uring_setup", libc::SYS_io_uring_setup), ("io_uring_enter", libc::SYS_io_uring_enter),
         ("io_uring_register", libc::SYS_io_uring_register)] {
@@ -929,10 +960,34 @@ mod tests {
         len[0]
     }
 
-    fn tables() -> [(&'static str, Vec<SeccompRuleSpec>); 2] {
+    fn tables() -> [(&'static str, Vec<SeccompRuleSpec>); 3] {
         let mut guarded = seccomp_table();
         guarded.extend(truncate_guard_rules());
-        [("seccomp_table", seccomp_table()), ("seccomp_table+truncate_guard_rules", guarded)]
+        [
+            ("seccomp_table", seccomp_table()),
+            ("seccomp_table+truncate_guard_rules", guarded),
+            ("seccomp_table_for(OwnNetworkNamespace)", seccomp_table_for(SocketScope::OwnNetworkNamespace)),
+        ]
+    }
+
+    #[test]
+    fn own_network_namespace_allows_inet_but_no_unix_socket() {
+        let p = compile(&seccomp_table_for(SocketScope::OwnNetworkNamespace)).unwrap();
+        let act = |nr: i64, a: [u64; 6]| run(&p, &data(nr as u32, AUDIT_ARCH_X86_64, a)).action;
+        for dom in [2u64, 10] {
+            for ty in [1u64, 2, 1 | 0o2_000_000] {
+                assert_eq!(act(libc::SYS_socket, [dom, ty, 0, 0, 0, 0]), RET_ALLOW, "domain {dom} type {ty}");
+            }
+        }
+        for dom in [1u64, 16, 17, 40, 0] {
+            assert_eq!(act(libc::SYS_socket, [dom, 1, 0, 0, 0, 0]), EPERM, "domain {dom}");
+        }
+        for nr in [libc::SYS_connect, libc::SYS_bind, libc::SYS_listen, libc::SYS_accept, libc::SYS_accept4] {
+            assert_eq!(act(nr, [3, 0, 0, 0, 0, 0]), RET_ALLOW);
+        }
+        assert_eq!(act(libc::SYS_socketpair, [1, 1, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(act(libc::SYS_socketpair, [1, 2, 0, 0, 0, 0]), EPERM);
+        assert_eq!(act(libc::SYS_socketpair, [2, 1, 0, 0, 0, 0]), EPERM);
     }
 
     /// Deterministic xorshift64 for the argument words' garbage.
@@ -977,7 +1032,8 @@ mod tests {
             // Spot checks of the decisions themselves, not only of the agreement.
             let act = |nr: i64| run(&new, &data(nr as u32, AUDIT_ARCH_X86_64, [0; 6])).action;
             assert_eq!(act(libc::SYS_getpid), RET_ALLOW);
-            assert_eq!(act(libc::SYS_connect), EPERM);
+            let own_netns = name.contains("OwnNetworkNamespace");
+            assert_eq!(act(libc::SYS_connect), if own_netns { RET_ALLOW } else { EPERM });
             assert_eq!(act(nr::CLONE3), ENOSYS);
             assert_eq!(act(nr::OPENAT2), ENOSYS);
             assert_eq!(run(&new, &data(39 | X32_BIT, AUDIT_ARCH_X86_64, [0; 6])).action, EPERM);
@@ -1240,7 +1296,8 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn loaded_program_enforces_the_table_in_a_forked_child() {
-        for (name, t) in tables() {
+        // The no-network tables (the own-namespace one is checked on its decisions above).
+        for (name, t) in tables().into_iter().filter(|(n, _)| !n.contains("OwnNetworkNamespace")) {
             let guard = t.iter().any(|r| r.syscall == "truncate");
             let filter: Vec<libc::sock_filter> = compile(&t)
                 .unwrap()
