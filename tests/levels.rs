@@ -11,15 +11,6 @@ use std::time::{Duration, Instant};
 use support::*;
 
 /// The level the suite runs at: forced by `LOCALGPT_TEST_LEVEL`, else the best available.
-fn suite_level(w: &World) -> String {
-    if let Some(l) = std::env::var("LOCALGPT_TEST_LEVEL").ok().filter(|l| !l.is_empty()) {
-        return l;
-    }
-    let o = run(w.localgpt_cmd(&["sandbox", "status", "--json"]), "status");
-    let v = parse_one_json(&o);
-    v["level"].as_str().unwrap_or("").to_string()
-}
-
 fn full_or_skip(test: &str, w: &World) -> bool {
     let lvl = suite_level(w);
     if lvl != "full" {

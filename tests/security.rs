@@ -230,6 +230,7 @@ for name, fam, typ, proto in fams:
     let snippet = format!("echo {STARTED}; {} {}", sh_quote(py), sh_quote(&script));
     let bare = w.bare(&snippet);
     let sb = w.sandboxed(&snippet);
+    let full = suite_level(&w) == "full";
     assert!(
         sb.stdout.contains(STARTED),
         "sandboxed command did not run{}",
@@ -246,12 +247,57 @@ for name, fam, typ, proto in fams:
             );
             continue;
         }
+        // At Full the sandbox has its own network namespace (only lo): TCP and UDP sockets may be
+        // created there (local servers), and what they reach is checked from outside by
+        // `full_level_inet_reaches_nothing_outside`; netlink stays refused everywhere.
+        if full && fam != "netlink" {
+            continue;
+        }
         assert!(
             sb.stdout.contains(&format!("FAILED {fam} errno=1\n")),
             "{fam} socket: expected EPERM (errno=1) inside the sandbox{}",
             sb.describe()
         );
     }
+}
+
+/// At Full a TCP or UDP socket can be made, but a host listener on 127.0.0.1 sees nothing of it
+/// (the sandbox's loopback is its own); bare, it does.
+#[test]
+fn full_level_inet_reaches_nothing_outside() {
+    let name = "full_level_inet_reaches_nothing_outside";
+    let Some(py) = python3_or_skip(name) else {
+        return;
+    };
+    let w = World::new();
+    if suite_level(&w) != "full" {
+        skip(name, "the suite does not run at level full");
+        return;
+    }
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let (tp, up) = (tcp.local_addr().unwrap().port(), udp.local_addr().unwrap().port());
+    let script = w.ws_file("reach.py", &format!(
+        "import socket\n\
+         try:\n    s = socket.create_connection(('127.0.0.1', {tp}), timeout=2); s.sendall(b'exfil'); print('TCP-SENT')\n\
+         except OSError as e:\n    print('TCP-FAILED', e.errno)\n\
+         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         try:\n    u.sendto(b'exfil', ('127.0.0.1', {up})); print('UDP-SENT')\n\
+         except OSError as e:\n    print('UDP-FAILED', e.errno)\n"
+    ));
+    let seen = |tcp: &std::net::TcpListener, udp: &std::net::UdpSocket| {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let mut buf = [0u8; 64];
+        (tcp.accept().is_ok(), udp.recv(&mut buf).is_ok())
+    };
+    let snippet = format!("echo {STARTED}; {} {}", sh_quote(py), sh_quote(&script));
+    let sb = w.sandboxed(&snippet);
+    assert!(sb.stdout.contains(STARTED), "{}", sb.describe());
+    assert_eq!(seen(&tcp, &udp), (false, false), "a listener outside saw the sandbox's traffic{}", sb.describe());
+    let bare = w.bare(&snippet);
+    assert_eq!(seen(&tcp, &udp), (true, true), "bare, the listeners should see the traffic{}", bare.describe());
 }
 
 #[test]

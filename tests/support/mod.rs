@@ -520,6 +520,16 @@ impl Default for World {
     }
 }
 
+/// The level the suite's sandboxed runs use: `$LOCALGPT_TEST_LEVEL`, else what `status` reports.
+pub fn suite_level(w: &World) -> String {
+    if let Some(l) = std::env::var("LOCALGPT_TEST_LEVEL").ok().filter(|l| !l.is_empty()) {
+        return l;
+    }
+    let o = run(w.localgpt_cmd(&["sandbox", "status", "--json"]), "status");
+    let v = parse_one_json(&o);
+    v["level"].as_str().unwrap_or("").to_string()
+}
+
 /// Parse stdout as exactly one JSON object (trailing whitespace allowed, nothing else).
 pub fn parse_one_json(out: &Out) -> serde_json::Value {
     let v: serde_json::Value =
