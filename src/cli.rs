@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use clap::{Args, Parser, Subcommand};
 use localgpt_sandbox::config::absolutize;
 use localgpt_sandbox::policy::{LevelSetting, SandboxLevel, SandboxMode};
-use localgpt_sandbox::runner::{HelperStart, OutputSink, RunOptions, StdinMode, Stream};
+use localgpt_sandbox::run::{HelperStart, OutputSink, RunOptions, StdinMode, Stream};
 use localgpt_sandbox::text::{escape_controls, TerminalFilter};
 use localgpt_sandbox::{build_sandbox_policy, SandboxError, SandboxPolicy, SandboxSettings};
 
@@ -416,7 +416,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     let opts = RunOptions { stdin, helper_exe: None, helper_start: HelperStart::Auto, cancel: Some(&CANCEL) };
     let _terminal = (stdin == StdinMode::Inherit).then(SavedTerminal::save);
     let result = if args.json {
-        let mut sink = localgpt_sandbox::runner::CaptureSink::default();
+        let mut sink = localgpt_sandbox::run::CaptureSink::default();
         let mut r = prepared.run(&argv, &opts, &mut sink)?;
         r.stdout = String::from_utf8_lossy(&sink.stdout).into_owned();
         r.stderr = String::from_utf8_lossy(&sink.stderr).into_owned();
@@ -486,7 +486,7 @@ pub fn pending(args: PendingArgs) -> Result<i32, Failure> {
 pub fn status(args: StatusArgs) -> Result<i32, Failure> {
     let caps = localgpt_sandbox::detect_sandbox_capabilities();
     let policy = resolve_policy(&PolicyArgs::default())?;
-    let ctx = localgpt_sandbox::plan::RunContext { caller_env: localgpt_sandbox::runner::caller_env(), scratch: None, uid_tasks: None };
+    let ctx = localgpt_sandbox::plan::RunContext { caller_env: localgpt_sandbox::run::caller_env(), scratch: None, uid_tasks: None };
     let plan = localgpt_sandbox::make_plan(&policy, &caps, &ctx);
     if args.json {
         let v = render::status_json(&caps, &plan);
@@ -505,7 +505,7 @@ pub fn explain(args: ExplainArgs) -> Result<i32, Failure> {
     let policy = resolve_policy(&args.policy)?;
     let caps = localgpt_sandbox::detect_sandbox_capabilities();
     let ctx = localgpt_sandbox::plan::RunContext {
-        caller_env: localgpt_sandbox::runner::caller_env(),
+        caller_env: localgpt_sandbox::run::caller_env(),
         scratch: Some(PathBuf::from("/tmp/localgpt-sandbox-XXXXXX")),
         uid_tasks: None,
     };

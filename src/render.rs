@@ -2,9 +2,9 @@
 
 use std::fmt::Write;
 
-use localgpt_sandbox::plan::landlock::fs_right_names;
+use localgpt_sandbox::linux::landlock::fs_right_names;
 use localgpt_sandbox::plan::{Plan, ProtectionState};
-use localgpt_sandbox::runner::RunResult;
+use localgpt_sandbox::run::RunResult;
 use localgpt_sandbox::text::{display_argv, escape_controls, escape_os};
 use localgpt_sandbox::{Capabilities, SandboxError, SandboxLevel, SandboxPolicy};
 use serde_json::{json, Value};

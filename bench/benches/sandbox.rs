@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use criterion::{black_box, BenchmarkId, Criterion};
 use localgpt_sandbox::plan::resolve::PathResolver;
-use localgpt_sandbox::plan::{seccomp, HelperPlan, RunContext};
+use localgpt_sandbox::linux::seccomp;
+use localgpt_sandbox::plan::{HelperPlan, RunContext};
 use localgpt_sandbox::policy::{LevelSetting, SandboxLevel};
 use localgpt_sandbox::{build_sandbox_policy, detect::detect_quick, make_plan, SandboxPolicy, SandboxSettings};
 
@@ -63,7 +64,7 @@ fn standard_policy_with(ws: &Path, extra: &[PathBuf]) -> SandboxPolicy {
 }
 
 fn ctx() -> RunContext {
-    RunContext { caller_env: localgpt_sandbox::runner::caller_env(), scratch: None, uid_tasks: Some(100) }
+    RunContext { caller_env: localgpt_sandbox::run::caller_env(), scratch: None, uid_tasks: Some(100) }
 }
 
 fn bench_pure(c: &mut Criterion, fx: &Fixture) {
@@ -223,8 +224,8 @@ fn bench_seccomp_load(c: &mut Criterion) {
 }
 
 struct Discard;
-impl localgpt_sandbox::runner::OutputSink for Discard {
-    fn output(&mut self, _: localgpt_sandbox::runner::Stream, _: &[u8]) {}
+impl localgpt_sandbox::run::OutputSink for Discard {
+    fn output(&mut self, _: localgpt_sandbox::run::Stream, _: &[u8]) {}
 }
 
 fn bench_whole(c: &mut Criterion, fx: &Fixture) {

@@ -136,7 +136,7 @@ enum How {
     /// Call the library in-process (`run_argv`), as an embedding agent does, starting the helper
     /// this way (`Auto` forks, since this tool is single-threaded; `Exec` is what a
     /// multithreaded host gets).
-    Library(Box<localgpt_sandbox::SandboxPolicy>, Vec<String>, localgpt_sandbox::runner::HelperStart),
+    Library(Box<localgpt_sandbox::SandboxPolicy>, Vec<String>, localgpt_sandbox::run::HelperStart),
 }
 
 struct Variant {
@@ -166,8 +166,8 @@ struct Spawner {
 }
 
 struct Discard;
-impl localgpt_sandbox::runner::OutputSink for Discard {
-    fn output(&mut self, _: localgpt_sandbox::runner::Stream, _: &[u8]) {}
+impl localgpt_sandbox::run::OutputSink for Discard {
+    fn output(&mut self, _: localgpt_sandbox::run::Stream, _: &[u8]) {}
 }
 
 impl Spawner {
@@ -521,7 +521,7 @@ fn run(o: &Opts) -> Result<bool, String> {
             add(ci, "none", "localgpt none (no confinement)".into(), true, How::Spawn(sandbox("none", 0, &c.argv)));
             add(ci, &format!("{best}+100"), format!("localgpt {best} +100 paths"), true, How::Spawn(sandbox(&best, 100, &c.argv)));
             add(ci, &format!("{best}+1000"), format!("localgpt {best} +1000 paths"), true, How::Spawn(sandbox(&best, 1000, &c.argv)));
-            use localgpt_sandbox::runner::HelperStart;
+            use localgpt_sandbox::run::HelperStart;
             let lib_policy = |level: &str| -> Result<Box<localgpt_sandbox::SandboxPolicy>, String> {
                 let settings = localgpt_sandbox::SandboxSettings {
                     level: localgpt_sandbox::policy::LevelSetting::parse(level).map_err(|e| e.to_string())?,

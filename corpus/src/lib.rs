@@ -53,15 +53,12 @@ pub enum CorpusError {
 pub const FAMILIES: &[&str] =
     &["filesystem", "network", "ipc-signals", "privilege", "terminal", "persistence", "process-lifetime", "resources"];
 
-/// Protection ids of `localgpt sandbox status` / `explain` that a vector may depend on.
-pub const PROTECTION_IDS: &[&str] = &[
-    "fs-write-outside", "fs-read-credentials", "fs-read-system-secrets", "config-credentials", "fs-truncate-outside", "fs-link-rename-out", "fs-device-ioctl",
-    "fs-metadata-outside", "fs-stat-secrets", "home-private", "workspace-persistence", "tmp-private", "network",
-    "unix-sockets-outside", "abstract-sockets-outside", "signals-outside", "ptrace", "syscall-abi", "io-uring",
-    "tty-injection", "keyring", "sysv-ipc", "namespaces-mount", "kernel-surface", "pid-isolation", "inherited-fds",
-    "env-secrets", "capabilities", "process-count", "memory", "file-size", "open-files", "core-dumps", "timeout-kill-tree",
-    "output-cap",
-];
+/// Protection ids of `localgpt sandbox status` / `explain` that a vector may depend on: the
+/// sandbox's own enum, so a vector cannot name a protection the sandbox does not report.
+#[must_use]
+pub fn protection_ids() -> Vec<&'static str> {
+    localgpt_sandbox::plan::ProtectionId::ALL.iter().map(|p| p.as_str()).collect()
+}
 
 /// Placeholders a probe, check or env value may use; the harness substitutes them per world.
 pub const PLACEHOLDERS: &[&str] = &[
@@ -472,7 +469,7 @@ fn validate_vector(v: &Vector) -> Result<(), String> {
     }
     let mut seen = BTreeSet::new();
     for p in &v.protections {
-        if !PROTECTION_IDS.contains(&p.as_str()) {
+        if localgpt_sandbox::plan::ProtectionId::parse(p).is_none() {
             return Err(format!("unknown protection id `{p}`"));
         }
         if !seen.insert(p) {

@@ -9,41 +9,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::defaults::{DEVICE_PATHS, HOME_CREDENTIALS, HOME_TOOLCHAINS, SCRATCH_WRITE_DIRS, SYSTEM_READ_DIRS};
 use crate::error::SandboxError;
 use crate::policy::{
     EnvPolicy, LevelSetting, NetworkPolicy, SandboxLevel, SandboxMode, SandboxPolicy,
 };
-
-/// System directories granted read + execute.
-pub const SYSTEM_READ_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys", "/proc",
-    "/nix/store",
-];
-
-/// Toolchains and tool configuration under `$HOME` granted read + execute.
-pub const HOME_TOOLCHAINS: &[&str] = &[
-    ".cargo", ".rustup", ".pyenv", ".nvm", ".rbenv", ".goenv", ".volta", ".bun", ".deno", ".sdkman",
-    "go", ".local/bin", ".local/lib", ".gitconfig", ".config/git",
-];
-
-/// Credential locations under `$HOME`: never readable, even when a parent is granted.
-/// Deliberately not the whole of `~/.config`: git reads `~/.config/git/config`.
-pub const HOME_CREDENTIALS: &[&str] = &[
-    ".ssh", ".aws", ".gnupg", ".docker", ".netrc", ".git-credentials", ".pypirc", ".kube",
-    ".azure", ".vault-token", ".password-store", ".terraform.d", ".config/gh", ".config/gcloud",
-    ".config/hub", ".config/op", ".config/git/credentials", ".local/share/keyrings",
-    ".cargo/credentials", ".cargo/credentials.toml", ".m2/settings.xml", ".gradle/gradle.properties",
-];
-
-/// Device nodes usable read-write in every confined mode.
-pub const DEVICE_PATHS: &[&str] = &[
-    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx",
-    "/dev/pts",
-];
-
-/// Writable scratch in `workspace-write` mode (spec mode table: workspace + `/tmp`; `/dev/shm`
-/// for POSIX semaphores, which Python multiprocessing needs).
-pub const SCRATCH_WRITE_DIRS: &[&str] = &["/tmp", "/dev/shm"];
 
 /// Settings resolved from `config.toml` and command-line overrides; the input of
 /// [`build_sandbox_policy`].
@@ -111,7 +81,7 @@ impl Default for SandboxSettings {
             env: EnvPolicy { keep: Vec::new(), set: Vec::new(), redirect_caches: true },
             dangerously_allow_full_access: false,
             home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
-            protected_workspace_paths: crate::plan::namespaces::DEFAULT_PROTECTED_WORKSPACE_PATHS
+            protected_workspace_paths: crate::defaults::DEFAULT_PROTECTED_WORKSPACE_PATHS
                 .iter()
                 .map(|s| (*s).to_string())
                 .collect(),

@@ -23,6 +23,10 @@ pub enum SandboxError {
     /// The helper failed to apply the plan; the command was not executed.
     #[error("sandbox setup failed: {0}")]
     Setup(String),
+    /// The user namespace (Full level) could not be created; nothing was executed. A run at
+    /// level `auto` falls back to Standard on this.
+    #[error("user namespaces are unavailable: {0}")]
+    NamespacesUnavailable(String),
     /// An OS error in the parent (spawn, pipes, wait).
     #[error("{context}: {source}")]
     Io {

@@ -30,25 +30,23 @@
 //! [`SandboxPolicy::check_write`] apply the same policy to file tools.
 
 pub mod config;
+pub mod defaults;
 pub mod detect;
 pub mod error;
-#[cfg(target_os = "linux")]
-pub mod helper;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 pub mod linux;
 pub mod paths;
 #[cfg(unix)]
 pub mod pending;
 pub mod plan;
-#[cfg(target_os = "linux")]
-pub mod protect;
+
 pub mod policy;
 pub mod review;
 pub mod text;
 #[cfg(target_os = "linux")]
 pub mod timing;
 #[cfg(target_os = "linux")]
-pub mod runner;
+pub mod run;
 
 pub use config::{build_sandbox_policy, SandboxSettings};
 pub use detect::{detect_sandbox_capabilities, Capabilities};
@@ -56,7 +54,7 @@ pub use error::SandboxError;
 pub use plan::{make_plan, Plan, Protection, ProtectionState};
 pub use policy::{SandboxLevel, SandboxMode, SandboxPolicy};
 #[cfg(target_os = "linux")]
-pub use runner::{prepare, run_argv, run_sandboxed, PreparedRun, RunOptions, RunResult};
+pub use run::{prepare, run_argv, run_sandboxed, PreparedRun, RunOptions, RunResult};
 
 /// If this process was started as the sandbox helper (`argv[0]` is `localgpt-sandbox`), becomes
 /// the helper and never returns. Call it first in the host's `main()`.
@@ -67,10 +65,10 @@ pub fn dispatch() {
         let is_helper = std::env::args_os()
             .next()
             .map(std::path::PathBuf::from)
-            .and_then(|p| p.file_name().map(|f| f == helper::HELPER_ARGV0))
+            .and_then(|p| p.file_name().map(|f| f == linux::helper::HELPER_ARGV0))
             .unwrap_or(false);
         if is_helper {
-            helper::helper_main();
+            linux::helper::helper_main();
         }
     }
 }

@@ -167,7 +167,7 @@ pub struct EnvPolicy {
 }
 
 fn default_protected() -> Vec<String> {
-    crate::plan::namespaces::DEFAULT_PROTECTED_WORKSPACE_PATHS.iter().map(|s| (*s).to_string()).collect()
+    crate::defaults::DEFAULT_PROTECTED_WORKSPACE_PATHS.iter().map(|s| (*s).to_string()).collect()
 }
 
 fn default_true() -> bool {

@@ -5,32 +5,12 @@
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 
-use serde::{Deserialize, Serialize};
-
-use crate::plan::seccomp::unpack;
+use crate::linux::seccomp::unpack;
+pub use crate::run::report::AppliedReport;
 use crate::plan::{HelperLandlock, HelperPlan};
 
 /// The fd the helper reports on (setup errors, exec errors, what was applied).
 pub const REPORT_FD: i32 = 3;
-
-/// What the helper actually applied, as reported to the runner before exec.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct AppliedReport {
-    /// `fully_enforced` or `not_applied`.
-    pub landlock: String,
-    /// Number of Landlock path rules added.
-    pub landlock_rules: usize,
-    /// The seccomp filter was loaded.
-    pub seccomp: bool,
-    /// Capabilities were dropped (root).
-    pub capabilities_dropped: bool,
-    /// `no_new_privs` is set.
-    pub no_new_privs: bool,
-    /// The process joined the per-run cgroup.
-    pub cgroup: bool,
-    /// The command runs in its own user, PID, mount, network, IPC and UTS namespaces.
-    pub namespaces: bool,
-}
 
 fn os_err(step: &str) -> String {
     format!("{step}: {}", std::io::Error::last_os_error())
@@ -286,7 +266,7 @@ pub fn apply_confinement(plan: &HelperPlan) -> Result<AppliedReport, String> {
     crate::timing::stamp("no_new_privs");
     if let Some(ll) = &plan.landlock {
         rep.landlock_rules = landlock(ll)?;
-        rep.landlock = "fully_enforced".into();
+        rep.landlock = crate::run::report::LANDLOCK_ENFORCED.into();
         crate::timing::stamp("landlock");
     }
     if plan.drop_capabilities {

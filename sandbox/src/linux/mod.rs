@@ -1,6 +1,21 @@
-//! Linux glue: the only code that makes confinement syscalls. It applies a plan and decides
-//! nothing (see [`crate::plan`]).
+//! The Linux backend: the artefacts a [`crate::plan::Plan`] compiles to on Linux — Landlock
+//! rules ([`landlock`]), the seccomp table and its BPF program per architecture ([`seccomp`]),
+//! namespaces and mounts ([`mounts`]) — and the thin code that applies them. The artefact
+//! planners are pure data and compile on every Unix; the glue (the helper, `apply`, the
+//! namespace set-up, the supervisor, the protected paths' staging and review) is Linux only and
+//! decides nothing.
 
+pub mod landlock;
+pub mod mounts;
+pub mod seccomp;
+
+#[cfg(target_os = "linux")]
 pub mod apply;
+#[cfg(target_os = "linux")]
+pub mod helper;
+#[cfg(target_os = "linux")]
 pub mod namespaces;
+#[cfg(target_os = "linux")]
+pub mod protect;
+#[cfg(target_os = "linux")]
 pub mod supervise;

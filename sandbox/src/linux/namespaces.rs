@@ -6,10 +6,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::plan::namespaces::{MaskKind, NamespacePlan};
-
-/// Prefix of errors from creating the user namespace: the runner falls back to Standard on them.
-pub const USERNS_ERROR_PREFIX: &str = "userns:";
+use crate::linux::mounts::{MaskKind, NamespacePlan};
+use crate::run::report::{Report, SetupWarning};
 
 fn c(p: &Path) -> Result<CString, String> {
     CString::new(p.as_os_str().as_bytes()).map_err(|e| format!("{}: {e}", p.display()))
@@ -38,12 +36,13 @@ pub fn record_host_pid_max() {
 /// Supervisor: unshare user + PID namespaces and map the caller's uid/gid to themselves.
 ///
 /// # Errors
-/// A message starting with [`USERNS_ERROR_PREFIX`] when user namespaces are unavailable.
+/// A message when user namespaces are unavailable (the caller reports it as
+/// [`crate::run::report::SetupStep::UserNamespace`]).
 pub fn enter_user_and_pid_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     record_host_pid_max();
     // SAFETY: unshare with constant flags.
     if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) } != 0 {
-        return Err(format!("{USERNS_ERROR_PREFIX} {}", last_err("unshare(CLONE_NEWUSER|CLONE_NEWPID)")));
+        return Err(last_err("unshare(CLONE_NEWUSER|CLONE_NEWPID)"));
     }
     write_id_maps(ns)
 }
@@ -52,15 +51,15 @@ pub fn enter_user_and_pid_namespaces(ns: &NamespacePlan) -> Result<(), String> {
 /// first member of (`setgroups` denied first, as unprivileged mapping requires).
 ///
 /// # Errors
-/// A message starting with [`USERNS_ERROR_PREFIX`].
+/// A message (the caller reports it as a user-namespace failure).
 pub fn write_id_maps(ns: &NamespacePlan) -> Result<(), String> {
     match std::fs::write("/proc/self/setgroups", "deny") {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("{USERNS_ERROR_PREFIX} write /proc/self/setgroups: {e}")),
+        Err(e) => return Err(format!("write /proc/self/setgroups: {e}")),
     }
-    write_file("/proc/self/uid_map", &format!("{0} {0} 1\n", ns.uid)).map_err(|e| format!("{USERNS_ERROR_PREFIX} {e}"))?;
-    write_file("/proc/self/gid_map", &format!("{0} {0} 1\n", ns.gid)).map_err(|e| format!("{USERNS_ERROR_PREFIX} {e}"))?;
+    write_file("/proc/self/uid_map", &format!("{0} {0} 1\n", ns.uid))?;
+    write_file("/proc/self/gid_map", &format!("{0} {0} 1\n", ns.gid))?;
     Ok(())
 }
 
@@ -264,13 +263,6 @@ pub fn staging_of(staging: &Path, i: usize) -> (PathBuf, PathBuf, PathBuf) {
     (d.join("upper"), d.join("work"), d.join("file"))
 }
 
-/// Reports a degradation found while setting up (a `W` line on the report pipe).
-fn warn(msg: &str) {
-    let line = format!("W{}\n", msg.replace('\n', " "));
-    // SAFETY: writing a local buffer to the report pipe (fd 3), which init holds while it sets up.
-    unsafe { libc::write(crate::linux::apply::REPORT_FD, line.as_ptr().cast(), line.len()) };
-}
-
 /// Makes each protected path private for the run: a directory gets an overlay whose lower layer
 /// is the real directory and whose upper layer is its staging directory (so writes, creations,
 /// deletions and renames inside stay there); a file gets its staged copy bound over it. Either
@@ -304,7 +296,10 @@ fn protect(ns: &NamespacePlan) -> Result<Vec<(PathBuf, bool)>, String> {
                     Err(e) => {
                         bind(&p.path, &p.path, libc::MS_BIND)?;
                         set_readonly(&p.path)?;
-                        warn(&format!("protected-ro {i} {} is read-only for this run: no private copy ({e})", p.path.display()));
+                        crate::linux::helper::report(&Report::Warning(SetupWarning::ProtectedReadOnly {
+                            index: i,
+                            message: format!("{} is read-only for this run: no private copy ({e})", p.path.display()),
+                        }));
                         out.push((p.path.clone(), false));
                     }
                 }
@@ -312,7 +307,10 @@ fn protect(ns: &NamespacePlan) -> Result<Vec<(PathBuf, bool)>, String> {
             (_, None) => {
                 bind(&p.path, &p.path, libc::MS_BIND)?;
                 set_readonly(&p.path)?;
-                warn(&format!("protected-ro {i} {} is read-only for this run: no staging directory", p.path.display()));
+                crate::linux::helper::report(&Report::Warning(SetupWarning::ProtectedReadOnly {
+                    index: i,
+                    message: format!("{} is read-only for this run: no staging directory", p.path.display()),
+                }));
                 out.push((p.path.clone(), false));
             }
         }
@@ -339,7 +337,7 @@ fn config_overlays(ns: &NamespacePlan) -> Result<(), String> {
 /// opened before it is covered, with their submounts and their read-only or writable state),
 /// the symlinks on the way to them and empty mount points for scrubbed configs outside them;
 /// then makes the tmpfs itself read-only.
-fn private_home(h: &crate::plan::namespaces::HomeView, overlays: &[crate::plan::namespaces::ConfigOverlay]) -> Result<(), String> {
+fn private_home(h: &crate::linux::mounts::HomeView, overlays: &[crate::linux::mounts::ConfigOverlay]) -> Result<(), String> {
     let held = h.keep.iter().map(|p| Held::open(p)).collect::<Result<Vec<_>, _>>()?;
     mount(Some("tmpfs"), &h.home, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=0755,size=1m,nr_inodes=16384"))?;
     for k in &held {

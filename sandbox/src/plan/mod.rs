@@ -4,12 +4,9 @@
 
 pub mod configs;
 pub mod env;
-pub mod protected;
 pub mod gitconfig;
-pub mod landlock;
-pub mod namespaces;
+pub mod protected;
 pub mod resolve;
-pub mod seccomp;
 pub mod system_secrets;
 
 use std::collections::HashSet;
@@ -20,10 +17,10 @@ use serde::{Deserialize, Serialize};
 use crate::detect::Capabilities;
 use crate::error::SandboxError;
 use crate::policy::{LevelSetting, SandboxLevel, SandboxMode, SandboxPolicy};
+use crate::linux::landlock::{self, Grant, PathRule, SkippedPath};
+use crate::linux::mounts::{self as namespaces, NamespacePlan};
+use crate::linux::seccomp::{self, PackedInsn, SeccompRuleSpec};
 use env::EnvPlan;
-use landlock::{Grant, PathRule, SkippedPath};
-use namespaces::NamespacePlan;
-use seccomp::{PackedInsn, SeccompRuleSpec};
 
 /// Whether a protection holds.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,11 +34,165 @@ pub enum ProtectionState {
     Off,
 }
 
+/// The protections a plan reports on, by stable id (`status`, `explain`, run results, the
+/// escape corpus and the kernel matrix's expectations all use these names).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProtectionId {
+    /// `fs-write-outside`.
+    FsWriteOutside,
+    /// `fs-read-credentials`.
+    FsReadCredentials,
+    /// `fs-read-system-secrets`.
+    FsReadSystemSecrets,
+    /// `config-credentials`.
+    ConfigCredentials,
+    /// `fs-truncate-outside`.
+    FsTruncateOutside,
+    /// `fs-link-rename-out`.
+    FsLinkRenameOut,
+    /// `fs-device-ioctl`.
+    FsDeviceIoctl,
+    /// `fs-read-outside`.
+    FsReadOutside,
+    /// `fs-metadata-outside`.
+    FsMetadataOutside,
+    /// `fs-stat-secrets`.
+    FsStatSecrets,
+    /// `home-private`.
+    HomePrivate,
+    /// `workspace-persistence`.
+    WorkspacePersistence,
+    /// `tmp-private`.
+    TmpPrivate,
+    /// `network`.
+    Network,
+    /// `unix-sockets-outside`.
+    UnixSocketsOutside,
+    /// `abstract-sockets-outside`.
+    AbstractSocketsOutside,
+    /// `signals-outside`.
+    SignalsOutside,
+    /// `ptrace`.
+    Ptrace,
+    /// `syscall-abi`.
+    SyscallAbi,
+    /// `io-uring`.
+    IoUring,
+    /// `tty-injection`.
+    TtyInjection,
+    /// `other-terminals`.
+    OtherTerminals,
+    /// `keyring`.
+    Keyring,
+    /// `sysv-ipc`.
+    SysvIpc,
+    /// `namespaces-mount`.
+    NamespacesMount,
+    /// `kernel-surface`.
+    KernelSurface,
+    /// `pid-isolation`.
+    PidIsolation,
+    /// `inherited-fds`.
+    InheritedFds,
+    /// `env-secrets`.
+    EnvSecrets,
+    /// `capabilities`.
+    Capabilities,
+    /// `process-count`.
+    ProcessCount,
+    /// `memory`.
+    Memory,
+    /// `file-size`.
+    FileSize,
+    /// `open-files`.
+    OpenFiles,
+    /// `core-dumps`.
+    CoreDumps,
+    /// `timeout-kill-tree`.
+    TimeoutKillTree,
+    /// `output-cap`.
+    OutputCap,
+}
+
+impl ProtectionId {
+    /// Every id, in table order.
+    pub const ALL: &'static [ProtectionId] = &[ProtectionId::FsWriteOutside, ProtectionId::FsReadCredentials, ProtectionId::FsReadSystemSecrets, ProtectionId::ConfigCredentials, ProtectionId::FsTruncateOutside, ProtectionId::FsLinkRenameOut, ProtectionId::FsDeviceIoctl, ProtectionId::FsReadOutside, ProtectionId::FsMetadataOutside, ProtectionId::FsStatSecrets, ProtectionId::HomePrivate, ProtectionId::WorkspacePersistence, ProtectionId::TmpPrivate, ProtectionId::Network, ProtectionId::UnixSocketsOutside, ProtectionId::AbstractSocketsOutside, ProtectionId::SignalsOutside, ProtectionId::Ptrace, ProtectionId::SyscallAbi, ProtectionId::IoUring, ProtectionId::TtyInjection, ProtectionId::OtherTerminals, ProtectionId::Keyring, ProtectionId::SysvIpc, ProtectionId::NamespacesMount, ProtectionId::KernelSurface, ProtectionId::PidIsolation, ProtectionId::InheritedFds, ProtectionId::EnvSecrets, ProtectionId::Capabilities, ProtectionId::ProcessCount, ProtectionId::Memory, ProtectionId::FileSize, ProtectionId::OpenFiles, ProtectionId::CoreDumps, ProtectionId::TimeoutKillTree, ProtectionId::OutputCap];
+
+    /// The stable name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtectionId::FsWriteOutside => "fs-write-outside",
+            ProtectionId::FsReadCredentials => "fs-read-credentials",
+            ProtectionId::FsReadSystemSecrets => "fs-read-system-secrets",
+            ProtectionId::ConfigCredentials => "config-credentials",
+            ProtectionId::FsTruncateOutside => "fs-truncate-outside",
+            ProtectionId::FsLinkRenameOut => "fs-link-rename-out",
+            ProtectionId::FsDeviceIoctl => "fs-device-ioctl",
+            ProtectionId::FsReadOutside => "fs-read-outside",
+            ProtectionId::FsMetadataOutside => "fs-metadata-outside",
+            ProtectionId::FsStatSecrets => "fs-stat-secrets",
+            ProtectionId::HomePrivate => "home-private",
+            ProtectionId::WorkspacePersistence => "workspace-persistence",
+            ProtectionId::TmpPrivate => "tmp-private",
+            ProtectionId::Network => "network",
+            ProtectionId::UnixSocketsOutside => "unix-sockets-outside",
+            ProtectionId::AbstractSocketsOutside => "abstract-sockets-outside",
+            ProtectionId::SignalsOutside => "signals-outside",
+            ProtectionId::Ptrace => "ptrace",
+            ProtectionId::SyscallAbi => "syscall-abi",
+            ProtectionId::IoUring => "io-uring",
+            ProtectionId::TtyInjection => "tty-injection",
+            ProtectionId::OtherTerminals => "other-terminals",
+            ProtectionId::Keyring => "keyring",
+            ProtectionId::SysvIpc => "sysv-ipc",
+            ProtectionId::NamespacesMount => "namespaces-mount",
+            ProtectionId::KernelSurface => "kernel-surface",
+            ProtectionId::PidIsolation => "pid-isolation",
+            ProtectionId::InheritedFds => "inherited-fds",
+            ProtectionId::EnvSecrets => "env-secrets",
+            ProtectionId::Capabilities => "capabilities",
+            ProtectionId::ProcessCount => "process-count",
+            ProtectionId::Memory => "memory",
+            ProtectionId::FileSize => "file-size",
+            ProtectionId::OpenFiles => "open-files",
+            ProtectionId::CoreDumps => "core-dumps",
+            ProtectionId::TimeoutKillTree => "timeout-kill-tree",
+            ProtectionId::OutputCap => "output-cap",
+        }
+    }
+
+    /// The id of a name.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<ProtectionId> {
+        Self::ALL.iter().copied().find(|p| p.as_str() == name)
+    }
+}
+
+impl PartialEq<&str> for ProtectionId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<str> for ProtectionId {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl std::fmt::Display for ProtectionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One line of the protection table (`status`, `explain`, run results).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Protection {
     /// Stable identifier, e.g. `fs-write-outside`.
-    pub id: String,
+    pub id: ProtectionId,
     /// State.
     pub state: ProtectionState,
     /// What enforces it.
@@ -551,7 +702,7 @@ fn landlock_plan(
         .writable_paths
         .iter()
         .cloned()
-        .partition(|p| crate::config::SCRATCH_WRITE_DIRS.iter().any(|s| Path::new(s) == p));
+        .partition(|p| crate::defaults::SCRATCH_WRITE_DIRS.iter().any(|s| Path::new(s) == p));
     push(&scratch_dirs, read_write(handled_abi), "scratch (read-write, shared with the host)", false);
     push(&user_write, read_write(handled_abi), "allow_paths.write (read-write)", true);
     let ws_access = if policy.mode == SandboxMode::ReadOnly { read_exec(handled_abi) } else { read_write(handled_abi) };
@@ -573,8 +724,8 @@ fn landlock_plan(
 /// The read grants the policy adds by default (system directories, `$HOME` toolchains): a
 /// missing one is skipped rather than an error.
 fn default_read_paths(home: Option<&Path>) -> HashSet<PathBuf> {
-    let system = crate::config::SYSTEM_READ_DIRS.iter().map(PathBuf::from);
-    let toolchains = home.into_iter().flat_map(|h| crate::config::HOME_TOOLCHAINS.iter().map(move |t| h.join(t)));
+    let system = crate::defaults::SYSTEM_READ_DIRS.iter().map(PathBuf::from);
+    let toolchains = home.into_iter().flat_map(|h| crate::defaults::HOME_TOOLCHAINS.iter().map(move |t| h.join(t)));
     system.chain(toolchains).collect()
 }
 
@@ -583,8 +734,8 @@ fn is_default_read(p: &Path, defaults: &HashSet<PathBuf>) -> bool {
     defaults.contains(p)
 }
 
-fn prot(id: &str, state: ProtectionState, mechanism: &str, detail: impl Into<String>) -> Protection {
-    Protection { id: id.into(), state, mechanism: mechanism.into(), detail: detail.into() }
+fn prot(id: ProtectionId, state: ProtectionState, mechanism: &str, detail: impl Into<String>) -> Protection {
+    Protection { id, state, mechanism: mechanism.into(), detail: detail.into() }
 }
 
 /// The protection table for a plan.
@@ -594,199 +745,200 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     let mut v = Vec::new();
     if plan.level == SandboxLevel::None {
         let why = if plan.mode == SandboxMode::FullAccess { "full-access mode: no confinement" } else { "level none: no kernel confinement" };
-        for id in ["fs-write-outside", "fs-read-credentials", "fs-read-system-secrets", "config-credentials", "network", "signals-outside", "ptrace", "syscall-filter", "env-secrets", "inherited-fds", "process-count"] {
+        use ProtectionId as P;
+        for id in [P::FsWriteOutside, P::FsReadCredentials, P::FsReadSystemSecrets, P::ConfigCredentials, P::Network, P::SignalsOutside, P::Ptrace, P::SyscallAbi, P::EnvSecrets, P::InheritedFds, P::ProcessCount] {
             v.push(prot(id, Off, "none", why));
         }
-        v.push(prot("timeout-kill-tree", Enforced, "supervisor (subreaper)", "every descendant is killed at the timeout and when the command exits"));
-        v.push(prot("output-cap", Enforced, "runner", format!("{} bytes per stream, head kept", plan.max_output_bytes)));
+        v.push(prot(ProtectionId::TimeoutKillTree, Enforced, "supervisor (subreaper)", "every descendant is killed at the timeout and when the command exits"));
+        v.push(prot(ProtectionId::OutputCap, Enforced, "runner", format!("{} bytes per stream, head kept", plan.max_output_bytes)));
         return v;
     }
     let abi = plan.landlock.as_ref().map_or(0, |l| l.handled_abi);
     let ll = plan.landlock.is_some();
     let ns = plan.namespaces.as_ref();
     let truncate_guard = plan.seccomp.as_ref().is_some_and(|s| s.rules.iter().any(|r| r.syscall == "truncate"));
-    let fs_off = |id: &str, what: &str| prot(id, Off, "none", format!("{what}: no Landlock at level {}", plan.level));
+    let fs_off = |id: ProtectionId, what: &str| prot(id, Off, "none", format!("{what}: no Landlock at level {}", plan.level));
     if ll {
-        v.push(prot("fs-write-outside", Enforced, "landlock", "writes only in the workspace and granted paths"));
-        v.push(prot("fs-read-credentials", Enforced, "landlock", "credential paths get no rule (siblings granted instead, snapshot at launch)"));
+        v.push(prot(ProtectionId::FsWriteOutside, Enforced, "landlock", "writes only in the workspace and granted paths"));
+        v.push(prot(ProtectionId::FsReadCredentials, Enforced, "landlock", "credential paths get no rule (siblings granted instead, snapshot at launch)"));
         v.push(if abi >= 3 {
-            prot("fs-truncate-outside", Enforced, "landlock (ABI 3 truncate)", "truncate(2) needs the truncate right")
+            prot(ProtectionId::FsTruncateOutside, Enforced, "landlock (ABI 3 truncate)", "truncate(2) needs the truncate right")
         } else if ns.is_some() {
-            prot("fs-truncate-outside", Enforced, "read-only mounts",
+            prot(ProtectionId::FsTruncateOutside, Enforced, "read-only mounts",
                 format!("everything outside the workspace and writable paths is mounted read-only (Landlock ABI {abi} < 3 does not control truncation)"))
         } else if truncate_guard {
-            prot("fs-truncate-outside", Enforced, "seccomp (truncate guard)",
+            prot(ProtectionId::FsTruncateOutside, Enforced, "seccomp (truncate guard)",
                 format!("Landlock ABI {abi} < 3 does not control truncation: truncate(2) fails everywhere (ftruncate on a file opened for writing works) and open(O_RDONLY|O_TRUNC) fails"))
         } else {
-            prot("fs-truncate-outside", Degraded, "landlock", format!("Landlock ABI {abi} < 3 does not control truncate(2) on readable files"))
+            prot(ProtectionId::FsTruncateOutside, Degraded, "landlock", format!("Landlock ABI {abi} < 3 does not control truncate(2) on readable files"))
         });
-        v.push(prot("fs-link-rename-out", Enforced, if abi >= 2 { "landlock (ABI 2 refer)" } else { "landlock (ABI 1 forbids reparenting)" },
+        v.push(prot(ProtectionId::FsLinkRenameOut, Enforced, if abi >= 2 { "landlock (ABI 2 refer)" } else { "landlock (ABI 1 forbids reparenting)" },
             "files cannot be linked or renamed out of the workspace"));
         if abi >= 5 {
-            v.push(prot("fs-device-ioctl", Enforced, "landlock (ABI 5 ioctl_dev)", "ioctl only on granted device nodes"));
+            v.push(prot(ProtectionId::FsDeviceIoctl, Enforced, "landlock (ABI 5 ioctl_dev)", "ioctl only on granted device nodes"));
         } else if !ns.is_some_and(|n| n.private_dev) {
-            v.push(prot("fs-device-ioctl", Degraded, "landlock", format!("Landlock ABI {abi} < 5 does not control device ioctls")));
+            v.push(prot(ProtectionId::FsDeviceIoctl, Degraded, "landlock", format!("Landlock ABI {abi} < 5 does not control device ioctls")));
         }
     } else if let Some(n) = ns {
-        v.push(prot("fs-write-outside", Enforced, "read-only mounts",
+        v.push(prot(ProtectionId::FsWriteOutside, Enforced, "read-only mounts",
             "everything outside the workspace, the private /tmp and writable paths is mounted read-only; /dev is private"));
-        v.push(prot("fs-read-credentials", Enforced, "mount masks",
+        v.push(prot(ProtectionId::FsReadCredentials, Enforced, "mount masks",
             format!("{} existing credential paths are masked (empty read-only tmpfs or /dev/null); without Landlock, ones created during the run are readable", n.masks.len())));
-        v.push(prot("fs-truncate-outside", Enforced, "read-only mounts", "everything outside the workspace and writable paths is mounted read-only"));
-        v.push(prot("fs-link-rename-out", Enforced, "read-only mounts", "links and renames out of the workspace cross into read-only mounts and fail"));
+        v.push(prot(ProtectionId::FsTruncateOutside, Enforced, "read-only mounts", "everything outside the workspace and writable paths is mounted read-only"));
+        v.push(prot(ProtectionId::FsLinkRenameOut, Enforced, "read-only mounts", "links and renames out of the workspace cross into read-only mounts and fail"));
     } else {
-        v.push(fs_off("fs-write-outside", "writes outside the workspace are not confined"));
-        v.push(fs_off("fs-read-credentials", "credentials are readable"));
+        v.push(fs_off(ProtectionId::FsWriteOutside, "writes outside the workspace are not confined"));
+        v.push(fs_off(ProtectionId::FsReadCredentials, "credentials are readable"));
     }
     let scrubbed: Vec<String> = plan.configs.iter().filter(|(_, r)| !r.is_empty()).map(|(p, r)| format!("{} ({})", p.display(), r.join(", "))).collect();
     v.push(match (scrubbed.is_empty(), ns.is_some(), ll) {
-        (true, _, _) => prot("config-credentials", Enforced, "scrubbed copies", format!("{} toolchain config files, none with credentials", plan.configs.len())),
-        (false, true, _) => prot("config-credentials", Enforced, "scrubbed copies bound over the originals", format!("credentials removed from {}", scrubbed.join("; "))),
-        (false, false, true) => prot("config-credentials", Enforced, "originals denied (landlock), tools pointed at scrubbed copies",
+        (true, _, _) => prot(ProtectionId::ConfigCredentials, Enforced, "scrubbed copies", format!("{} toolchain config files, none with credentials", plan.configs.len())),
+        (false, true, _) => prot(ProtectionId::ConfigCredentials, Enforced, "scrubbed copies bound over the originals", format!("credentials removed from {}", scrubbed.join("; "))),
+        (false, false, true) => prot(ProtectionId::ConfigCredentials, Enforced, "originals denied (landlock), tools pointed at scrubbed copies",
             format!("credentials removed from {} (cargo has no variable for its config file: it runs without it)", scrubbed.join("; "))),
-        (false, false, false) => prot("config-credentials", Off, "none", format!("without Landlock or namespaces these stay readable: {}", scrubbed.join("; "))),
+        (false, false, false) => prot(ProtectionId::ConfigCredentials, Off, "none", format!("without Landlock or namespaces these stay readable: {}", scrubbed.join("; "))),
     });
     let n_secrets = plan.system_secrets.len();
     let who = if caps.is_root { "root-only files under /etc (shadow, host keys, …)" } else { "group-readable secrets under /etc" };
     v.push(match (ns.is_some(), ll) {
-        (true, _) => prot("fs-read-system-secrets", Enforced, "mount masks", format!("{n_secrets} {who} are masked")),
-        (false, true) => prot("fs-read-system-secrets", Enforced, "landlock (denied, siblings granted)", format!("{n_secrets} {who} are denied")),
-        (false, false) if n_secrets == 0 && !caps.is_root => prot("fs-read-system-secrets", Enforced, "file permissions", "no secret under /etc is readable by this user"),
-        (false, false) => prot("fs-read-system-secrets", Off, "none", format!("without Landlock or namespaces, {n_secrets} {who} stay readable")),
+        (true, _) => prot(ProtectionId::FsReadSystemSecrets, Enforced, "mount masks", format!("{n_secrets} {who} are masked")),
+        (false, true) => prot(ProtectionId::FsReadSystemSecrets, Enforced, "landlock (denied, siblings granted)", format!("{n_secrets} {who} are denied")),
+        (false, false) if n_secrets == 0 && !caps.is_root => prot(ProtectionId::FsReadSystemSecrets, Enforced, "file permissions", "no secret under /etc is readable by this user"),
+        (false, false) => prot(ProtectionId::FsReadSystemSecrets, Off, "none", format!("without Landlock or namespaces, {n_secrets} {who} stay readable")),
     });
     v.push(if ll {
-        prot("fs-read-outside", Enforced, "landlock", "reads only in the workspace, system and toolchain dirs, scratch and granted paths")
+        prot(ProtectionId::FsReadOutside, Enforced, "landlock", "reads only in the workspace, system and toolchain dirs, scratch and granted paths")
     } else {
-        prot("fs-read-outside", Degraded, "none", "no Landlock: files outside the workspace (other than masked credentials) are readable")
+        prot(ProtectionId::FsReadOutside, Degraded, "none", "no Landlock: files outside the workspace (other than masked credentials) are readable")
     });
     if !ll || abi < 5 {
         if let Some(n) = ns.filter(|n| n.private_dev) {
-            v.push(prot("fs-device-ioctl", Enforced, "private /dev",
+            v.push(prot(ProtectionId::FsDeviceIoctl, Enforced, "private /dev",
                 format!("only {} and a private devpts exist in /dev", n.dev_nodes.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))));
         }
     }
     v.push(match ns {
-        Some(_) => prot("fs-metadata-outside", Enforced, "read-only mounts",
+        Some(_) => prot(ProtectionId::FsMetadataOutside, Enforced, "read-only mounts",
             "everything outside the workspace, the private /tmp and writable paths is mounted read-only: chmod, chown, utimensat and xattrs fail with EROFS"),
-        None => prot("fs-metadata-outside", Degraded, if ll { "landlock (partial)" } else { "none" },
+        None => prot(ProtectionId::FsMetadataOutside, Degraded, if ll { "landlock (partial)" } else { "none" },
             "Landlock does not control chmod, chown, utimensat or xattrs outside the workspace; Full level's read-only mounts do"),
     });
     v.push(match ns {
-        Some(n) => prot("fs-stat-secrets", Enforced, "mount masks",
+        Some(n) => prot(ProtectionId::FsStatSecrets, Enforced, "mount masks",
             format!("{} existing credential paths are masked (empty read-only tmpfs or /dev/null); paths created after launch are covered by Landlock only", n.masks.len())),
-        None => prot("fs-stat-secrets", Degraded, "none", "stat() of credential files still works (existence and size leak); Full level hides them"),
+        None => prot(ProtectionId::FsStatSecrets, Degraded, "none", "stat() of credential files still works (existence and size leak); Full level hides them"),
     });
     v.push(match ns.and_then(|n| n.home_view.as_ref()) {
-        Some(h) => prot("home-private", Enforced, "mount namespace (empty read-only tmpfs over $HOME)",
+        Some(h) => prot(ProtectionId::HomePrivate, Enforced, "mount namespace (empty read-only tmpfs over $HOME)",
             format!("$HOME holds only the {} granted paths under it; watches and stat() on $HOME see nothing else", h.keep.len())),
-        None if ns.is_some() => prot("home-private", Enforced, "mount namespace", "$HOME is not separate from the granted paths (no $HOME, or the workspace contains it)"),
-        None => prot("home-private", Degraded, if ll { "landlock (partial)" } else { "none" },
+        None if ns.is_some() => prot(ProtectionId::HomePrivate, Enforced, "mount namespace", "$HOME is not separate from the granted paths (no $HOME, or the workspace contains it)"),
+        None => prot(ProtectionId::HomePrivate, Degraded, if ll { "landlock (partial)" } else { "none" },
             "Landlock refuses to list or read $HOME but does not control inotify or stat(): a watch on $HOME sees the names of the files the user creates and opens; Full level gives a private $HOME"),
     });
     v.push(workspace_persistence(plan, caps));
     v.push(match ns {
-        Some(n) if n.tmpfs.iter().any(|t| t == Path::new("/tmp")) => prot("tmp-private", Enforced, "mount namespace (tmpfs)",
+        Some(n) if n.tmpfs.iter().any(|t| t == Path::new("/tmp")) => prot(ProtectionId::TmpPrivate, Enforced, "mount namespace (tmpfs)",
             format!("/tmp and /dev/shm are private tmpfs mounts{}, discarded after the run",
                 n.tmpfs_size_bytes.map(|b| format!(" of at most {} MiB and {} inodes each", b >> 20, n.tmpfs_inodes.unwrap_or(0))).unwrap_or_default())),
-        Some(n) if plan.mode == SandboxMode::WorkspaceWrite => prot("tmp-private", Degraded, "mount namespace",
+        Some(n) if plan.mode == SandboxMode::WorkspaceWrite => prot(ProtectionId::TmpPrivate, Degraded, "mount namespace",
             format!("a writable path lies under /tmp, so /tmp stays the host's (read-write); private: {}", n.tmpfs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
-        Some(_) => prot("tmp-private", Enforced, "read-only mounts", "/tmp and /dev/shm are read-only in read-only mode"),
-        None => prot("tmp-private", Degraded, "none", "/tmp and /dev/shm are shared with the host (read-write); Full level gives a private /tmp"),
+        Some(_) => prot(ProtectionId::TmpPrivate, Enforced, "read-only mounts", "/tmp and /dev/shm are read-only in read-only mode"),
+        None => prot(ProtectionId::TmpPrivate, Degraded, "none", "/tmp and /dev/shm are shared with the host (read-write); Full level gives a private /tmp"),
     });
     if ns.is_some() {
-        v.push(prot("network", Enforced, "private network namespace (only lo) + seccomp (socket families)",
+        v.push(prot(ProtectionId::Network, Enforced, "private network namespace (only lo) + seccomp (socket families)",
             "TCP and UDP work on the sandbox's own loopback (local servers and their clients); nothing reaches the host's network; no netlink, packet or raw sockets"));
-        v.push(prot("unix-sockets-outside", Enforced, "seccomp (no socket(AF_UNIX): socketpairs only)",
+        v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (no socket(AF_UNIX): socketpairs only)",
             "pathname sockets (docker.sock, D-Bus, systemd) are unreachable: the command cannot create a unix socket to connect with"));
     } else {
         let mut net_mech = "seccomp (socket family, connect/bind/listen/accept)".to_string();
         if abi >= 4 {
             net_mech.push_str(" + landlock TCP (ABI 4)");
         }
-        v.push(prot("network", Enforced, &net_mech, "no AF_INET/AF_INET6/netlink/packet sockets; no connect, bind, listen or accept on any socket"));
+        v.push(prot(ProtectionId::Network, Enforced, &net_mech, "no AF_INET/AF_INET6/netlink/packet sockets; no connect, bind, listen or accept on any socket"));
         let unix_mech = if abi >= 9 { "seccomp (connect) + landlock resolve_unix (ABI 9)" } else { "seccomp (connect)" };
-        v.push(prot("unix-sockets-outside", Enforced, unix_mech, "pathname sockets (docker.sock, D-Bus, systemd) are unreachable"));
+        v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, unix_mech, "pathname sockets (docker.sock, D-Bus, systemd) are unreachable"));
     }
     let mut abs_mech = if abi >= 6 { "seccomp (connect) + landlock scope (ABI 6)".to_string() } else { "seccomp (connect)".to_string() };
     if ns.is_some() {
         abs_mech.push_str(" + network namespace");
     }
-    v.push(prot("abstract-sockets-outside", Enforced, &abs_mech, "abstract unix sockets outside are unreachable"));
+    v.push(prot(ProtectionId::AbstractSocketsOutside, Enforced, &abs_mech, "abstract unix sockets outside are unreachable"));
     v.push(match (ns.is_some(), abi >= 6) {
-        (true, true) => prot("signals-outside", Enforced, "PID namespace + landlock scope (ABI 6)", "no process outside the sandbox is visible or signalable"),
-        (true, false) => prot("signals-outside", Enforced, "PID namespace", "no process outside the sandbox is visible or signalable"),
-        (false, true) => prot("signals-outside", Enforced, "landlock scope (ABI 6)", "no signals to processes outside the sandbox"),
-        (false, false) => prot("signals-outside", Degraded, "none", format!("Landlock ABI {abi} < 6 has no signal scoping: kill of same-uid processes outside works; only a PID namespace (Full level) stops it")),
+        (true, true) => prot(ProtectionId::SignalsOutside, Enforced, "PID namespace + landlock scope (ABI 6)", "no process outside the sandbox is visible or signalable"),
+        (true, false) => prot(ProtectionId::SignalsOutside, Enforced, "PID namespace", "no process outside the sandbox is visible or signalable"),
+        (false, true) => prot(ProtectionId::SignalsOutside, Enforced, "landlock scope (ABI 6)", "no signals to processes outside the sandbox"),
+        (false, false) => prot(ProtectionId::SignalsOutside, Degraded, "none", format!("Landlock ABI {abi} < 6 has no signal scoping: kill of same-uid processes outside works; only a PID namespace (Full level) stops it")),
     });
     v.push(if ll {
-        prot("ptrace", Enforced, "seccomp + landlock", "no ptrace, process_vm_readv/writev; /proc/<pid>/mem, environ and root of processes outside are refused")
+        prot(ProtectionId::Ptrace, Enforced, "seccomp + landlock", "no ptrace, process_vm_readv/writev; /proc/<pid>/mem, environ and root of processes outside are refused")
     } else if ns.is_some() {
-        prot("ptrace", Enforced, "seccomp + PID namespace", "no ptrace, process_vm_readv/writev; processes outside are not visible in the sandbox's /proc")
+        prot(ProtectionId::Ptrace, Enforced, "seccomp + PID namespace", "no ptrace, process_vm_readv/writev; processes outside are not visible in the sandbox's /proc")
     } else {
-        prot("ptrace", Degraded, "seccomp", "ptrace and process_vm_readv/writev fail, but without Landlock /proc/<pid>/mem, environ and root of same-uid processes outside stay accessible")
+        prot(ProtectionId::Ptrace, Degraded, "seccomp", "ptrace and process_vm_readv/writev fail, but without Landlock /proc/<pid>/mem, environ and root of same-uid processes outside stay accessible")
     });
-    v.push(prot("syscall-abi", Enforced, "seccomp (arch check, x32 deny)", "i386 int 0x80 kills the process; x32 syscalls fail"));
-    v.push(prot("io-uring", Enforced, "seccomp", "io_uring_setup/enter/register fail"));
-    v.push(prot("tty-injection", Enforced, "seccomp + setsid", "TIOCSTI and TIOCLINUX fail; the command has no controlling terminal"));
+    v.push(prot(ProtectionId::SyscallAbi, Enforced, "seccomp (arch check, x32 deny)", "i386 int 0x80 kills the process; x32 syscalls fail"));
+    v.push(prot(ProtectionId::IoUring, Enforced, "seccomp", "io_uring_setup/enter/register fail"));
+    v.push(prot(ProtectionId::TtyInjection, Enforced, "seccomp + setsid", "TIOCSTI and TIOCLINUX fail; the command has no controlling terminal"));
     v.push(match ns {
-        Some(n) if n.private_dev => prot("other-terminals", Enforced, "private devpts instance", "the user's own terminals under /dev/pts are not visible"),
-        _ => prot("other-terminals", Degraded, "none",
+        Some(n) if n.private_dev => prot(ProtectionId::OtherTerminals, Enforced, "private devpts instance", "the user's own terminals under /dev/pts are not visible"),
+        _ => prot(ProtectionId::OtherTerminals, Degraded, "none",
             "/dev/pts must stay usable for script and pty-based tools, so the user's other terminals (same uid) can be opened, read and written; Full level mounts a private devpts"),
     });
-    v.push(prot("keyring", Enforced, "seccomp", "keyctl/add_key/request_key fail"));
-    v.push(prot("sysv-ipc", Enforced, if ns.is_some() { "seccomp + IPC namespace" } else { "seccomp" }, "SysV shm/msg/sem calls fail"));
-    v.push(prot("namespaces-mount", Enforced, if ns.is_some() { "seccomp + max_user_namespaces = 0 inside" } else { "seccomp" },
+    v.push(prot(ProtectionId::Keyring, Enforced, "seccomp", "keyctl/add_key/request_key fail"));
+    v.push(prot(ProtectionId::SysvIpc, Enforced, if ns.is_some() { "seccomp + IPC namespace" } else { "seccomp" }, "SysV shm/msg/sem calls fail"));
+    v.push(prot(ProtectionId::NamespacesMount, Enforced, if ns.is_some() { "seccomp + max_user_namespaces = 0 inside" } else { "seccomp" },
         "unshare, setns, namespace clone flags, clone3 and the mount family fail"));
-    v.push(prot("kernel-surface", Enforced, "seccomp", "bpf, perf_event_open, userfaultfd, open_by_handle_at, kexec, modules fail"));
+    v.push(prot(ProtectionId::KernelSurface, Enforced, "seccomp", "bpf, perf_event_open, userfaultfd, open_by_handle_at, kexec, modules fail"));
     v.push(if ns.is_some() {
-        prot("pid-isolation", Enforced, "PID namespace + fresh /proc", "ps shows only the sandbox's processes")
+        prot(ProtectionId::PidIsolation, Enforced, "PID namespace + fresh /proc", "ps shows only the sandbox's processes")
     } else {
-        prot("pid-isolation", Degraded, "none", format!(
+        prot(ProtectionId::PidIsolation, Degraded, "none", format!(
             "no PID namespace at level {}: ps shows host processes, and /proc/<pid>/cmdline of every host process is readable (passwords and tokens passed in argv leak); Landlock cannot grant /proc per process, and Full level mounts a fresh /proc",
             plan.level))
     });
-    v.push(prot("inherited-fds", Enforced, "helper (close_range)", "every fd above 2 is closed before exec"));
-    v.push(prot("env-secrets", Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env.dropped.len())));
+    v.push(prot(ProtectionId::InheritedFds, Enforced, "helper (close_range)", "every fd above 2 is closed before exec"));
+    v.push(prot(ProtectionId::EnvSecrets, Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env.dropped.len())));
     v.push(if ns.is_some() {
-        prot("capabilities", Enforced, "user namespace + capset + bounding set + no_new_privs",
+        prot(ProtectionId::Capabilities, Enforced, "user namespace + capset + bounding set + no_new_privs",
             "no capability in the host's namespace; every capability dropped inside the sandbox's own")
     } else if plan.drop_capabilities {
-        prot("capabilities", Enforced, "capset + bounding set + no_new_privs", "running as root: every capability dropped")
+        prot(ProtectionId::Capabilities, Enforced, "capset + bounding set + no_new_privs", "running as root: every capability dropped")
     } else {
-        prot("capabilities", Enforced, "no_new_privs", "no capabilities held; setuid binaries cannot gain privileges")
+        prot(ProtectionId::Capabilities, Enforced, "no_new_privs", "no capabilities held; setuid binaries cannot gain privileges")
     });
     v.push(match &plan.process_limit {
-        ProcessLimit::Cgroup { max, version, .. } => prot("process-count", Enforced, &format!("cgroup {version} pids.max"), format!("at most {} processes", max - 2)),
-        ProcessLimit::Rlimit { max } if ns.is_some() => prot("process-count", Enforced, "RLIMIT_NPROC in a user namespace",
+        ProcessLimit::Cgroup { max, version, .. } => prot(ProtectionId::ProcessCount, Enforced, &format!("cgroup {version} pids.max"), format!("at most {} processes", max - 2)),
+        ProcessLimit::Rlimit { max } if ns.is_some() => prot(ProtectionId::ProcessCount, Enforced, "RLIMIT_NPROC in a user namespace",
             format!("at most {max} processes, counted inside the sandbox's own user namespace")),
-        ProcessLimit::Rlimit { max } => prot("process-count", Degraded, "RLIMIT_NPROC",
+        ProcessLimit::Rlimit { max } => prot(ProtectionId::ProcessCount, Degraded, "RLIMIT_NPROC",
             format!("RLIMIT_NPROC = {max} counts every process of uid {} system-wide (its current ones + the sandbox's)", caps.uid)),
-        ProcessLimit::Unbounded => prot("process-count", Degraded, "none", "running as root without a writable pids cgroup: RLIMIT_NPROC does not apply to root"),
+        ProcessLimit::Unbounded => prot(ProtectionId::ProcessCount, Degraded, "none", "running as root without a writable pids cgroup: RLIMIT_NPROC does not apply to root"),
     });
     v.push(match &plan.memory_limit {
-        MemoryLimit::Cgroup { max_bytes, version, .. } => prot("memory", Enforced, &format!("cgroup {version} memory limit"),
+        MemoryLimit::Cgroup { max_bytes, version, .. } => prot(ProtectionId::Memory, Enforced, &format!("cgroup {version} memory limit"),
             format!("at most {} MiB (the private /tmp's pages count too); the OOM killer acts inside the sandbox", max_bytes >> 20)),
-        MemoryLimit::Unbounded => prot("memory", Degraded, "none",
+        MemoryLimit::Unbounded => prot(ProtectionId::Memory, Degraded, "none",
             match plan.namespaces.as_ref().and_then(|n| n.tmpfs_size_bytes) {
                 Some(t) => format!("no writable memory cgroup: the command's own memory is bounded only by the host; the private /tmp and /dev/shm are bounded ({} MiB each)", t >> 20),
                 None => "no writable memory cgroup: the command's memory (and what it writes to /tmp and /dev/shm) is bounded only by the host".to_string(),
             }),
     });
-    v.push(prot("file-size", Enforced, "RLIMIT_FSIZE", "large writes fail with EFBIG"));
-    v.push(prot("open-files", Enforced, "RLIMIT_NOFILE", "bounded descriptors"));
-    v.push(prot("core-dumps", Enforced, "RLIMIT_CORE=0", "no core files"));
+    v.push(prot(ProtectionId::FileSize, Enforced, "RLIMIT_FSIZE", "large writes fail with EFBIG"));
+    v.push(prot(ProtectionId::OpenFiles, Enforced, "RLIMIT_NOFILE", "bounded descriptors"));
+    v.push(prot(ProtectionId::CoreDumps, Enforced, "RLIMIT_CORE=0", "no core files"));
     let tree = if ns.is_some() {
-        prot("timeout-kill-tree", Enforced, "PID namespace (init) + supervisor",
+        prot(ProtectionId::TimeoutKillTree, Enforced, "PID namespace (init) + supervisor",
             "the command runs under its own init; killing it kills every process in the namespace")
     } else if matches!(plan.process_limit, ProcessLimit::Cgroup { .. }) || abi >= 6 {
-        prot("timeout-kill-tree", Enforced, "supervisor subreaper (+ cgroup when available)",
+        prot(ProtectionId::TimeoutKillTree, Enforced, "supervisor subreaper (+ cgroup when available)",
             "every descendant, including setsid'd and double-forked ones, is killed at the timeout and when the command exits")
     } else {
-        prot("timeout-kill-tree", Degraded, "supervisor subreaper",
+        prot(ProtectionId::TimeoutKillTree, Degraded, "supervisor subreaper",
             "without signal scoping or a cgroup, a sandboxed process can kill the supervisor and orphan its descendants")
     };
     v.push(tree);
-    v.push(prot("output-cap", Enforced, "runner", format!("{} bytes per stream, head kept", plan.max_output_bytes)));
+    v.push(prot(ProtectionId::OutputCap, Enforced, "runner", format!("{} bytes per stream, head kept", plan.max_output_bytes)));
     v
 }
 
@@ -794,7 +946,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
 fn workspace_persistence(plan: &Plan, _caps: &Capabilities) -> Protection {
     use ProtectionState::{Degraded, Enforced};
     if plan.mode != SandboxMode::WorkspaceWrite {
-        return prot("workspace-persistence", Enforced, if plan.namespaces.is_some() { "read-only mounts" } else { "landlock" }, "the workspace is read-only");
+        return prot(ProtectionId::WorkspacePersistence, Enforced, if plan.namespaces.is_some() { "read-only mounts" } else { "landlock" }, "the workspace is read-only");
     }
     let rel = |p: &Path| p.strip_prefix(&plan.workspace).unwrap_or(p).display().to_string();
     let private: Vec<String> = plan.protected.iter().filter(|p| p.private).map(|p| rel(&p.path)).collect();
@@ -818,9 +970,9 @@ fn workspace_persistence(plan: &Plan, _caps: &Capabilities) -> Protection {
     let present_in_place = plan.protected.iter().any(|p| !p.private && !p.absent);
     if !bad.is_empty() || present_in_place {
         let mech = if plan.namespaces.is_some() { "private copies + review after the run" } else { "review after the run" };
-        return prot("workspace-persistence", Degraded, mech, detail);
+        return prot(ProtectionId::WorkspacePersistence, Degraded, mech, detail);
     }
-    prot("workspace-persistence", Enforced, "private copies (overlay) + review after the run", detail)
+    prot(ProtectionId::WorkspacePersistence, Enforced, "private copies (overlay) + review after the run", detail)
 }
 
 /// `release` (`uname -r`) is at least `major.minor`.
@@ -1170,9 +1322,9 @@ mod tests {
 
     #[test]
     fn default_read_lookup_matches_the_linear_scan() {
-        let system: Vec<PathBuf> = crate::config::SYSTEM_READ_DIRS.iter().map(PathBuf::from).collect();
+        let system: Vec<PathBuf> = crate::defaults::SYSTEM_READ_DIRS.iter().map(PathBuf::from).collect();
         let linear = |p: &Path, home: Option<&Path>| {
-            system.iter().any(|s| s == p) || home.is_some_and(|h| crate::config::HOME_TOOLCHAINS.iter().any(|t| h.join(t) == p))
+            system.iter().any(|s| s == p) || home.is_some_and(|h| crate::defaults::HOME_TOOLCHAINS.iter().any(|t| h.join(t) == p))
         };
         let probes = [
             "/usr", "/usr/", "/usr/.", "//usr", "/usr/bin", "/nix/store", "/nix//store/", "/nix/./store", "/proc", "/etc/..",

@@ -346,17 +346,17 @@ pub(crate) mod tests {
         loop {
             match cur.file_name() {
                 Some(name) => tail.push(name.to_os_string()),
-                None => return crate::plan::landlock::normalize(p),
+                None => return crate::linux::landlock::normalize(p),
             }
             if !cur.pop() {
-                return crate::plan::landlock::normalize(p);
+                return crate::linux::landlock::normalize(p);
             }
             if let Ok(c) = std::fs::canonicalize(&cur) {
                 let mut out = c;
                 for t in tail.iter().rev() {
                     out.push(t);
                 }
-                return crate::plan::landlock::normalize(&out);
+                return crate::linux::landlock::normalize(&out);
             }
         }
     }

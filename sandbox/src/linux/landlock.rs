@@ -14,7 +14,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::resolve::{FileKind, PathResolver};
+use crate::plan::resolve::{FileKind, PathResolver};
 
 /// Landlock filesystem access bits (uapi `LANDLOCK_ACCESS_FS_*`).
 pub mod fs {
@@ -656,15 +656,15 @@ mod tests {
 
         // This machine: system directories, the real $HOME's toolchains and credentials.
         let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()).unwrap_or_else(|| h.clone());
-        let mut sys: Vec<Grant> = crate::config::SYSTEM_READ_DIRS
+        let mut sys: Vec<Grant> = crate::defaults::SYSTEM_READ_DIRS
             .iter()
-            .chain(crate::config::DEVICE_PATHS)
-            .chain(crate::config::SCRATCH_WRITE_DIRS)
+            .chain(crate::defaults::DEVICE_PATHS)
+            .chain(crate::defaults::SCRATCH_WRITE_DIRS)
             .map(|p| g(Path::new(p), false))
             .collect();
-        sys.extend(crate::config::HOME_TOOLCHAINS.iter().map(|t| g(&home.join(t), false)));
+        sys.extend(crate::defaults::HOME_TOOLCHAINS.iter().map(|t| g(&home.join(t), false)));
         sys.push(g(&home, false));
-        let creds: Vec<PathBuf> = crate::config::HOME_CREDENTIALS.iter().map(|c| home.join(c)).collect();
+        let creds: Vec<PathBuf> = crate::defaults::HOME_CREDENTIALS.iter().map(|c| home.join(c)).collect();
         assert_same(&sys, &creds, &[]);
         assert_same(&sys, &creds, &creds);
     }

@@ -16,11 +16,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::resolve::{FileKind, PathResolver};
+use crate::plan::resolve::{FileKind, PathResolver};
 use crate::policy::{SandboxMode, SandboxPolicy};
 
-/// Workspace paths bound read-only at Full level by default (relative to the workspace).
-pub const DEFAULT_PROTECTED_WORKSPACE_PATHS: &[&str] = &[".git", ".vscode", ".localgpt", ".idea"];
 
 /// How a denied path is hidden.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +73,7 @@ pub struct NamespacePlan {
     pub rw_binds: Vec<PathBuf>,
     /// Protected workspace paths made private for the run (see [`super::protected`]).
     #[serde(default)]
-    pub protected: Vec<super::protected::ProtectedPath>,
+    pub protected: Vec<crate::plan::protected::ProtectedPath>,
     /// The per-run staging directory of the private copies (upper layers), set by the runner:
     /// `<staging>/<i>/upper`, `<staging>/<i>/work`, `<staging>/<i>/file`.
     #[serde(default)]
@@ -137,7 +135,7 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
     let workspace = policy.workspace_path.as_path();
     let writable = &policy.writable_paths;
     let private_tmp: Vec<PathBuf> = if workspace_writable {
-        crate::config::SCRATCH_WRITE_DIRS.iter().map(PathBuf::from).collect()
+        crate::defaults::SCRATCH_WRITE_DIRS.iter().map(PathBuf::from).collect()
     } else {
         Vec::new()
     };
@@ -211,7 +209,7 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
         hostname: None,
         private_dev: Path::new("/dev").is_dir(),
         // One `stat` each: exists and is not a directory.
-        dev_nodes: crate::config::DEVICE_PATHS
+        dev_nodes: crate::defaults::DEVICE_PATHS
             .iter()
             .map(PathBuf::from)
             .filter(|p| p != Path::new("/dev/ptmx") && std::fs::metadata(p).is_ok_and(|m| !m.is_dir()))
@@ -222,7 +220,7 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
 /// The private `$HOME` for `policy`, or `None` when there is nothing to hide it from: no
 /// `$HOME`, `$HOME` is `/`, the workspace itself (or one above it), or a private tmpfs already
 /// covers it.
-fn home_view(canon: &mut impl FnMut(&Path) -> Option<super::resolve::Resolved>, policy: &SandboxPolicy, tmpfs: &[PathBuf]) -> Option<HomeView> {
+fn home_view(canon: &mut impl FnMut(&Path) -> Option<crate::plan::resolve::Resolved>, policy: &SandboxPolicy, tmpfs: &[PathBuf]) -> Option<HomeView> {
     let given = policy.home.as_deref()?;
     let home = canon(given).filter(|c| c.kind == FileKind::Dir)?.path;
     let ws = &policy.workspace_path;
@@ -340,7 +338,7 @@ mod tests {
         let workspace = policy.workspace_path.as_path();
         let writable = &policy.writable_paths;
         let private_tmp: Vec<PathBuf> = if workspace_writable {
-            crate::config::SCRATCH_WRITE_DIRS.iter().map(PathBuf::from).collect()
+            crate::defaults::SCRATCH_WRITE_DIRS.iter().map(PathBuf::from).collect()
         } else {
             Vec::new()
         };
@@ -416,7 +414,7 @@ mod tests {
             config_overlays: Vec::new(),
             hostname: None,
             private_dev: Path::new("/dev").is_dir(),
-            dev_nodes: crate::config::DEVICE_PATHS
+            dev_nodes: crate::defaults::DEVICE_PATHS
                 .iter()
                 .map(PathBuf::from)
                 .filter(|p| p != Path::new("/dev/ptmx") && p.exists() && !p.is_dir())

@@ -1,6 +1,6 @@
 //! The helper: the process that becomes the sandbox's *supervisor* and forks the command.
 //!
-//! It starts in one of two ways ([`crate::runner::HelperStart`]):
+//! It starts in one of two ways ([`crate::run::HelperStart`]):
 //! - **exec** (from a multithreaded host, where only this is safe): the runner `posix_spawn`s
 //!   its own binary with `argv[0] = "localgpt-sandbox"`; the [`HelperPlan`] arrives as JSON in
 //!   `$LOCALGPT_SANDBOX_PLAN` (removed at once, and kept out of `ps`), `argv[1..]` is the command,
@@ -28,16 +28,15 @@
 //! supervisor: PID 1 dies with the runner, and the kernel kills everything left in the namespace
 //! when PID 1 exits.
 //!
-//! Report lines on fd 3: `R<json AppliedReport>` after confinement, `E<message>` when setup
-//! failed (nothing was executed), `X<errno>` when exec failed, `S<wait status>` from a cloned
-//! PID 1 when the command ended.
+//! Reports on fd 3 are typed messages ([`crate::run::report::Report`]): what was applied, a
+//! setup failure and its step (nothing was executed), an `exec` failure, the wait status from a
+//! cloned PID 1, degradations.
 
 use std::ffi::{CString, OsString};
-use std::io::Write;
-use std::os::fd::FromRawFd;
 use std::os::unix::ffi::OsStrExt;
 
 use crate::linux::apply::{apply_confinement, REPORT_FD};
+use crate::run::report::{Report, SetupStep};
 use crate::linux::{namespaces, supervise};
 use crate::plan::HelperPlan;
 
@@ -47,15 +46,21 @@ pub const HELPER_ARGV0: &str = "localgpt-sandbox";
 /// The environment variable carrying the helper plan.
 pub const PLAN_ENV: &str = "LOCALGPT_SANDBOX_PLAN";
 
-fn report(line: &str) {
-    // SAFETY: fd 3 is the report pipe given by the runner; ManuallyDrop keeps it open.
-    let mut f = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(REPORT_FD) });
-    let _ = f.write_all(line.as_bytes());
+/// Writes one report message on fd 3 (one `write`, so lines never interleave).
+pub(crate) fn report(r: &Report) {
+    let line = r.encode();
+    // SAFETY: fd 3 is the report pipe given by the runner; writing a local buffer.
+    unsafe { libc::write(REPORT_FD, line.as_ptr().cast(), line.len()) };
 }
 
-/// Reports a setup error on fd 3 (`E<message>`: nothing was executed) and exits.
+/// Reports a setup error on fd 3 (nothing was executed) and exits.
 pub(crate) fn fail(msg: &str) -> ! {
-    report(&format!("E{}\n", msg.replace('\n', " ")));
+    fail_at(SetupStep::Other, msg)
+}
+
+/// Reports a setup error at `step` on fd 3 (nothing was executed) and exits.
+pub(crate) fn fail_at(step: SetupStep, msg: &str) -> ! {
+    report(&Report::SetupFailed { step, message: msg.to_string() });
     // SAFETY: terminate without running destructors.
     unsafe { libc::_exit(127) }
 }
@@ -86,7 +91,7 @@ pub fn helper_main() -> ! {
 /// The helper's work once it has its plan and the command's argv: supervisor set-up, the
 /// namespaces (Full), the fork of the command (through PID 1 at Full) and supervision. Runs in
 /// the re-executed helper ([`helper_main`]) or in a forked copy of a single-threaded runner
-/// ([`crate::runner::HelperStart::Auto`]); either way fds 0–3 are in place and the process is
+/// ([`crate::run::HelperStart::Auto`]); either way fds 0–3 are in place and the process is
 /// single-threaded. Never returns.
 pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
     // SAFETY: plain syscalls on our own process.
@@ -105,7 +110,7 @@ pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
     join_cgroup(plan);
     if let Some(ns) = &plan.namespaces {
         if let Err(e) = namespaces::enter_user_and_pid_namespaces(ns) {
-            fail(&e);
+            fail_at(SetupStep::UserNamespace, &e);
         }
         crate::timing::stamp("user_pid_ns");
     }
@@ -178,7 +183,7 @@ pub fn run_namespace_init(plan: &HelperPlan, argv: &[CString]) -> ! {
     }
     join_cgroup(plan);
     if let Err(e) = namespaces::write_id_maps(ns) {
-        fail(&e);
+        fail_at(SetupStep::UserNamespace, &e);
     }
     crate::timing::stamp("user_pid_ns");
     crate::timing::stamp("fork");
@@ -187,15 +192,13 @@ pub fn run_namespace_init(plan: &HelperPlan, argv: &[CString]) -> ! {
         crate::timing::forget();
         crate::timing::stamp("command_reaped");
         crate::timing::flush("supervisor");
-        let line = format!("S{st}\n");
-        // SAFETY: writing a local buffer to the report pipe.
-        unsafe { libc::write(REPORT_FD, line.as_ptr().cast(), line.len()) };
+        report(&Report::Status(st));
     })
 }
 
 /// PID 1's start, whichever way it was created: the mount, net, IPC and UTS namespaces and the
 /// mounts, then the fork of the command (which never returns here). Returns the command's pid.
-fn start_init(plan: &HelperPlan, ns: &crate::plan::namespaces::NamespacePlan, argv: &[CString]) -> i32 {
+fn start_init(plan: &HelperPlan, ns: &crate::linux::mounts::NamespacePlan, argv: &[CString]) -> i32 {
     if let Err(e) = namespaces::setup_init_namespaces(ns) {
         fail(&e);
     }
@@ -240,7 +243,7 @@ fn exec_confined(plan: &HelperPlan, argv: &[CString]) -> ! {
         Ok(a) => a,
         Err(e) => fail(&e),
     };
-    report(&format!("R{}\n", serde_json::to_string(&applied).unwrap_or_default()));
+    report(&Report::Applied(applied));
     crate::timing::stamp("exec");
     crate::timing::flush("command");
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
@@ -249,7 +252,7 @@ fn exec_confined(plan: &HelperPlan, argv: &[CString]) -> ! {
     // SAFETY: NUL-terminated argv of valid C strings.
     unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
     let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-    report(&format!("X{e}\n"));
+    report(&Report::ExecFailed(e));
     // SAFETY: exec failed; exit like a shell does.
     unsafe { libc::_exit(if e == libc::ENOENT { 127 } else { 126 }) }
 }

@@ -1,0 +1,376 @@
+//! The parent side (spec 7.1): spawn the helper, stream stdout/stderr with a cap, enforce the
+//! timeout, clean up (cgroup, scratch dir), and report what ran at which level.
+//!
+//! The parent is never restricted. The helper starts with default signal dispositions and exactly
+//! four fds: stdin, the stdout and stderr pipes, and the report pipe as fd 3 ([`HelperStart`]):
+//! a single-threaded parent forks it (cloned into new user and PID namespaces at Full level),
+//! and it runs with the plan's environment from then on; a multithreaded parent `posix_spawn`s
+//! `/proc/self/exe` with `argv[0] = localgpt-sandbox` and the scrubbed environment, so that no
+//! code runs in a forked copy of it.
+//!
+//! Rooms: [`output`] (sinks, caps, stdin relay), [`spawn`] (starting the helper), [`supervise`]
+//! (the poll loop, timeout, result), [`report`] (the helper's typed messages), [`cgroup`] and
+//! [`scratch`] (per-run resources); this module ties them together and holds the public API.
+
+pub mod cgroup;
+pub(crate) mod fds;
+pub mod output;
+pub mod report;
+pub mod scratch;
+pub mod spawn;
+pub mod supervise;
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::detect::Capabilities;
+use crate::error::SandboxError;
+use crate::plan::{make_plan, Plan, Protection, ProtectionState, RunContext};
+use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};
+use cgroup::RunCgroup;
+use fds::{close, cstr, pipe};
+pub use output::{CaptureSink, OutputSink, Stream};
+pub use report::AppliedReport;
+use scratch::{count_uid_tasks, Scratch};
+use spawn::{fork_helper, single_threaded, spawn_helper, HelperFds};
+use output::StdinRelay;
+use supervise::supervise_run;
+
+/// What the command's stdin is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StdinMode {
+    /// `/dev/null` (agents, and the CLI when its stdin is a terminal).
+    #[default]
+    Null,
+    /// A pipe that the runner fills with what it reads from this descriptor of the caller's
+    /// (the CLI's stdin when it is not a terminal): the command gets the bytes, never the
+    /// descriptor itself, so it cannot write to it, `ioctl` it or keep it after the run.
+    Relay(i32),
+    /// The caller's stdin itself (the CLI's explicit `--stdin inherit`: a terminal is handed
+    /// over read-write; the CLI restores its settings after the run).
+    Inherit,
+}
+
+/// How the runner starts the helper (see [`crate::linux::helper`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HelperStart {
+    /// `fork` when the calling process has a single thread (the CLI, a single-threaded host):
+    /// the forked copy runs the helper code directly, one `execve` (~0.7 ms on a small VM) less
+    /// per run; otherwise as [`HelperStart::Exec`]. The default.
+    #[default]
+    Auto,
+    /// Always `posix_spawn` the helper binary ([`RunOptions::helper_exe`]): no code of the
+    /// caller runs in a forked copy of it (what a multithreaded host gets under `Auto`).
+    Exec,
+}
+
+/// Options of a run that are not policy.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// stdin handling.
+    pub stdin: StdinMode,
+    /// The binary that dispatches `localgpt-sandbox` (default `/proc/self/exe`), when the
+    /// helper is exec'd.
+    pub helper_exe: Option<PathBuf>,
+    /// How the helper starts.
+    pub helper_start: HelperStart,
+    /// Set to true to stop the command (e.g. Ctrl-C in the CLI).
+    pub cancel: Option<&'static AtomicBool>,
+}
+
+/// How the command ended.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ExitKind {
+    /// Exited with a code.
+    Exited {
+        /// Exit code.
+        code: i32,
+    },
+    /// Killed by a signal.
+    Signaled {
+        /// Signal number.
+        signal: i32,
+    },
+}
+
+/// The outcome of a sandboxed run.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct RunResult {
+    /// The argv that ran (non-UTF-8 bytes shown as U+FFFD).
+    pub command: Vec<String>,
+    /// Workspace.
+    pub workspace: PathBuf,
+    /// Level it ran at.
+    pub level: SandboxLevel,
+    /// Mode.
+    pub mode: SandboxMode,
+    /// How the sandbox's process ended.
+    pub status: ExitKind,
+    /// Shell-style exit code: the command's code, 128+signal, 124 on timeout, 130 on cancel.
+    pub exit_code: i32,
+    /// The timeout fired.
+    pub timed_out: bool,
+    /// The run was cancelled.
+    pub cancelled: bool,
+    /// Wall time.
+    pub duration_ms: f64,
+    /// Captured stdout (only with a capturing sink; lossy UTF-8).
+    pub stdout: String,
+    /// Captured stderr.
+    pub stderr: String,
+    /// Total stdout bytes produced.
+    pub stdout_bytes: u64,
+    /// Total stderr bytes produced.
+    pub stderr_bytes: u64,
+    /// stdout exceeded the cap.
+    pub stdout_truncated: bool,
+    /// stderr exceeded the cap.
+    pub stderr_truncated: bool,
+    /// Protections in force.
+    pub protections: Vec<Protection>,
+    /// Warnings (degraded level, unconfined run).
+    pub warnings: Vec<String>,
+    /// What the helper reported it applied.
+    pub applied: Option<AppliedReport>,
+    /// What the command changed in the protected workspace paths, and what became of it
+    /// (Full level): applied, or kept as pending changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protected_review: Option<crate::linux::protect::ProtectedReview>,
+}
+
+pub(crate) static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `command` with `bash -c` under `policy`, capturing the output.
+///
+/// # Errors
+/// See [`run_argv`].
+pub fn run_sandboxed(command: &str, policy: &SandboxPolicy) -> Result<RunResult, SandboxError> {
+    let argv = vec!["bash".to_string(), "-c".to_string(), command.to_string()];
+    let mut sink = CaptureSink::default();
+    let mut r = run_argv(&argv, policy, &RunOptions::default(), &mut sink)?;
+    r.stdout = String::from_utf8_lossy(&sink.stdout).into_owned();
+    r.stderr = String::from_utf8_lossy(&sink.stderr).into_owned();
+    Ok(r)
+}
+
+/// A plan made for this machine, with its per-run scratch directory; run it once.
+pub struct PreparedRun {
+    /// The plan (print it, show a banner, then [`PreparedRun::run`]).
+    pub plan: Plan,
+    /// What was detected.
+    pub caps: Capabilities,
+    policy: SandboxPolicy,
+    _scratch: Option<Scratch>,
+}
+
+/// Detects capabilities, creates the per-run scratch directory and builds the plan.
+///
+/// # Errors
+/// [`SandboxError::Policy`] for an invalid policy, [`SandboxError::LevelUnavailable`] /
+/// [`SandboxError::Plan`] when the plan cannot be made; nothing runs in either case.
+pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
+    policy.validate()?;
+    let caps = crate::detect::detect_quick();
+    crate::timing::stamp("detected");
+    // The per-run scratch dir holds the redirected caches; with a private /tmp (namespaces) they
+    // go there instead, so the dir would only cost a mkdtemp and an rmdir.
+    // At level none the caller's environment passes unchanged, so no dir either.
+    let confined_without_namespaces = crate::plan::choose_level(policy, &caps)
+        .is_ok_and(|l| l > SandboxLevel::None && !crate::plan::uses_namespaces(policy, &caps, l));
+    let scratch = if policy.mode == SandboxMode::WorkspaceWrite && policy.environment.redirect_caches && confined_without_namespaces {
+        Some(Scratch::create()?)
+    } else {
+        None
+    };
+    crate::timing::stamp("scratch");
+    // Only a run without namespaces and without a pids cgroup bounds processes with a
+    // relative RLIMIT_NPROC (inside a user namespace the count starts from zero).
+    let uid_tasks = if !caps.is_root && caps.cgroup_pids.is_none() && confined_without_namespaces { Some(count_uid_tasks(caps.uid)) } else { None };
+    crate::timing::stamp("counted");
+    let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks };
+    let plan = make_plan(policy, &caps, &ctx)?;
+    // Standard: the scrubbed toolchain configs the plan points the tools at.
+    for (dest, content) in &plan.config_copies {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        if let Some(dir) = dest.parent() {
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| SandboxError::io(format!("create {}", dir.display()), e))?;
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dest)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, content.as_bytes()))
+            .map_err(|e| SandboxError::io(format!("write {}", dest.display()), e))?;
+    }
+    crate::timing::stamp("planned");
+    Ok(PreparedRun { plan, caps, policy: policy.clone(), _scratch: scratch })
+}
+
+impl PreparedRun {
+    /// Runs `argv` under the plan, streaming capped output into `sink`.
+    ///
+    /// # Errors
+    /// As [`run_argv`].
+    pub fn run<S: AsRef<std::ffi::OsStr>>(self, argv: &[S], opts: &RunOptions, sink: &mut dyn OutputSink) -> Result<RunResult, SandboxError> {
+        match run_plan(&self.plan, argv, opts, sink) {
+            // The helper could not create a user namespace: nothing ran. Unless Full was asked
+            // for explicitly, fall back to Standard, say why, and remember it for this process.
+            Err(SandboxError::NamespacesUnavailable(msg))
+                if self.plan.namespaces.is_some()
+                    && self.policy.level == crate::policy::LevelSetting::Auto
+                    && self.policy.require_level.is_none_or(|r| r < SandboxLevel::Full) =>
+            {
+                crate::detect::record_userns_failure(&msg);
+                let mut r = prepare(&self.policy)?.run(argv, opts, sink)?;
+                r.warnings.insert(0, format!("Full level unavailable ({msg}); ran at {}", r.level));
+                Ok(r)
+            }
+            other => other,
+        }
+    }
+}
+
+/// Builds the plan for `policy` here and runs `argv` under it.
+///
+/// # Errors
+/// [`SandboxError::LevelUnavailable`] / [`SandboxError::Plan`] before anything runs;
+/// [`SandboxError::Setup`] when the helper could not apply the plan (nothing was executed);
+/// [`SandboxError::Io`] for spawn/pipe failures in the parent.
+pub fn run_argv<S: AsRef<std::ffi::OsStr>>(argv: &[S], policy: &SandboxPolicy, opts: &RunOptions, sink: &mut dyn OutputSink) -> Result<RunResult, SandboxError> {
+    prepare(policy)?.run(argv, opts, sink)
+}
+
+/// The caller's environment as UTF-8 pairs (non-UTF-8 variables are dropped).
+#[must_use]
+pub fn caller_env() -> Vec<(String, String)> {
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect()
+}
+
+/// Runs `argv` under an already built plan.
+///
+/// # Errors
+/// As [`run_argv`].
+pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOptions, sink: &mut dyn OutputSink) -> Result<RunResult, SandboxError> {
+    if argv.is_empty() {
+        return Err(SandboxError::Policy("no command given".into()));
+    }
+    let start = Instant::now();
+    let cgroup = RunCgroup::create(&plan.cgroup_settings())?;
+    // SAFETY: getpid cannot fail.
+    let me = unsafe { libc::getpid() };
+    let mut helper_plan = plan.helper_plan(me, cgroup.as_ref().map(RunCgroup::join_files).unwrap_or_default());
+    // Protected workspace paths: the private copies' staging, and a snapshot of the others to
+    // review them in place after the run.
+    let protected = plan.namespaces.as_ref().map(|n| n.protected.clone()).unwrap_or_default();
+    let staging = crate::linux::protect::Staging::create(plan)?;
+    let snapshot = crate::linux::protect::Snapshot::take(plan);
+    if let (Some(ns), Some(st)) = (helper_plan.namespaces.as_mut(), staging.as_ref()) {
+        ns.staging = Some(st.dir.clone());
+    }
+    let started = std::time::SystemTime::now();
+    let mut args = vec![cstr(crate::linux::helper::HELPER_ARGV0.as_bytes(), "argv0")?];
+    for a in argv {
+        args.push(cstr(a.as_ref().as_bytes(), "command argument")?);
+    }
+    let mut env: Vec<CString> = plan
+        .env
+        .vars
+        .iter()
+        .map(|(k, v)| cstr(format!("{k}={v}").as_bytes(), "environment variable"))
+        .collect::<Result<_, _>>()?;
+    let fork = opts.helper_start == HelperStart::Auto && single_threaded();
+    if !fork {
+        let plan_json = serde_json::to_vec(&helper_plan).map_err(|e| SandboxError::Plan(e.to_string()))?;
+        let mut plan_var = format!("{}=", crate::linux::helper::PLAN_ENV).into_bytes();
+        plan_var.extend_from_slice(&plan_json);
+        env.push(cstr(&plan_var, "plan")?);
+    }
+    let exe = opts.helper_exe.clone().unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+    let out = pipe()?;
+    let err = pipe()?;
+    let rep = pipe()?;
+    // The helper's stdin (None: inherit ours), and the pipe end the runner fills when relaying.
+    let (stdin_fd, relay_write) = match opts.stdin {
+        StdinMode::Null => {
+            // SAFETY: open with a static C string.
+            let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            if fd < 0 {
+                return Err(SandboxError::io("open /dev/null", std::io::Error::last_os_error()));
+            }
+            (Some(fd), None)
+        }
+        StdinMode::Relay(_) => {
+            let p = pipe()?;
+            // SAFETY: making our own pipe end non-blocking.
+            unsafe { libc::fcntl(p.write, libc::F_SETFL, libc::O_NONBLOCK) };
+            (Some(p.read), Some(p.write))
+        }
+        StdinMode::Inherit => (None, None),
+    };
+    let relay = match (opts.stdin, relay_write) {
+        (StdinMode::Relay(src), Some(write)) => Some(StdinRelay { src, write, buf: Vec::new(), src_open: true }),
+        _ => None,
+    };
+    crate::timing::stamp("spawn_helper");
+    let fds = HelperFds { stdin: stdin_fd, out: out.write, err: err.write, report: rep.write };
+    let spawned = if fork {
+        fork_helper(&helper_plan, &args[1..], &env, &fds)
+    } else {
+        spawn_helper(&exe, &args, &env, &fds)
+    };
+    for fd in [out.write, err.write, rep.write, stdin_fd.unwrap_or(-1)] {
+        close(fd);
+    }
+    let pid = match spawned {
+        Ok(p) => p,
+        Err(e) => {
+            for fd in [out.read, err.read, rep.read, relay.as_ref().map_or(-1, |r| r.write)] {
+                close(fd);
+            }
+            return Err(e);
+        }
+    };
+    let outcome = supervise_run(pid, plan, &out, &err, &rep, relay, cgroup.as_ref(), opts, sink, start);
+    crate::timing::stamp("helper_reaped");
+    for fd in [out.read, err.read, rep.read] {
+        close(fd);
+    }
+    let (mut r, reported) = outcome?;
+    r.command = argv.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
+    if staging.is_some() || !snapshot.is_empty() {
+        // The command and everything it started are gone (PID 1 exited, or the supervisor
+        // killed the tree): the private copies and the real paths are quiet. Paths that were
+        // bound read-only instead have nothing to review.
+        let read_only: Vec<usize> = reported
+            .warnings
+            .iter()
+            .map(|w| match w {
+                report::SetupWarning::ProtectedReadOnly { index, .. } => *index,
+            })
+            .collect();
+        let mut review = match &staging {
+            Some(st) => crate::linux::protect::review_run(&plan.workspace, &protected, st, &read_only, started),
+            None => crate::linux::protect::ProtectedReview::default(),
+        };
+        crate::linux::protect::review_in_place(&plan.workspace, &snapshot, started, &mut review);
+        if !read_only.is_empty() {
+            for p in r.protections.iter_mut().filter(|p| p.id == crate::plan::ProtectionId::WorkspacePersistence) {
+                p.state = ProtectionState::Degraded;
+                p.detail = format!("{} (this run: {} read-only, no private copy)", p.detail, review.read_only.join(", "));
+            }
+        }
+        r.protected_review = Some(review);
+    }
+    drop(staging);
+    drop(cgroup);
+    crate::timing::stamp("cgroup_removed");
+    crate::timing::flush("cli");
+    Ok(r)
+}

@@ -1,0 +1,266 @@
+//! Supervising a run from the parent: the poll loop over the command's output, the stdin relay,
+//! the report pipe and the helper's pidfd; the timeout and cancellation; the result.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::cgroup::RunCgroup;
+use super::fds::{close, Pipe};
+use super::output::{OutputSink, StdinRelay, Stream, StreamState};
+use super::{ExitKind, RunOptions, RunResult};
+use crate::error::SandboxError;
+use super::report::{Reported, SetupStep, LANDLOCK_ENFORCED};
+use crate::plan::Plan;
+use crate::policy::SandboxLevel;
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn supervise_run(
+    pid: i32,
+    plan: &Plan,
+    out: &Pipe,
+    err: &Pipe,
+    rep: &Pipe,
+    mut relay: Option<StdinRelay>,
+    cgroup: Option<&RunCgroup>,
+    opts: &RunOptions,
+    sink: &mut dyn OutputSink,
+    start: Instant,
+) -> Result<(RunResult, Reported), SandboxError> {
+    let cap = plan.max_output_bytes;
+    let mut streams = [
+        StreamState { fd: out.read, stream: Stream::Stdout, total: 0, open: true },
+        StreamState { fd: err.read, stream: Stream::Stderr, total: 0, open: true },
+    ];
+    let mut report = Vec::new();
+    let mut report_open = true;
+    // SAFETY: pidfd_open on our own child.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    let deadline = start + Duration::from_secs(plan.timeout_secs);
+    let mut timed_out = false;
+    let mut cancelled = false;
+    let mut kill_deadline: Option<Instant> = None;
+    let mut status: Option<i32> = None;
+    let mut drain_deadline: Option<Instant> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        if status.is_some() && !streams.iter().any(|s| s.open) && !report_open {
+            break;
+        }
+        let now = Instant::now();
+        if status.is_none() {
+            let cancel_now = opts.cancel.as_ref().is_some_and(|c| c.load(Ordering::SeqCst));
+            if (now >= deadline || cancel_now) && kill_deadline.is_none() {
+                timed_out = now >= deadline && !cancel_now;
+                cancelled = cancel_now;
+                // SAFETY: signalling our own child.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+                if let Some(cg) = cgroup {
+                    cg.kill_all();
+                }
+                kill_deadline = Some(now + Duration::from_secs(2));
+            }
+            if let Some(k) = kill_deadline {
+                if now >= k {
+                    // SAFETY: signalling our own child.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    if let Some(cg) = cgroup {
+                        cg.kill_all();
+                    }
+                    kill_deadline = Some(now + Duration::from_secs(3600));
+                }
+            }
+        } else if let Some(d) = drain_deadline {
+            if now >= d {
+                break; // something outside our tree holds the pipes; stop reading
+            }
+        }
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
+        for s in streams.iter().filter(|s| s.open) {
+            fds.push(libc::pollfd { fd: s.fd, events: libc::POLLIN, revents: 0 });
+        }
+        if report_open {
+            fds.push(libc::pollfd { fd: rep.read, events: libc::POLLIN, revents: 0 });
+        }
+        if status.is_none() && pidfd >= 0 {
+            fds.push(libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 });
+        }
+        // stdin relay: read the caller's side while there is room, write while there is data.
+        let (mut relay_src, mut relay_dst) = (usize::MAX, usize::MAX);
+        if let Some(r) = relay.as_ref().filter(|r| status.is_none() && r.write >= 0) {
+            if r.src_open && r.buf.len() < StdinRelay::MAX_BUF {
+                relay_src = fds.len();
+                fds.push(libc::pollfd { fd: r.src, events: libc::POLLIN, revents: 0 });
+            }
+            if !r.buf.is_empty() {
+                relay_dst = fds.len();
+                fds.push(libc::pollfd { fd: r.write, events: libc::POLLOUT, revents: 0 });
+            }
+        }
+        let wait_ms: i32 = if status.is_none() && pidfd < 0 {
+            10
+        } else if opts.cancel.is_some() && status.is_none() {
+            100
+        } else {
+            let until = match (status, kill_deadline, drain_deadline) {
+                (None, Some(k), _) => k,
+                (None, None, _) => deadline,
+                (Some(_), _, Some(d)) => d,
+                (Some(_), _, None) => now + Duration::from_millis(100),
+            };
+            until.saturating_duration_since(now).as_millis().clamp(1, 1000) as i32
+        };
+        // SAFETY: fds is a valid array of pollfd.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(SandboxError::io("poll", e));
+        }
+        if let Some(r) = relay.as_mut() {
+            let src = fds.get(relay_src).is_some_and(|p| p.revents != 0);
+            let dst = fds.get(relay_dst).is_some_and(|p| p.revents != 0);
+            if src || dst {
+                r.pump(src, dst, &mut buf);
+            }
+        }
+        for (i, p) in fds.iter().enumerate() {
+            if p.revents == 0 || i == relay_src || i == relay_dst {
+                continue;
+            }
+            if p.fd == pidfd {
+                continue;
+            }
+            // SAFETY: reading into our buffer.
+            let got = unsafe { libc::read(p.fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if p.fd == rep.read {
+                if got > 0 {
+                    if report.len() < 65536 {
+                        report.extend_from_slice(&buf[..got as usize]);
+                    }
+                } else {
+                    report_open = false;
+                }
+                continue;
+            }
+            let Some(s) = streams.iter_mut().find(|s| s.fd == p.fd) else { continue };
+            if got > 0 {
+                let got = got as u64;
+                let room = cap.saturating_sub(s.total);
+                let keep = got.min(room) as usize;
+                if keep > 0 {
+                    sink.output(s.stream, &buf[..keep]);
+                }
+                s.total += got;
+            } else {
+                s.open = false;
+            }
+        }
+        if status.is_none() {
+            let mut st = 0;
+            // SAFETY: non-blocking wait for our own child.
+            let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) };
+            if r == pid {
+                status = Some(st);
+                // The supervisor killed its whole tree before exiting. Something still holding
+                // the output pipes can only be in the cgroup (if at all): kill it there. With
+                // the pipes closed, the cgroup's removal (which kills anything left) is enough.
+                if let (Some(cg), true) = (cgroup, streams.iter().any(|s| s.open)) {
+                    cg.kill_all();
+                }
+                drain_deadline = Some(Instant::now() + Duration::from_millis(500));
+            }
+        }
+    }
+    if pidfd >= 0 {
+        close(pidfd);
+    }
+    if let Some(r) = relay.as_mut() {
+        r.close_write();
+    }
+    let st = match status {
+        Some(s) => s,
+        None => {
+            let mut st = 0;
+            // SAFETY: blocking wait for our own child.
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+            st
+        }
+    };
+    for s in &streams {
+        if s.total > cap {
+            sink.truncated(s.stream, s.total - cap);
+        }
+    }
+    let reported = Reported::from_bytes(&report);
+    if let Some((step, message)) = &reported.setup_failed {
+        return Err(match step {
+            SetupStep::UserNamespace => SandboxError::NamespacesUnavailable(message.clone()),
+            SetupStep::Other => SandboxError::Setup(message.clone()),
+        });
+    }
+    // PID 1 cloned by a forking runner reports the command's raw wait status (it cannot die of
+    // the command's signal itself).
+    let st = reported.status.unwrap_or(st);
+    let (applied, exec_errno) = (reported.applied.clone(), reported.exec_errno);
+    if plan.level > SandboxLevel::None && applied.is_none() && exec_errno.is_none() && !timed_out && !cancelled {
+        return Err(SandboxError::Setup(format!("the helper ended without reporting its confinement (status {st:#x})")));
+    }
+    // The helper never execs without applying the whole plan; a report that says otherwise is
+    // not a result to relabel but an error.
+    if let Some(a) = &applied {
+        let missing: Vec<&str> = [
+            (plan.landlock.is_some() && a.landlock != LANDLOCK_ENFORCED, "Landlock"),
+            (plan.seccomp.is_some() && !a.seccomp, "seccomp"),
+            (plan.namespaces.is_some() && !a.namespaces, "namespaces"),
+        ]
+        .into_iter()
+        .filter_map(|(m, name)| m.then_some(name))
+        .collect();
+        if !missing.is_empty() {
+            return Err(SandboxError::Setup(format!("the helper reported the plan's {} not applied", missing.join(", "))));
+        }
+    }
+    let status = if libc::WIFSIGNALED(st) {
+        ExitKind::Signaled { signal: libc::WTERMSIG(st) }
+    } else {
+        ExitKind::Exited { code: libc::WEXITSTATUS(st) }
+    };
+    if let Some(e) = exec_errno {
+        let msg = format!("localgpt-sandbox: {}: {}\n", "exec", std::io::Error::from_raw_os_error(e));
+        sink.output(Stream::Stderr, msg.as_bytes());
+    }
+    let exit_code = if timed_out {
+        124
+    } else if cancelled {
+        130
+    } else {
+        match status {
+            ExitKind::Exited { code } => code,
+            ExitKind::Signaled { signal } => 128 + signal,
+        }
+    };
+    let result = RunResult {
+        command: Vec::new(),
+        workspace: plan.workspace.clone(),
+        level: plan.level,
+        mode: plan.mode,
+        status,
+        exit_code,
+        timed_out,
+        cancelled,
+        duration_ms: start.elapsed().as_secs_f64() * 1000.0,
+        stdout: String::new(),
+        stderr: String::new(),
+        stdout_bytes: streams[0].total,
+        stderr_bytes: streams[1].total,
+        stdout_truncated: streams[0].total > cap,
+        stderr_truncated: streams[1].total > cap,
+        protections: plan.protections.clone(),
+        warnings: plan.warnings.iter().cloned().chain(reported.warnings.iter().map(|w| w.message().to_string())).collect(),
+        applied,
+        protected_review: None,
+    };
+    Ok((result, reported))
+}
