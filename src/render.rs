@@ -32,9 +32,9 @@ fn mark(state: ProtectionState) -> &'static str {
 
 fn level_line(plan: &Plan) -> String {
     let mut s = plan.level.to_string();
-    if let Some(l) = &plan.landlock {
+    if let Some(l) = plan.landlock() {
         let _ = write!(s, " (Landlock ABI {} + seccomp)", l.abi);
-    } else if plan.seccomp.is_some() {
+    } else if plan.seccomp().is_some() {
         s.push_str(" (seccomp only)");
     }
     s
@@ -94,7 +94,7 @@ pub fn status_json(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> Va
         .map(|(a, k, what)| json!({"abi": a, "kernel": k, "adds": what, "available": abi >= *a}))
         .collect();
     let (level, namespaces, protections, warnings, error) = match plan {
-        Ok(p) => (Some(p.level), json!(p.namespaces.is_some()), json!(p.protections), json!(p.warnings), Value::Null),
+        Ok(p) => (Some(p.level), json!(p.namespaces().is_some()), json!(p.protections), json!(p.warnings), Value::Null),
         Err(e) => (None, Value::Null, json!([]), json!([]), json!(e.to_string())),
     };
     json!({
@@ -181,7 +181,7 @@ pub fn status_text(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> St
 #[must_use]
 pub fn plan_json(plan: &Plan) -> Value {
     let mut v = json!(plan);
-    if let Some(ll) = &plan.landlock {
+    if let Some(ll) = plan.landlock() {
         v["landlock"]["rules"] = ll
             .rules
             .iter()
@@ -189,7 +189,7 @@ pub fn plan_json(plan: &Plan) -> Value {
             .collect();
         v["landlock"]["handled_fs_names"] = json!(fs_right_names(ll.handled_fs));
     }
-    if let Some(sc) = &plan.seccomp {
+    if let Some(sc) = plan.seccomp() {
         v["seccomp"]["program_len"] = json!(sc.program.len());
         v["seccomp"]
             .as_object_mut()
@@ -212,7 +212,7 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
     for w in &plan.warnings {
         let _ = writeln!(s, "  ⚠ {w}");
     }
-    if let Some(ll) = &plan.landlock {
+    if let Some(ll) = plan.landlock() {
         let _ = writeln!(s, "\nLandlock (ABI {}, rights handled up to ABI {}): handled fs rights: {}", ll.abi, ll.handled_abi, fs_right_names(ll.handled_fs).join(","));
         let _ = writeln!(s, "  TCP bind/connect handled (none granted): {}; scopes: {:#x}", ll.handled_net != 0, ll.scopes);
         for r in &ll.rules {
@@ -226,7 +226,7 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
         }
         let _ = writeln!(s, "  denied: {}", policy.deny_paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     }
-    if let Some(sc) = &plan.seccomp {
+    if let Some(sc) = plan.seccomp() {
         let _ = writeln!(s, "\nseccomp ({} BPF instructions; default allow):", sc.program.len());
         for r in &sc.rules {
             let cond = r.condition_text.as_deref().unwrap_or("always");
@@ -234,10 +234,10 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
         }
     }
     let _ = writeln!(s, "\nResources:");
-    for r in &plan.rlimits {
+    for r in plan.rlimits() {
         let _ = writeln!(s, "  {} = {}", r.name, r.value);
     }
-    let _ = writeln!(s, "  process count: {}", serde_json::to_string(&plan.process_limit).unwrap_or_default());
+    let _ = writeln!(s, "  process count: {}", serde_json::to_string(plan.process_limit()).unwrap_or_default());
     let _ = writeln!(s, "  timeout {} s, output cap {} bytes per stream", plan.timeout_secs, plan.max_output_bytes);
     let _ = writeln!(s, "\nEnvironment: {} kept, {} dropped ({}); caches redirected to per-run scratch: {}",
         plan.env.vars.len(), plan.env.dropped.len(), plan.env.dropped.join(","), plan.env.redirected.join(","));

@@ -49,5 +49,5 @@ fn explain_json_is_valid_json() {
     let out = localgpt(ws.path()).args(["sandbox", "explain", "--json"]).assert().success().get_output().clone();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     assert!(v["plan"]["protections"].as_array().is_some_and(|p| !p.is_empty()));
-    assert!(v["plan"]["seccomp"]["rules"].as_array().is_some_and(|r| r.len() > 20));
+    assert!(v["plan"]["linux"]["seccomp"]["rules"].as_array().is_some_and(|r| r.len() > 20));
 }

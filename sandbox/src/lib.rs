@@ -41,6 +41,7 @@ pub mod pending;
 pub mod plan;
 
 pub mod policy;
+mod rand;
 pub mod review;
 pub mod text;
 #[cfg(target_os = "linux")]

@@ -20,6 +20,8 @@ use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+#[cfg(not(target_os = "linux"))]
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::SandboxError;
@@ -212,8 +214,7 @@ impl SandboxPolicy {
         checked: &Path,
         allowed: impl Fn(&Self, &mut PathResolver, &Path) -> Result<(), SandboxError>,
     ) -> Result<(), SandboxError> {
-        let actual = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-            .map_err(|e| SandboxError::io(format!("where {} was opened", checked.display()), e))?;
+        let actual = fd_path(fd).map_err(|e| SandboxError::io(format!("where {} was opened", checked.display()), e))?;
         if actual != checked {
             return Err(SandboxError::Policy(format!(
                 "{}: refused (it changed while being opened: now {})",
@@ -222,6 +223,23 @@ impl SandboxPolicy {
             )));
         }
         allowed(self, &mut PathResolver::new(), &actual)
+    }
+}
+
+/// The path an open descriptor refers to now.
+fn fd_path(fd: &OwnedFd) -> std::io::Result<PathBuf> {
+    #[cfg(target_os = "linux")]
+    return std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    #[cfg(not(target_os = "linux"))]
+    {
+        let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+        // SAFETY: F_GETPATH writes a NUL-terminated path of at most PATH_MAX bytes.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETPATH, buf.as_mut_ptr()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        buf.truncate(end);
+        Ok(PathBuf::from(std::ffi::OsString::from_vec(buf)))
     }
 }
 
@@ -234,6 +252,7 @@ fn open_error(what: &str, p: &Path, e: std::io::Error) -> SandboxError {
 }
 
 /// `struct open_how` of openat2(2).
+#[cfg(target_os = "linux")]
 #[repr(C)]
 struct OpenHow {
     flags: u64,
@@ -241,8 +260,11 @@ struct OpenHow {
     resolve: u64,
 }
 
+#[cfg(target_os = "linux")]
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+#[cfg(target_os = "linux")]
 const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+#[cfg(target_os = "linux")]
 const SYS_OPENAT2: libc::c_long = 437;
 
 /// Opens the absolute, canonical `p` without following any symbolic link on the way or at the
@@ -251,6 +273,14 @@ const SYS_OPENAT2: libc::c_long = 437;
 /// # Errors
 /// The OS error (`ELOOP` when a component is a symlink).
 pub fn open_no_symlinks(p: &Path, flags: i32, mode: u32) -> std::io::Result<OwnedFd> {
+    #[cfg(not(target_os = "linux"))]
+    return open_walk(p, flags, mode);
+    #[cfg(target_os = "linux")]
+    openat2_no_symlinks(p, flags, mode)
+}
+
+#[cfg(target_os = "linux")]
+fn openat2_no_symlinks(p: &Path, flags: i32, mode: u32) -> std::io::Result<OwnedFd> {
     let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
     let how = OpenHow { flags: (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64, mode: if flags & libc::O_CREAT != 0 { u64::from(mode) } else { 0 }, resolve: RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
     // SAFETY: a valid C string and open_how of the size passed.
@@ -266,14 +296,21 @@ pub fn open_no_symlinks(p: &Path, flags: i32, mode: u32) -> std::io::Result<Owne
     open_walk(p, flags, mode)
 }
 
+/// How the walk opens directories: a path descriptor where there is one (Linux), else for
+/// reading.
+#[cfg(target_os = "linux")]
+const DIR_FLAGS: i32 = libc::O_PATH | libc::O_DIRECTORY;
+#[cfg(not(target_os = "linux"))]
+const DIR_FLAGS: i32 = libc::O_RDONLY | libc::O_DIRECTORY;
+
 /// The fallback of [`open_no_symlinks`]: one `openat(O_NOFOLLOW)` per component.
 fn open_walk(p: &Path, flags: i32, mode: u32) -> std::io::Result<OwnedFd> {
     let comps: Vec<Component<'_>> = p.components().collect();
     if comps.first() != Some(&Component::RootDir) {
         return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
     }
-    // SAFETY: opening "/" as a directory path descriptor.
-    let root = unsafe { libc::open(c"/".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    // SAFETY: opening "/" as a directory descriptor.
+    let root = unsafe { libc::open(c"/".as_ptr(), DIR_FLAGS | libc::O_CLOEXEC) };
     if root < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -292,7 +329,7 @@ fn open_walk(p: &Path, flags: i32, mode: u32) -> std::io::Result<OwnedFd> {
     for n in parents {
         let c = CString::new(n.as_bytes()).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
         // SAFETY: openat relative to a directory descriptor we own.
-        let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+        let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), DIR_FLAGS | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
         if fd < 0 {
             let e = std::io::Error::last_os_error();
             // O_PATH|O_NOFOLLOW on a symlink opens the link itself: O_DIRECTORY makes it ENOTDIR.

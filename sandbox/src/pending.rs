@@ -99,8 +99,7 @@ pub fn keep(workspace: &Path, target: &Path, action: PendingAction, why: &str, c
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(io(format!("create {}", dir.display())))?;
     let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut random = [0u8; 3];
-    // SAFETY: getrandom fills the local buffer.
-    unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+    crate::rand::fill(&mut random);
     let id = format!("{created}-{}-{}-{:02x}{:02x}{:02x}", std::process::id(), SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst), random[0], random[1], random[2]);
     let cdir = dir.join(&id);
     std::fs::DirBuilder::new().mode(0o700).create(&cdir).map_err(io(format!("create {}", cdir.display())))?;

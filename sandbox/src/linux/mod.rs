@@ -5,9 +5,11 @@
 //! namespace set-up, the supervisor, the protected paths' staging and review) is Linux only and
 //! decides nothing.
 
+pub mod compile;
 pub mod landlock;
 pub mod mounts;
 pub mod seccomp;
+pub mod syscalls;
 
 #[cfg(target_os = "linux")]
 pub mod apply;

@@ -75,7 +75,7 @@ impl Staging {
     /// [`SandboxError::Io`] when a directory, copy or placeholder cannot be made (nothing ran).
     pub fn create(plan: &crate::plan::Plan) -> Result<Option<Staging>, SandboxError> {
         static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let Some(ns) = plan.namespaces.as_ref().filter(|n| !n.protected.is_empty()) else { return Ok(None) };
+        let Some(ns) = plan.namespaces().filter(|n| !n.protected.is_empty()) else { return Ok(None) };
         let protected = &ns.protected;
         // A candidate the command could reach (a granted path, a shared /dev/shm) would let it
         // write another run's private copies.
@@ -84,13 +84,12 @@ impl Staging {
                 // Granted, but the command's /dev/shm is its own unless it stays the host's.
                 !ns.tmpfs.iter().any(|t| t == Path::new("/dev/shm"))
             } else {
-                plan.landlock.as_ref().is_some_and(|l| l.rules.iter().any(|r| c.starts_with(&r.path))) || ns.rw_binds.iter().any(|b| c.starts_with(b))
+                plan.landlock().is_some_and(|l| l.rules.iter().any(|r| c.starts_with(&r.path))) || ns.rw_binds.iter().any(|b| c.starts_with(b))
             }
         };
         let root = staging_root(&plan.kernel, visible).ok_or_else(|| SandboxError::Setup("no private directory for the protected paths' staging".into()))?;
         let mut random = [0u8; 6];
-        // SAFETY: getrandom fills the local buffer.
-        unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+            crate::rand::fill(&mut random);
         let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let dir = root.join(format!("run-{}-{n}-{}", std::process::id(), random.iter().map(|b| format!("{b:02x}")).collect::<String>()));
         let mk = |p: &Path| std::fs::DirBuilder::new().mode(0o700).create(p).map_err(|e| SandboxError::io(format!("create {}", p.display()), e));

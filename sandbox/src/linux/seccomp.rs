@@ -38,6 +38,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::syscalls::{self, x86_64 as x86, SeccompArch};
+
 /// A condition on one syscall argument, compared on its low 32 bits.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case", tag = "op")]
@@ -123,20 +125,6 @@ const NS_FLAGS: &[(u32, &str)] = &[
     (0x4000_0000, "CLONE_NEWNET"),
 ];
 
-/// x86_64 numbers of newer syscalls that `libc` may not name.
-mod nr {
-    pub const OPEN_TREE: i64 = 428;
-    pub const MOVE_MOUNT: i64 = 429;
-    pub const FSOPEN: i64 = 430;
-    pub const FSCONFIG: i64 = 431;
-    pub const FSMOUNT: i64 = 432;
-    pub const FSPICK: i64 = 433;
-    pub const CLONE3: i64 = 435;
-    pub const OPENAT2: i64 = 437;
-    pub const MOUNT_SETATTR: i64 = 442;
-    pub const FCHMODAT2: i64 = 452;
-    pub const OPEN_TREE_ATTR: i64 = 467;
-}
 
 /// Which sockets the command may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,7 +162,7 @@ pub fn seccomp_table_for(scope: SocketScope) -> Vec<SeccompRuleSpec> {
     // rule per bit, which the compiler folds into a single JSET). Every other domain is refused
     // by the rows below, so these need no domain condition.
     let own_netns = scope == SocketScope::OwnNetworkNamespace;
-    let type_checked: &[(&str, i64)] = if own_netns { &[("socketpair", libc::SYS_socketpair)] } else { &[("socket", libc::SYS_socket), ("socketpair", libc::SYS_socketpair)] };
+    let type_checked: &[(&str, i64)] = if own_netns { &[("socketpair", x86("socketpair"))] } else { &[("socket", x86("socket")), ("socketpair", x86("socketpair"))] };
     for &(name, nr) in type_checked {
         let why = "unix sockets other than stream and seqpacket (datagram; raw, which the kernel makes a datagram socket) send to pathname sockets outside with sendto/sendmsg, which seccomp cannot inspect";
         row_all(name, nr, vec![ArgCondition::Masked { arg: 1, mask: 1, value: 0 }],
@@ -185,7 +173,7 @@ pub fn seccomp_table_for(scope: SocketScope) -> Vec<SeccompRuleSpec> {
         }
     }
     if own_netns {
-        row_all("socket", libc::SYS_socket, vec![ArgCondition::Ne { arg: 0, value: AF_INET }, ArgCondition::Ne { arg: 0, value: AF_INET6 }],
+        row_all("socket", x86("socket"), vec![ArgCondition::Ne { arg: 0, value: AF_INET }, ArgCondition::Ne { arg: 0, value: AF_INET6 }],
             Some("domain != AF_INET && domain != AF_INET6".into()), SeccompDeny::Eperm,
             "in the sandbox's own network namespace (only lo) TCP and UDP reach nothing outside; unix sockets only as socketpairs (a pathname socket of the host would be reachable with connect), no netlink, packet or other families");
     }
@@ -201,73 +189,73 @@ pub fn seccomp_table_for(scope: SocketScope) -> Vec<SeccompRuleSpec> {
         "i386 int 0x80 / socketcall would bypass every x86_64 rule (arch check)");
     row("<any x32 syscall>", -1, Some((ArgCondition::HasBits { arg: 255, bits: 0x4000_0000 }, "nr & 0x40000000".into())), Eperm,
         "x32 numbers alias x86_64 syscalls and are not matched by the rules below");
-    row("clone3", nr::CLONE3, None, Enosys,
+    row("clone3", x86("clone3"), None, Enosys,
         "clone3 flags are in memory and cannot be inspected; ENOSYS makes libc fall back to clone");
-    row("openat2", nr::OPENAT2, None, Enosys,
+    row("openat2", x86("openat2"), None, Enosys,
         "openat2's mode is in memory (could create setuid files); ENOSYS makes callers fall back to openat");
     let sock = "no network: only AF_UNIX sockets (socketpair, pipes between the sandbox's own processes)";
-    row("socketpair", libc::SYS_socketpair, Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
+    row("socketpair", x86("socketpair"), Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
     if !own_netns {
-        row("socket", libc::SYS_socket, Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
-        for (name, n) in [("connect", libc::SYS_connect), ("bind", libc::SYS_bind), ("listen", libc::SYS_listen),
-            ("accept", libc::SYS_accept), ("accept4", libc::SYS_accept4)] {
+        row("socket", x86("socket"), Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
+        for (name, n) in [("connect", x86("connect")), ("bind", x86("bind")), ("listen", x86("listen")),
+            ("accept", x86("accept")), ("accept4", x86("accept4"))] {
             row(name, n, None, Eperm,
                 "pathname and abstract unix sockets outside (docker.sock, D-Bus, systemd) are full escapes");
         }
     }
-    for (name, n) in [("io_uring_setup", libc::SYS_io_uring_setup), ("io_uring_enter", libc::SYS_io_uring_enter),
-        ("io_uring_register", libc::SYS_io_uring_register)] {
+    for (name, n) in [("io_uring_setup", x86("io_uring_setup")), ("io_uring_enter", x86("io_uring_enter")),
+        ("io_uring_register", x86("io_uring_register"))] {
         row(name, n, None, Eperm, "io_uring creates sockets and opens files without the filtered syscalls");
     }
-    for (name, n) in [("ptrace", libc::SYS_ptrace), ("process_vm_readv", libc::SYS_process_vm_readv),
-        ("process_vm_writev", libc::SYS_process_vm_writev)] {
+    for (name, n) in [("ptrace", x86("ptrace")), ("process_vm_readv", x86("process_vm_readv")),
+        ("process_vm_writev", x86("process_vm_writev"))] {
         row(name, n, None, Eperm, "no access to other processes' memory");
     }
     for (name, n, why) in [
-        ("bpf", libc::SYS_bpf, "kernel attack surface"),
-        ("perf_event_open", libc::SYS_perf_event_open, "kernel attack surface, side channels"),
-        ("userfaultfd", libc::SYS_userfaultfd, "used to widen kernel race windows"),
-        ("keyctl", libc::SYS_keyctl, "kernel keyring holds secrets outside the filesystem"),
-        ("add_key", libc::SYS_add_key, "kernel keyring"),
-        ("request_key", libc::SYS_request_key, "kernel keyring"),
-        ("open_by_handle_at", libc::SYS_open_by_handle_at, "opens files by handle, bypassing path checks"),
-        ("name_to_handle_at", libc::SYS_name_to_handle_at, "produces handles for open_by_handle_at"),
-        ("kexec_load", libc::SYS_kexec_load, "kernel replacement"),
-        ("kexec_file_load", libc::SYS_kexec_file_load, "kernel replacement"),
-        ("init_module", libc::SYS_init_module, "kernel module loading"),
-        ("finit_module", libc::SYS_finit_module, "kernel module loading"),
-        ("delete_module", libc::SYS_delete_module, "kernel module unloading"),
+        ("bpf", x86("bpf"), "kernel attack surface"),
+        ("perf_event_open", x86("perf_event_open"), "kernel attack surface, side channels"),
+        ("userfaultfd", x86("userfaultfd"), "used to widen kernel race windows"),
+        ("keyctl", x86("keyctl"), "kernel keyring holds secrets outside the filesystem"),
+        ("add_key", x86("add_key"), "kernel keyring"),
+        ("request_key", x86("request_key"), "kernel keyring"),
+        ("open_by_handle_at", x86("open_by_handle_at"), "opens files by handle, bypassing path checks"),
+        ("name_to_handle_at", x86("name_to_handle_at"), "produces handles for open_by_handle_at"),
+        ("kexec_load", x86("kexec_load"), "kernel replacement"),
+        ("kexec_file_load", x86("kexec_file_load"), "kernel replacement"),
+        ("init_module", x86("init_module"), "kernel module loading"),
+        ("finit_module", x86("finit_module"), "kernel module loading"),
+        ("delete_module", x86("delete_module"), "kernel module unloading"),
     ] {
         row(name, n, None, Eperm, why);
     }
-    for (name, n) in [("mount", libc::SYS_mount), ("umount2", libc::SYS_umount2), ("pivot_root", libc::SYS_pivot_root),
-        ("move_mount", nr::MOVE_MOUNT), ("open_tree", nr::OPEN_TREE), ("open_tree_attr", nr::OPEN_TREE_ATTR),
-        ("fsopen", nr::FSOPEN), ("fsconfig", nr::FSCONFIG), ("fsmount", nr::FSMOUNT), ("fspick", nr::FSPICK),
-        ("mount_setattr", nr::MOUNT_SETATTR)] {
+    for (name, n) in [("mount", x86("mount")), ("umount2", x86("umount2")), ("pivot_root", x86("pivot_root")),
+        ("move_mount", x86("move_mount")), ("open_tree", x86("open_tree")), ("open_tree_attr", x86("open_tree_attr")),
+        ("fsopen", x86("fsopen")), ("fsconfig", x86("fsconfig")), ("fsmount", x86("fsmount")), ("fspick", x86("fspick")),
+        ("mount_setattr", x86("mount_setattr"))] {
         row(name, n, None, Eperm, "no mount changes");
     }
-    row("unshare", libc::SYS_unshare, None, Eperm, "no new namespaces: a user namespace grants a full capability set");
-    row("setns", libc::SYS_setns, None, Eperm, "no joining other namespaces");
+    row("unshare", x86("unshare"), None, Eperm, "no new namespaces: a user namespace grants a full capability set");
+    row("setns", x86("setns"), None, Eperm, "no joining other namespaces");
     for (bit, flag) in NS_FLAGS {
-        row("clone", libc::SYS_clone, Some((ArgCondition::HasBits { arg: 0, bits: *bit }, format!("flags & {flag}"))), Eperm,
+        row("clone", x86("clone"), Some((ArgCondition::HasBits { arg: 0, bits: *bit }, format!("flags & {flag}"))), Eperm,
             "no new namespaces through clone");
     }
-    row("ioctl", libc::SYS_ioctl, Some((ArgCondition::Eq { arg: 1, value: TIOCSTI }, "request == TIOCSTI (low 32 bits)".into())), Eperm,
+    row("ioctl", x86("ioctl"), Some((ArgCondition::Eq { arg: 1, value: TIOCSTI }, "request == TIOCSTI (low 32 bits)".into())), Eperm,
         "keystroke injection into the user's terminal (CVE-2017-5226)");
-    row("ioctl", libc::SYS_ioctl, Some((ArgCondition::Eq { arg: 1, value: TIOCLINUX }, "request == TIOCLINUX (low 32 bits)".into())), Eperm,
+    row("ioctl", x86("ioctl"), Some((ArgCondition::Eq { arg: 1, value: TIOCLINUX }, "request == TIOCLINUX (low 32 bits)".into())), Eperm,
         "console injection (CVE-2019-10063)");
     let setid = "no setuid/setgid files: they would keep the sandboxed identity's privileges for whoever runs them later, outside";
-    for (name, n, arg) in [("chmod", libc::SYS_chmod, 1u8), ("fchmod", libc::SYS_fchmod, 1), ("fchmodat", libc::SYS_fchmodat, 2),
-        ("fchmodat2", nr::FCHMODAT2, 2), ("open", libc::SYS_open, 2), ("openat", libc::SYS_openat, 3), ("creat", libc::SYS_creat, 1),
-        ("mknod", libc::SYS_mknod, 1), ("mknodat", libc::SYS_mknodat, 2)] {
+    for (name, n, arg) in [("chmod", x86("chmod"), 1u8), ("fchmod", x86("fchmod"), 1), ("fchmodat", x86("fchmodat"), 2),
+        ("fchmodat2", x86("fchmodat2"), 2), ("open", x86("open"), 2), ("openat", x86("openat"), 3), ("creat", x86("creat"), 1),
+        ("mknod", x86("mknod"), 1), ("mknodat", x86("mknodat"), 2)] {
         for (bits, flag) in [(0o4000u32, "S_ISUID"), (0o2000, "S_ISGID")] {
             row(name, n, Some((ArgCondition::HasBits { arg, bits }, format!("mode & {flag}"))), Eperm, setid);
         }
     }
-    for (name, n) in [("shmget", libc::SYS_shmget), ("shmat", libc::SYS_shmat), ("shmctl", libc::SYS_shmctl),
-        ("shmdt", libc::SYS_shmdt), ("msgget", libc::SYS_msgget), ("msgsnd", libc::SYS_msgsnd),
-        ("msgrcv", libc::SYS_msgrcv), ("msgctl", libc::SYS_msgctl), ("semget", libc::SYS_semget),
-        ("semop", libc::SYS_semop), ("semtimedop", libc::SYS_semtimedop), ("semctl", libc::SYS_semctl)] {
+    for (name, n) in [("shmget", x86("shmget")), ("shmat", x86("shmat")), ("shmctl", x86("shmctl")),
+        ("shmdt", x86("shmdt")), ("msgget", x86("msgget")), ("msgsnd", x86("msgsnd")),
+        ("msgrcv", x86("msgrcv")), ("msgctl", x86("msgctl")), ("semget", x86("semget")),
+        ("semop", x86("semop")), ("semtimedop", x86("semtimedop")), ("semctl", x86("semctl"))] {
         row(name, n, None, Eperm, "SysV IPC objects are shared with the host (no private IPC namespace at this level)");
     }
     t
@@ -284,13 +272,13 @@ pub fn truncate_guard_rules() -> Vec<SeccompRuleSpec> {
     let why = "Landlock ABI < 3 does not control truncation: truncate(2) by path, and open(O_RDONLY|O_TRUNC) on a file the sandbox may read, would truncate files outside the workspace";
     let trunc_ro = |arg: u8| ArgCondition::Masked { arg, mask: O_ACCMODE | O_TRUNC, value: O_TRUNC };
     vec![
-        SeccompRuleSpec { syscall: "truncate".into(), nr: libc::SYS_truncate, conditions: Vec::new(), condition_text: None,
+        SeccompRuleSpec { syscall: "truncate".into(), nr: x86("truncate"), conditions: Vec::new(), condition_text: None,
             action: SeccompDeny::Eperm, reason: format!("{why} (ftruncate on a file opened for writing still works)") },
-        SeccompRuleSpec { syscall: "open".into(), nr: libc::SYS_open, conditions: vec![trunc_ro(1)],
+        SeccompRuleSpec { syscall: "open".into(), nr: x86("open"), conditions: vec![trunc_ro(1)],
             condition_text: Some("flags & (O_ACCMODE|O_TRUNC) == O_RDONLY|O_TRUNC".into()), action: SeccompDeny::Eperm, reason: why.into() },
-        SeccompRuleSpec { syscall: "openat".into(), nr: libc::SYS_openat, conditions: vec![trunc_ro(2)],
+        SeccompRuleSpec { syscall: "openat".into(), nr: x86("openat"), conditions: vec![trunc_ro(2)],
             condition_text: Some("flags & (O_ACCMODE|O_TRUNC) == O_RDONLY|O_TRUNC".into()), action: SeccompDeny::Eperm, reason: why.into() },
-        SeccompRuleSpec { syscall: "openat2".into(), nr: nr::OPENAT2, conditions: Vec::new(), condition_text: None,
+        SeccompRuleSpec { syscall: "openat2".into(), nr: x86("openat2"), conditions: Vec::new(), condition_text: None,
             action: SeccompDeny::Enosys, reason: "openat2's flags are in memory and cannot be inspected; ENOSYS makes callers fall back to openat".into() },
     ]
 }
@@ -315,7 +303,11 @@ const BPF_JGE_K: u16 = 0x35;
 const BPF_JSET_K: u16 = 0x45;
 const BPF_AND_K: u16 = 0x54;
 const BPF_RET_K: u16 = 0x06;
+#[cfg(test)]
 const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+/// `EPERM` and `ENOSYS` as Linux numbers them (the program may be built on another OS).
+const LINUX_EPERM: u32 = 1;
+const LINUX_ENOSYS: u32 = 38;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
 const RET_ALLOW: u32 = 0x7fff_0000;
@@ -660,8 +652,35 @@ impl Builder {
 /// syscall number outside the x86_64 range, an argument index above 5, a `Masked` value with bits
 /// outside its mask, or a program longer than the kernel's 4096 instructions.
 pub fn compile(table: &[SeccompRuleSpec]) -> Result<Vec<PackedInsn>, String> {
-    let eperm = RET_ERRNO | libc::EPERM as u32;
-    let enosys = RET_ERRNO | libc::ENOSYS as u32;
+    compile_for(SeccompArch::X86_64, table)
+}
+
+/// The rows of `table` (written with x86_64 numbers) with the numbers of `arch`; the rows of
+/// syscalls `arch` does not have are dropped (aarch64 has only the `*at` forms of `open`,
+/// `chmod` and `mknod`, which have their own rows).
+#[must_use]
+pub fn for_arch(table: Vec<SeccompRuleSpec>, arch: SeccompArch) -> Vec<SeccompRuleSpec> {
+    table
+        .into_iter()
+        .filter_map(|mut r| {
+            if r.nr < 0 {
+                return Some(r); // prologue pseudo-rows
+            }
+            r.nr = syscalls::number(arch, &r.syscall)?;
+            Some(r)
+        })
+        .collect()
+}
+
+/// [`compile`] for `arch`: its audit architecture in the prologue (any other kills the process:
+/// i386 on x86_64, 32-bit ARM on aarch64), the x32 check on x86_64 only. The rows must carry
+/// `arch`'s numbers ([`for_arch`]).
+///
+/// # Errors
+/// As [`compile`].
+pub fn compile_for(arch: SeccompArch, table: &[SeccompRuleSpec]) -> Result<Vec<PackedInsn>, String> {
+    let eperm = RET_ERRNO | LINUX_EPERM;
+    let enosys = RET_ERRNO | LINUX_ENOSYS;
     // Unconditional ENOSYS rows (clone3 first, always present) go in the prologue, once per syscall.
     let mut enosys_nrs: Vec<u32> = Vec::new();
     for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Enosys) {
@@ -715,16 +734,18 @@ pub fn compile(table: &[SeccompRuleSpec]) -> Result<Vec<PackedInsn>, String> {
     let a = &mut b.asm;
     let (arch_ok, kill) = (a.label(), a.label());
     a.stmt(BPF_LD_W_ABS, DATA_ARCH);
-    a.jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, arch_ok, kill);
+    a.jump(BPF_JEQ_K, arch.audit_arch(), arch_ok, kill);
     a.bind(kill);
     a.stmt(BPF_RET_K, RET_KILL_PROCESS);
     a.bind(arch_ok);
     a.stmt(BPF_LD_W_ABS, DATA_NR);
-    let (x32, native) = (a.label(), a.label());
-    a.jump(BPF_JSET_K, X32_BIT, x32, native);
-    a.bind(x32);
-    a.stmt(BPF_RET_K, eperm);
-    a.bind(native);
+    if arch == SeccompArch::X86_64 {
+        let (x32, native) = (a.label(), a.label());
+        a.jump(BPF_JSET_K, X32_BIT, x32, native);
+        a.bind(x32);
+        a.stmt(BPF_RET_K, eperm);
+        a.bind(native);
+    }
     for nr in enosys_nrs {
         let (hit, miss) = (a.label(), a.label());
         a.jump(BPF_JEQ_K, nr, hit, miss);
@@ -795,7 +816,7 @@ mod tests {
         t.extend(truncate_guard_rules());
         let p = compile(&t).unwrap();
         assert!(p.len() > base);
-        assert_eq!(unpack(p[8]), (BPF_JEQ_K, 0, 1, nr::OPENAT2 as u32));
+        assert_eq!(unpack(p[8]), (BPF_JEQ_K, 0, 1, x86("openat2") as u32));
         assert_eq!(unpack(p[9]).3, RET_ERRNO | libc::ENOSYS as u32);
         let g = truncate_guard_rules();
         assert!(g.iter().any(|r| r.syscall == "truncate" && r.conditions.is_empty()));
@@ -812,7 +833,7 @@ mod tests {
         assert_eq!(unpack(p[3]), (BPF_LD_W_ABS, 0, 0, 0));
         assert_eq!(unpack(p[4]), (BPF_JSET_K, 0, 1, 0x4000_0000));
         assert_eq!(unpack(p[5]), (BPF_RET_K, 0, 0, RET_ERRNO | libc::EPERM as u32));
-        assert_eq!(unpack(p[6]), (BPF_JEQ_K, 0, 1, nr::CLONE3 as u32));
+        assert_eq!(unpack(p[6]), (BPF_JEQ_K, 0, 1, x86("clone3") as u32));
         assert_eq!(unpack(p[7]).3, RET_ERRNO | libc::ENOSYS as u32);
         assert!(p.len() > 40);
         check_structure(&p);
@@ -827,16 +848,22 @@ mod tests {
 
     /// The old `compile`: the same prologue, then seccompiler's linear chain. The reference.
     fn reference(table: &[SeccompRuleSpec]) -> Vec<PackedInsn> {
+        reference_for(SeccompArch::X86_64, table)
+    }
+
+    fn reference_for(arch: SeccompArch, table: &[SeccompRuleSpec]) -> Vec<PackedInsn> {
         use seccompiler::{SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition, SeccompFilter,
             SeccompRule, TargetArch};
         let mut prog = vec![
             pack(BPF_LD_W_ABS, 0, 0, 4),
-            pack(BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+            pack(BPF_JEQ_K, 1, 0, arch.audit_arch()),
             pack(BPF_RET_K, 0, 0, RET_KILL_PROCESS),
             pack(BPF_LD_W_ABS, 0, 0, 0),
-            pack(BPF_JSET_K, 0, 1, 0x4000_0000),
-            pack(BPF_RET_K, 0, 0, EPERM),
         ];
+        if arch == SeccompArch::X86_64 {
+            prog.push(pack(BPF_JSET_K, 0, 1, 0x4000_0000));
+            prog.push(pack(BPF_RET_K, 0, 0, EPERM));
+        }
         let mut enosys_seen = Vec::new();
         for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Enosys) {
             if !enosys_seen.contains(&r.nr) {
@@ -865,7 +892,8 @@ mod tests {
                 entry.push(SeccompRule::new(conds.collect()).unwrap());
             }
         }
-        let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), TargetArch::x86_64)
+        let target = if arch == SeccompArch::X86_64 { TargetArch::x86_64 } else { TargetArch::aarch64 };
+        let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), target)
             .unwrap();
         let body: seccompiler::BpfProgram = filter.try_into().unwrap();
         prog.extend(body.iter().map(|i| pack(i.code, i.jt, i.jf, i.k)));
@@ -970,6 +998,34 @@ mod tests {
         ]
     }
 
+    /// aarch64: its own numbers (no `open`, `creat`, `chmod`, `mknod`), its audit arch, no x32
+    /// check; 32-bit ARM compat calls (another audit arch) are killed. Checked against
+    /// seccompiler's aarch64 program on every number.
+    #[test]
+    fn aarch64_program_matches_seccompiler_and_kills_compat_calls() {
+        const AUDIT_ARCH_ARM: u32 = 0x4000_0028;
+        for scope in [SocketScope::SocketpairsOnly, SocketScope::OwnNetworkNamespace] {
+            let t = for_arch(seccomp_table_for(scope), SeccompArch::Aarch64);
+            assert!(!t.iter().any(|r| ["open", "creat", "chmod", "mknod"].contains(&r.syscall.as_str())));
+            assert!(t.iter().any(|r| r.syscall == "openat" && r.nr == 56));
+            let (new, old) = (compile_for(SeccompArch::Aarch64, &t).unwrap(), reference_for(SeccompArch::Aarch64, &t));
+            check_structure(&new);
+            assert!(!new.iter().any(|&i| unpack(i).0 == BPF_JSET_K && unpack(i).3 == X32_BIT), "no x32 check on aarch64");
+            for nr in probe_nrs() {
+                for args in [[0u64; 6], [1, 2, 0, 0, 0, 0], [1, 3, 0, 0, 0, 0], [u64::MAX; 6]] {
+                    let d = data(nr, SeccompArch::Aarch64.audit_arch(), args);
+                    assert_eq!(run(&new, &d).action, run(&old, &d).action, "nr {nr} args {args:?}");
+                }
+            }
+            let act = |nr: i64, arch: u32| run(&new, &data(nr as u32, arch, [1, 2, 0, 0, 0, 0])).action;
+            assert_eq!(act(172, SeccompArch::Aarch64.audit_arch()), RET_ALLOW, "getpid");
+            assert_eq!(act(117, SeccompArch::Aarch64.audit_arch()), EPERM, "ptrace");
+            assert_eq!(act(198, SeccompArch::Aarch64.audit_arch()), EPERM, "socket(AF_UNIX, SOCK_DGRAM)");
+            assert_eq!(act(20, AUDIT_ARCH_ARM), RET_KILL_PROCESS, "a 32-bit ARM compat call");
+            assert_eq!(act(20, AUDIT_ARCH_X86_64), RET_KILL_PROCESS);
+        }
+    }
+
     #[test]
     fn own_network_namespace_allows_inet_but_no_unix_socket() {
         let p = compile(&seccomp_table_for(SocketScope::OwnNetworkNamespace)).unwrap();
@@ -1034,8 +1090,8 @@ mod tests {
             assert_eq!(act(libc::SYS_getpid), RET_ALLOW);
             let own_netns = name.contains("OwnNetworkNamespace");
             assert_eq!(act(libc::SYS_connect), if own_netns { RET_ALLOW } else { EPERM });
-            assert_eq!(act(nr::CLONE3), ENOSYS);
-            assert_eq!(act(nr::OPENAT2), ENOSYS);
+            assert_eq!(act(x86("clone3")), ENOSYS);
+            assert_eq!(act(x86("openat2")), ENOSYS);
             assert_eq!(run(&new, &data(39 | X32_BIT, AUDIT_ARCH_X86_64, [0; 6])).action, EPERM);
             assert_eq!(run(&new, &data(20, AUDIT_ARCH_I386, [0; 6])).action, RET_KILL_PROCESS);
         }
@@ -1148,7 +1204,7 @@ mod tests {
     #[test]
     fn far_jumps_go_through_ja_trampolines() {
         // 400 syscalls with argument rules: the tree's leaves are far from their handlers.
-        let mut t = vec![row("clone3", nr::CLONE3, vec![], SeccompDeny::Enosys)];
+        let mut t = vec![row("clone3", x86("clone3"), vec![], SeccompDeny::Enosys)];
         for nr in 0..400i64 {
             let c = match nr % 5 {
                 0 => vec![ArgCondition::Eq { arg: 0, value: nr as u32 }],
@@ -1200,7 +1256,7 @@ mod tests {
     #[test]
     fn compile_rejects_malformed_rows() {
         let err = |t: Vec<SeccompRuleSpec>| compile(&t).unwrap_err();
-        assert!(err(vec![row("openat2", nr::OPENAT2, vec![ArgCondition::Eq { arg: 0, value: 1 }], SeccompDeny::Enosys)])
+        assert!(err(vec![row("openat2", x86("openat2"), vec![ArgCondition::Eq { arg: 0, value: 1 }], SeccompDeny::Enosys)])
             .contains("conditional ENOSYS"));
         assert!(err(vec![row("x", 1, vec![ArgCondition::Eq { arg: 6, value: 1 }], SeccompDeny::Eperm)]).contains("argument index"));
         assert!(err(vec![row("x", 1, vec![ArgCondition::Masked { arg: 0, mask: 0xf, value: 0x10 }], SeccompDeny::Eperm)])
@@ -1256,8 +1312,8 @@ mod tests {
                     let fd = libc::syscall(libc::SYS_socket, libc::AF_UNIX, libc::SOCK_STREAM, 0);
                     fd >= 0 && libc::close(fd as i32) == 0
                 },
-                &|| fails_with(libc::syscall(nr::CLONE3, 0usize, 0usize), libc::ENOSYS),
-                &|| fails_with(libc::syscall(nr::OPENAT2, libc::AT_FDCWD, missing, 0usize, 0usize), libc::ENOSYS),
+                &|| fails_with(libc::syscall(x86("clone3"), 0usize, 0usize), libc::ENOSYS),
+                &|| fails_with(libc::syscall(x86("openat2"), libc::AT_FDCWD, missing, 0usize, 0usize), libc::ENOSYS),
                 &|| fails_with(libc::syscall(libc::SYS_getpid | 0x4000_0000), libc::EPERM),
                 &|| fails_with(libc::syscall(libc::SYS_socket, libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0), libc::EPERM),
                 &|| {

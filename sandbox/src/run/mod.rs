@@ -223,7 +223,7 @@ impl PreparedRun {
             // The helper could not create a user namespace: nothing ran. Unless Full was asked
             // for explicitly, fall back to Standard, say why, and remember it for this process.
             Err(SandboxError::NamespacesUnavailable(msg))
-                if self.plan.namespaces.is_some()
+                if self.plan.namespaces().is_some()
                     && self.policy.level == crate::policy::LevelSetting::Auto
                     && self.policy.require_level.is_none_or(|r| r < SandboxLevel::Full) =>
             {
@@ -268,7 +268,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     let mut helper_plan = plan.helper_plan(me, cgroup.as_ref().map(RunCgroup::join_files).unwrap_or_default());
     // Protected workspace paths: the private copies' staging, and a snapshot of the others to
     // review them in place after the run.
-    let protected = plan.namespaces.as_ref().map(|n| n.protected.clone()).unwrap_or_default();
+    let protected = plan.namespaces().map(|n| n.protected.clone()).unwrap_or_default();
     let staging = crate::linux::protect::Staging::create(plan)?;
     let snapshot = crate::linux::protect::Snapshot::take(plan);
     if let (Some(ns), Some(st)) = (helper_plan.namespaces.as_mut(), staging.as_ref()) {

@@ -75,8 +75,7 @@ impl Scratch {
             return None;
         }
         let mut random = [0u8; 8];
-        // SAFETY: getrandom fills the local buffer.
-        if unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) } != random.len() as isize {
+        if !crate::rand::fill(&mut random) {
             return None;
         }
         let n = RUN_SEQ.fetch_add(1, Ordering::SeqCst);

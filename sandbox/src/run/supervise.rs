@@ -211,9 +211,9 @@ pub(crate) fn supervise_run(
     // not a result to relabel but an error.
     if let Some(a) = &applied {
         let missing: Vec<&str> = [
-            (plan.landlock.is_some() && a.landlock != LANDLOCK_ENFORCED, "Landlock"),
-            (plan.seccomp.is_some() && !a.seccomp, "seccomp"),
-            (plan.namespaces.is_some() && !a.namespaces, "namespaces"),
+            (plan.landlock().is_some() && a.landlock != LANDLOCK_ENFORCED, "Landlock"),
+            (plan.seccomp().is_some() && !a.seccomp, "seccomp"),
+            (plan.namespaces().is_some() && !a.namespaces, "namespaces"),
         ]
         .into_iter()
         .filter_map(|(m, name)| m.then_some(name))

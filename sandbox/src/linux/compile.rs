@@ -1,0 +1,226 @@
+//! Compiling a plan's Linux artefacts: namespaces and mounts ([`super::mounts`]), Landlock
+//! rules ([`super::landlock`]), the seccomp program ([`super::seccomp`]), rlimits and the
+//! cgroup limits, from the policy, the detected capabilities and the OS-neutral decisions
+//! already made ([`crate::plan::make_plan`]). Pure: nothing is applied here.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use super::landlock::{self, Grant};
+use super::{mounts, seccomp};
+use crate::detect::Capabilities;
+use crate::error::SandboxError;
+use crate::plan::configs::ScrubbedConfig;
+use crate::plan::protected::ProtectedPath;
+use crate::plan::resolve::PathResolver;
+use crate::plan::{
+    default_memory_bytes, default_tmp_bytes, LandlockPlan, LinuxPlan, MemoryLimit, ProcessLimit, RlimitSetting, RunContext, SeccompPlan,
+};
+use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};
+
+/// Linux's `RLIMIT_*` numbers (the same on x86_64 and aarch64; the plan may be made elsewhere).
+const LINUX_RLIMIT_FSIZE: i32 = 1;
+const LINUX_RLIMIT_CORE: i32 = 4;
+const LINUX_RLIMIT_NPROC: i32 = 6;
+const LINUX_RLIMIT_NOFILE: i32 = 7;
+
+/// What [`compile`] needs.
+pub struct Inputs<'a> {
+    /// The policy (with the run's extra denies).
+    pub policy: &'a SandboxPolicy,
+    /// What this machine offers.
+    pub caps: &'a Capabilities,
+    /// The run's context.
+    pub ctx: &'a RunContext,
+    /// The level chosen.
+    pub level: SandboxLevel,
+    /// Namespaces and mounts are used (Full, or Minimal with user namespaces).
+    pub full: bool,
+    /// The toolchain configs, scrubbed.
+    pub scrubbed: &'a [ScrubbedConfig],
+    /// The protected workspace paths (the private ones get overlays).
+    pub protected: &'a [ProtectedPath],
+    /// Paths granted read-only for the scrubbed configs (added to here at Full).
+    pub config_reads: &'a mut Vec<PathBuf>,
+    /// The plan's path resolver.
+    pub resolver: &'a mut PathResolver,
+}
+
+/// The Linux artefacts of a run.
+///
+/// # Errors
+/// [`SandboxError::Plan`] when a user-requested path does not exist or the seccomp table fails
+/// to compile.
+pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
+    let Inputs { policy, caps, ctx, level, full, scrubbed, protected, config_reads, resolver } = i;
+    let confined = level > SandboxLevel::None;
+    let tmp_bytes = policy.max_tmp_bytes.unwrap_or_else(|| default_tmp_bytes(caps.mem_total_bytes));
+    let mut namespaces = full.then(|| mounts::namespace_plan_with(resolver, policy, caps.uid, caps.gid, tmp_bytes));
+    if let Some(ns) = namespaces.as_mut() {
+        ns.protected = protected.iter().filter(|p| p.private).cloned().collect();
+    }
+    if let Some(ns) = namespaces.as_mut() {
+        // Full: scrubbed copies bound over the originals (read-only); a clean one only where the
+        // private $HOME would not show it otherwise.
+        for c in scrubbed {
+            let visible = ns.home_view.as_ref().is_none_or(|h| !c.path.starts_with(&h.home) || h.keep.iter().any(|k| c.path.starts_with(k)));
+            if !c.removed.is_empty() || !visible {
+                ns.config_overlays.push(mounts::ConfigOverlay { target: c.path.clone(), content: c.content.clone() });
+                config_reads.push(c.path.clone());
+            }
+        }
+    }
+    // At Full level existing credential paths are hidden by mounts, so Landlock grants need no
+    // expansion around them; a credential path that does not exist at launch can only appear
+    // during the run (written by the command itself or concurrently by the user), a race the
+    // README documents. At Standard every deny inside a grant is expanded around.
+    let masked: Vec<PathBuf> = if namespaces.is_some() { policy.deny_paths.clone() } else { Vec::new() };
+    let landlock = if level >= SandboxLevel::Standard && caps.landlock.abi > 0 {
+        Some(landlock_plan(policy, caps.landlock.abi, full, &masked, config_reads, resolver)?)
+    } else {
+        None
+    };
+    let seccomp = if level >= SandboxLevel::Minimal {
+        // In the sandbox's own network namespace TCP and UDP on lo are the sandbox's own.
+        let scope = if full { seccomp::SocketScope::OwnNetworkNamespace } else { seccomp::SocketScope::SocketpairsOnly };
+        let mut rules = seccomp::seccomp_table_for(scope);
+        // Below Landlock ABI 3 nothing else stops truncation outside the workspace at Standard
+        // (at Full the read-only mounts do).
+        if level == SandboxLevel::Standard && (1..3).contains(&caps.landlock.abi) {
+            rules.extend(seccomp::truncate_guard_rules());
+        }
+        let arch = crate::linux::syscalls::SeccompArch::native();
+        let rules = seccomp::for_arch(rules, arch);
+        let program = seccomp::compile_for(arch, &rules).map_err(SandboxError::Plan)?;
+        Some(SeccompPlan { arch, rules, program })
+    } else {
+        None
+    };
+    let process_limit = if !confined {
+        ProcessLimit::Unbounded
+    } else if let Some(cg) = &caps.cgroup_pids {
+        ProcessLimit::Cgroup { base: cg.base.clone(), version: cg.version.clone(), max: policy.max_processes + 2 }
+    } else if caps.is_root {
+        ProcessLimit::Unbounded
+    } else if full {
+        // Inside a fresh user namespace RLIMIT_NPROC counts only that namespace's processes.
+        ProcessLimit::Rlimit { max: u64::from(policy.max_processes) }
+    } else {
+        ProcessLimit::Rlimit { max: ctx.uid_tasks.unwrap_or(0) + u64::from(policy.max_processes) }
+    };
+    let memory_limit = match &caps.cgroup_memory {
+        Some(cg) if confined => MemoryLimit::Cgroup {
+            base: cg.base.clone(),
+            version: cg.version.clone(),
+            max_bytes: policy.max_memory_bytes.unwrap_or_else(|| default_memory_bytes(caps.mem_total_bytes)),
+        },
+        _ => MemoryLimit::Unbounded,
+    };
+    let mut rlimits = Vec::new();
+    if confined {
+        rlimits.push(RlimitSetting { name: "RLIMIT_FSIZE".into(), resource: LINUX_RLIMIT_FSIZE, value: policy.max_file_size_bytes });
+        rlimits.push(RlimitSetting { name: "RLIMIT_NOFILE".into(), resource: LINUX_RLIMIT_NOFILE, value: policy.max_open_files });
+        rlimits.push(RlimitSetting { name: "RLIMIT_CORE".into(), resource: LINUX_RLIMIT_CORE, value: 0 });
+        if let ProcessLimit::Rlimit { max } = process_limit {
+            rlimits.push(RlimitSetting { name: "RLIMIT_NPROC".into(), resource: LINUX_RLIMIT_NPROC, value: max });
+        }
+    }
+    Ok(LinuxPlan {
+        namespaces,
+        landlock,
+        seccomp,
+        rlimits,
+        process_limit,
+        memory_limit,
+        scratch: if full { None } else { ctx.scratch.clone() },
+        drop_capabilities: confined && (caps.is_root || full),
+    })
+}
+
+fn landlock_plan(
+    policy: &SandboxPolicy,
+    abi: u32,
+    own_netns: bool,
+    masked: &[PathBuf],
+    config_reads: &[PathBuf],
+    resolver: &mut PathResolver,
+) -> Result<LandlockPlan, SandboxError> {
+    use landlock::{device, read_exec, read_only, read_write};
+    let handled_abi = abi.min(landlock::MAX_KNOWN_ABI);
+    let mut grants = Vec::new();
+    let mut push = |paths: &[PathBuf], access: u64, reason: &str, must_exist: bool| {
+        for p in paths {
+            grants.push(Grant { path: p.clone(), access, reason: reason.into(), must_exist });
+        }
+    };
+    let defaults_read = default_read_paths(policy.home.as_deref());
+    let (system, user_read): (Vec<PathBuf>, Vec<PathBuf>) =
+        policy.read_only_paths.iter().cloned().partition(|p| is_default_read(p, &defaults_read));
+    for p in &system {
+        let access = if p == Path::new("/proc") || p == Path::new("/sys") { read_only(handled_abi) } else { read_exec(handled_abi) };
+        push(std::slice::from_ref(p), access, "system or toolchain (read + execute)", false);
+    }
+    push(&user_read, read_exec(handled_abi), "allow_paths.read (read + execute)", true);
+    push(config_reads, read_only(handled_abi), "toolchain config (credentials removed)", false);
+    push(&policy.device_paths, device(handled_abi), "device node", false);
+    let (scratch_dirs, user_write): (Vec<PathBuf>, Vec<PathBuf>) = policy
+        .writable_paths
+        .iter()
+        .cloned()
+        .partition(|p| crate::defaults::SCRATCH_WRITE_DIRS.iter().any(|s| Path::new(s) == p));
+    push(&scratch_dirs, read_write(handled_abi), "scratch (read-write, shared with the host)", false);
+    push(&user_write, read_write(handled_abi), "allow_paths.write (read-write)", true);
+    let ws_access = if policy.mode == SandboxMode::ReadOnly { read_exec(handled_abi) } else { read_write(handled_abi) };
+    push(std::slice::from_ref(&policy.workspace_path), ws_access, "workspace", true);
+    let resolved = landlock::resolve_rules_with(resolver, &grants, &policy.deny_paths, masked).map_err(SandboxError::Plan)?;
+    Ok(LandlockPlan {
+        abi,
+        handled_abi,
+        handled_fs: landlock::fs_rights_for_abi(handled_abi),
+        // In the sandbox's own network namespace TCP reaches only its loopback: not handled.
+        handled_net: if own_netns { 0 } else { landlock::net_rights_for_abi(handled_abi) },
+        scopes: landlock::scopes_for_abi(handled_abi),
+        rules: resolved.rules,
+        skipped: resolved.skipped,
+        expanded: resolved.expanded,
+    })
+}
+
+/// The read grants the policy adds by default (system directories, `$HOME` toolchains): a
+/// missing one is skipped rather than an error.
+fn default_read_paths(home: Option<&Path>) -> HashSet<PathBuf> {
+    let system = crate::defaults::SYSTEM_READ_DIRS.iter().map(PathBuf::from);
+    let toolchains = home.into_iter().flat_map(|h| crate::defaults::HOME_TOOLCHAINS.iter().map(move |t| h.join(t)));
+    system.chain(toolchains).collect()
+}
+
+/// `p` is one of the default read grants (paths compare component by component, as `==` does).
+fn is_default_read(p: &Path, defaults: &HashSet<PathBuf>) -> bool {
+    defaults.contains(p)
+}
+
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_read_lookup_matches_the_linear_scan() {
+        let system: Vec<PathBuf> = crate::defaults::SYSTEM_READ_DIRS.iter().map(PathBuf::from).collect();
+        let linear = |p: &Path, home: Option<&Path>| {
+            system.iter().any(|s| s == p) || home.is_some_and(|h| crate::defaults::HOME_TOOLCHAINS.iter().any(|t| h.join(t) == p))
+        };
+        let probes = [
+            "/usr", "/usr/", "/usr/.", "//usr", "/usr/bin", "/nix/store", "/nix//store/", "/nix/./store", "/proc", "/etc/..",
+            "/h/.cargo", "/h/.cargo/", "/h//.cargo", "/h/./.cargo", "/h/.local/bin", "/h/.local", "/h/go", "/h/.config/git/",
+            "/h", "/other/.cargo", "usr", "", "/",
+        ];
+        for home in [None, Some(Path::new("/h")), Some(Path::new("/h/"))] {
+            let set = default_read_paths(home);
+            for p in probes {
+                assert_eq!(is_default_read(Path::new(p), &set), linear(Path::new(p), home), "{p:?} home {home:?}");
+            }
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Random bytes from the kernel, for names that must not be guessable (staging and scratch
+//! directories, pending-change ids).
+
+/// Fills `buf` with random bytes; `false` when the kernel could not.
+pub fn fill(buf: &mut [u8]) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getrandom writes at most `buf.len()` bytes into it.
+        unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) == buf.len() as isize }
+    }
+    #[cfg(all(unix, not(target_os = "linux")))]
+    {
+        // SAFETY: arc4random_buf fills the buffer; it cannot fail.
+        unsafe { libc::arc4random_buf(buf.as_mut_ptr().cast(), buf.len()) };
+        true
+    }
+    #[cfg(not(unix))]
+    {
+        use std::hash::{BuildHasher, Hasher};
+        for chunk in buf.chunks_mut(8) {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+            chunk.copy_from_slice(&h.finish().to_ne_bytes()[..chunk.len()]);
+        }
+        true
+    }
+}
