@@ -9,10 +9,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Args, Parser, Subcommand};
 use localgpt_sandbox::config::absolutize;
+use localgpt_sandbox::detect::Platform;
 use localgpt_sandbox::policy::{LevelSetting, SandboxLevel, SandboxMode};
 use localgpt_sandbox::run::{HelperStart, OutputSink, RunOptions, StdinMode, Stream};
 use localgpt_sandbox::text::{escape_controls, TerminalFilter};
-use localgpt_sandbox::{build_sandbox_policy, SandboxError, SandboxPolicy, SandboxSettings};
+use localgpt_sandbox::{SandboxError, SandboxPolicy, SandboxSettings};
 
 use crate::render;
 
@@ -222,6 +223,10 @@ pub struct StatusArgs {
 pub struct ExplainArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// The platform to make the plan for: `linux`, `macos` (the Seatbelt profile a Mac would
+    /// run for the same flags; shown on any OS) or `windows`. Default: this one.
+    #[arg(long)]
+    pub platform: Option<String>,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
@@ -248,6 +253,14 @@ fn usage(msg: impl Into<String>) -> Failure {
 /// # Errors
 /// A usage failure for bad config, flags or workspace.
 pub fn resolve_policy(args: &PolicyArgs) -> Result<SandboxPolicy, Failure> {
+    resolve_policy_for(args, Platform::current())
+}
+
+/// [`resolve_policy`] with `platform`'s default tables.
+///
+/// # Errors
+/// As [`resolve_policy`].
+pub fn resolve_policy_for(args: &PolicyArgs, platform: Platform) -> Result<SandboxPolicy, Failure> {
     let (mut s, _path) = SandboxSettings::load()?;
     let cwd = std::env::current_dir().map_err(|e| usage(format!("current directory: {e}")))?;
     if let Some(m) = &args.mode {
@@ -280,7 +293,7 @@ pub fn resolve_policy(args: &PolicyArgs) -> Result<SandboxPolicy, Failure> {
         (None, Some(w)) if w.as_os_str() != "." => w.clone(),
         _ => cwd,
     };
-    Ok(build_sandbox_policy(&ws, &s)?)
+    Ok(localgpt_sandbox::config::build_sandbox_policy_for(&ws, &s, platform)?)
 }
 
 static CANCEL: AtomicBool = AtomicBool::new(false);
@@ -486,7 +499,7 @@ pub fn pending(args: PendingArgs) -> Result<i32, Failure> {
 pub fn status(args: StatusArgs) -> Result<i32, Failure> {
     let caps = localgpt_sandbox::detect_sandbox_capabilities();
     let policy = resolve_policy(&PolicyArgs::default())?;
-    let ctx = localgpt_sandbox::plan::RunContext { caller_env: localgpt_sandbox::run::caller_env(), scratch: None, uid_tasks: None };
+    let ctx = localgpt_sandbox::plan::RunContext { caller_env: localgpt_sandbox::run::caller_env(), ..Default::default() };
     let plan = localgpt_sandbox::make_plan(&policy, &caps, &ctx);
     if args.json {
         let v = render::status_json(&caps, &plan);
@@ -502,14 +515,21 @@ pub fn status(args: StatusArgs) -> Result<i32, Failure> {
 /// # Errors
 /// Failures resolving the policy or building the plan.
 pub fn explain(args: ExplainArgs) -> Result<i32, Failure> {
-    let policy = resolve_policy(&args.policy)?;
-    let caps = localgpt_sandbox::detect_sandbox_capabilities();
+    let platform = match &args.platform {
+        Some(p) => Platform::parse(p).map_err(|e| usage(e.to_string()))?,
+        None => Platform::current(),
+    };
+    let policy = resolve_policy_for(&args.policy, platform)?;
+    let caps = if platform == Platform::current() { localgpt_sandbox::detect_sandbox_capabilities() } else { localgpt_sandbox::detect::assumed_for(platform) };
     let ctx = localgpt_sandbox::plan::RunContext {
         caller_env: localgpt_sandbox::run::caller_env(),
         scratch: Some(PathBuf::from("/tmp/localgpt-sandbox-XXXXXX")),
-        uid_tasks: None,
+        ..Default::default()
     };
     let plan = localgpt_sandbox::make_plan(&policy, &caps, &ctx)?;
+    if platform != Platform::current() && !args.json {
+        println!("Plan for {platform}, made on {} (assumed capabilities: {}).\n", Platform::current(), render::backend_name(&caps));
+    }
     if args.json {
         let v = serde_json::json!({ "policy": policy, "capabilities": caps, "plan": render::plan_json(&plan) });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use localgpt_sandbox::linux::landlock::fs_right_names;
+use localgpt_sandbox::detect::Platform;
 use localgpt_sandbox::plan::{Plan, ProtectionState};
 use localgpt_sandbox::run::RunResult;
 use localgpt_sandbox::text::{display_argv, escape_controls, escape_os};
@@ -98,6 +99,9 @@ pub fn status_json(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> Va
         Err(e) => (None, Value::Null, json!([]), json!([]), json!(e.to_string())),
     };
     json!({
+        "platform": caps.platform,
+        "backend": backend_name(caps),
+        "seatbelt": caps.seatbelt,
         "kernel": caps.kernel,
         "landlock": {"abi": abi, "state": caps.landlock.state, "detail": caps.landlock.detail, "features": features},
         "seccomp": caps.seccomp,
@@ -129,6 +133,17 @@ pub fn available_levels(caps: &Capabilities) -> Vec<SandboxLevel> {
 pub fn status_text(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> String {
     let mut s = String::from("Sandbox Capabilities:\n");
     let ok = |b: bool| if b { "✓" } else { "✗" };
+    let _ = writeln!(s, "  Backend:   {} ({})", backend_name(caps), caps.platform);
+    if caps.platform != Platform::Linux {
+        if let Some(f) = &caps.seatbelt {
+            let _ = writeln!(s, "  Seatbelt:  {} {}", f.detail, ok(f.available));
+        }
+        status_plan(&mut s, plan);
+        if caps.platform == Platform::Macos {
+            let _ = writeln!(s, "\nThe macOS backend is generated and checked on Linux in this project's CI; run `localgpt sandbox test` to check it on this Mac.");
+        }
+        return escape_lines(&s);
+    }
     let _ = writeln!(s, "  Kernel:    {}", caps.kernel);
     let ll = &caps.landlock;
     if ll.abi > 0 {
@@ -159,6 +174,21 @@ pub fn status_text(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> St
             let _ = writeln!(s, "  Memory:    no writable memory cgroup (only the private /tmp and /dev/shm are bounded)");
         }
     }
+    status_plan(&mut s, plan);
+    escape_lines(&s)
+}
+
+/// The backend that confines commands here.
+#[must_use]
+pub fn backend_name(caps: &Capabilities) -> &'static str {
+    match caps.platform {
+        Platform::Linux => "linux (namespaces, Landlock, seccomp)",
+        Platform::Macos => "macos (Seatbelt via /usr/bin/sandbox-exec)",
+        Platform::Windows => "windows (none in this build)",
+    }
+}
+
+fn status_plan(s: &mut String, plan: &Result<Plan, SandboxError>) {
     match plan {
         Ok(p) => {
             let _ = writeln!(s, "  Level:     {}", level_line(p));
@@ -174,7 +204,6 @@ pub fn status_text(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> St
             let _ = writeln!(s, "  Level:     unavailable: {e}");
         }
     }
-    escape_lines(&s)
 }
 
 /// The plan as JSON, with right names added to every Landlock rule.
@@ -182,18 +211,18 @@ pub fn status_text(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> St
 pub fn plan_json(plan: &Plan) -> Value {
     let mut v = json!(plan);
     if let Some(ll) = plan.landlock() {
-        v["landlock"]["rules"] = ll
+        v["linux"]["landlock"]["rules"] = ll
             .rules
             .iter()
             .map(|r| json!({"path": r.path, "access": fs_right_names(r.access), "access_bits": r.access, "reason": r.reason}))
             .collect();
-        v["landlock"]["handled_fs_names"] = json!(fs_right_names(ll.handled_fs));
+        v["linux"]["landlock"]["handled_fs_names"] = json!(fs_right_names(ll.handled_fs));
     }
     if let Some(sc) = plan.seccomp() {
-        v["seccomp"]["program_len"] = json!(sc.program.len());
-        v["seccomp"]
-            .as_object_mut()
-            .map(|o| o.remove("program"));
+        v["linux"]["seccomp"]["program_len"] = json!(sc.program.len());
+        if let Some(o) = v["linux"]["seccomp"].as_object_mut() {
+            o.remove("program");
+        }
     }
     v["env"] = json!({
         "names": plan.env.vars.iter().map(|(k, _)| k).collect::<Vec<_>>(),
@@ -233,6 +262,14 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
             let _ = writeln!(s, "  {:<28} {:<34} {:<12} {}", r.syscall, cond, format!("{:?}", r.action).to_lowercase(), r.reason);
         }
     }
+    if let Some(m) = &plan.macos {
+        let _ = writeln!(s, "\nSeatbelt: {} -p PROFILE -DNAME=VALUE … -- HELPER {} COMMAND…", localgpt_sandbox::detect::SANDBOX_EXEC, localgpt_sandbox::run::report::HELPER_FLAG);
+        let _ = writeln!(s, "  denials tagged {}:<rule>", m.marker);
+        let _ = writeln!(s, "  parameters:");
+        for (k, v) in &m.params {
+            let _ = writeln!(s, "    -D{k}={}", v.display());
+        }
+    }
     let _ = writeln!(s, "\nResources:");
     for r in plan.rlimits() {
         let _ = writeln!(s, "  {} = {}", r.name, r.value);
@@ -244,6 +281,10 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
     let _ = writeln!(s, "\nProtections:");
     for pr in &plan.protections {
         let _ = writeln!(s, "  {} {:<26} {} — {}", mark(pr.state), pr.id, pr.mechanism, pr.detail);
+    }
+    if let Some(m) = &plan.macos {
+        let _ = writeln!(s, "\nProfile:");
+        s.push_str(&m.profile);
     }
     escape_lines(&s)
 }

@@ -64,7 +64,7 @@ fn standard_policy_with(ws: &Path, extra: &[PathBuf]) -> SandboxPolicy {
 }
 
 fn ctx() -> RunContext {
-    RunContext { caller_env: localgpt_sandbox::run::caller_env(), scratch: None, uid_tasks: Some(100) }
+    RunContext { caller_env: localgpt_sandbox::run::caller_env(), scratch: None, uid_tasks: Some(100), ..Default::default() }
 }
 
 fn bench_pure(c: &mut Criterion, fx: &Fixture) {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::defaults::{DEVICE_PATHS, HOME_CREDENTIALS, HOME_TOOLCHAINS, SCRATCH_WRITE_DIRS, SYSTEM_READ_DIRS};
+use crate::platform::Platform;
 use crate::error::SandboxError;
 use crate::policy::{
     EnvPolicy, LevelSetting, NetworkPolicy, SandboxLevel, SandboxMode, SandboxPolicy,
@@ -378,6 +378,17 @@ fn check_workspace(requested: &Path, ws: &Path, home: Option<&Path>, settings: &
 /// [`SandboxError::Policy`] when the workspace does not exist or is not a directory, when a
 /// setting conflicts with the mode, or when the resulting policy fails validation.
 pub fn build_sandbox_policy(workspace: &Path, settings: &SandboxSettings) -> Result<SandboxPolicy, SandboxError> {
+    build_sandbox_policy_for(workspace, settings, Platform::current())
+}
+
+/// [`build_sandbox_policy`] with `platform`'s default tables (system directories, credentials,
+/// devices, scratch): for `localgpt sandbox explain --platform P`, which shows the plan another
+/// OS would run.
+///
+/// # Errors
+/// As [`build_sandbox_policy`].
+pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, platform: Platform) -> Result<SandboxPolicy, SandboxError> {
+    let t = crate::defaults::tables(platform);
     let ws = std::fs::canonicalize(workspace)
         .map_err(|e| SandboxError::Policy(format!("workspace {}: {e}", workspace.display())))?;
     if !ws.is_dir() {
@@ -394,18 +405,18 @@ pub fn build_sandbox_policy(workspace: &Path, settings: &SandboxSettings) -> Res
             }
         }
     }
-    let mut read_only_paths: Vec<PathBuf> = SYSTEM_READ_DIRS.iter().map(PathBuf::from).collect();
+    let mut read_only_paths: Vec<PathBuf> = t.system_read.iter().map(PathBuf::from).collect();
     let mut deny_paths = Vec::new();
     if let Some(h) = &home {
-        read_only_paths.extend(HOME_TOOLCHAINS.iter().map(|t| h.join(t)));
-        deny_paths.extend(HOME_CREDENTIALS.iter().map(|c| h.join(c)));
+        read_only_paths.extend(t.home_toolchains.iter().map(|x| h.join(x)));
+        deny_paths.extend(t.home_credentials.iter().flat_map(|l| l.iter()).map(|c| h.join(c)));
     }
     read_only_paths.extend(settings.extra_read.iter().cloned());
     deny_paths.extend(settings.extra_deny.iter().cloned());
     let mut writable_paths = Vec::new();
     match settings.mode {
         SandboxMode::WorkspaceWrite => {
-            writable_paths.extend(SCRATCH_WRITE_DIRS.iter().map(PathBuf::from));
+            writable_paths.extend(t.scratch_write.iter().map(PathBuf::from));
             writable_paths.extend(settings.extra_write.iter().cloned());
         }
         SandboxMode::ReadOnly => {
@@ -421,7 +432,8 @@ pub fn build_sandbox_policy(workspace: &Path, settings: &SandboxSettings) -> Res
         mode: settings.mode,
         read_only_paths,
         writable_paths,
-        device_paths: DEVICE_PATHS.iter().map(PathBuf::from).collect(),
+        device_paths: t.devices.iter().map(PathBuf::from).collect(),
+        platform,
         deny_paths,
         home,
         network_access: NetworkPolicy::Deny,

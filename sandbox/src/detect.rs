@@ -1,5 +1,6 @@
-//! Capability detection (spec 3.5, 6.3): Landlock ABI, seccomp, user namespaces, and a cgroup
-//! the caller can use to bound the sandbox's process count.
+//! Capability detection (spec 3.5, 6.3): the platform; on Linux the Landlock ABI, seccomp, user
+//! namespaces, and the cgroups the caller can use to bound the sandbox's processes and memory; on
+//! macOS whether `/usr/bin/sandbox-exec` (Seatbelt) is there.
 //!
 //! Landlock is detected with `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`
 //! (mainline kernels have no sysfs file for it): ENOSYS means not built, EOPNOTSUPP disabled at
@@ -42,9 +43,20 @@ pub struct CgroupPids {
     pub version: String,
 }
 
+pub use crate::platform::Platform;
+
+/// Where macOS keeps `sandbox-exec` (always run by absolute path).
+pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+
 /// Everything detected about this machine.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Capabilities {
+    /// The operating system (and so the backend).
+    #[serde(default)]
+    pub platform: Platform,
+    /// macOS: `/usr/bin/sandbox-exec` is there and executable (`None` elsewhere).
+    #[serde(default)]
+    pub seatbelt: Option<Feature>,
     /// Kernel release (`uname -r`).
     pub kernel: String,
     /// Landlock.
@@ -76,6 +88,13 @@ impl Capabilities {
     /// The highest level the kernel could support, ignoring what this build implements.
     #[must_use]
     pub fn kernel_level(&self) -> SandboxLevel {
+        match self.platform {
+            Platform::Linux => {}
+            // Seatbelt confines files, network, processes and signals like Standard does; there
+            // is nothing like namespaces for Full.
+            Platform::Macos if self.seatbelt.as_ref().is_some_and(|f| f.available) => return SandboxLevel::Standard,
+            Platform::Macos | Platform::Windows => return SandboxLevel::None,
+        }
         let userns = self.user_namespaces.as_ref().is_some_and(|u| u.available);
         match (self.landlock.abi, self.seccomp.available) {
             (abi, true) if abi >= 1 && userns => SandboxLevel::Full,
@@ -95,6 +114,24 @@ impl Capabilities {
     #[must_use]
     pub fn missing_for(&self, level: SandboxLevel) -> Vec<String> {
         let mut m = Vec::new();
+        match self.platform {
+            Platform::Linux => {}
+            Platform::Macos => {
+                match &self.seatbelt {
+                    Some(f) if f.available => {}
+                    Some(f) => m.push(format!("Seatbelt is unavailable ({}); macOS ships {SANDBOX_EXEC}", f.detail)),
+                    None => m.push(format!("{SANDBOX_EXEC} was not looked for")),
+                }
+                if level >= SandboxLevel::Full {
+                    m.push("level full needs Linux namespaces; macOS offers standard (Seatbelt)".into());
+                }
+                return m;
+            }
+            Platform::Windows => {
+                m.push("this build has no Windows backend yet (restricted token + job object: planned, experimental)".into());
+                return m;
+            }
+        }
         if level >= SandboxLevel::Minimal && !self.seccomp.available {
             m.push(format!("seccomp filters are unavailable ({}); use a kernel built with CONFIG_SECCOMP_FILTER", self.seccomp.detail));
         }
@@ -118,6 +155,7 @@ impl Capabilities {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn errno_text(e: i32) -> String {
     std::io::Error::from_raw_os_error(e).to_string()
 }
@@ -244,13 +282,12 @@ pub fn mem_total_bytes() -> u64 {
 /// own hierarchy at the caller's path in it; on v2 the caller's cgroup when it is the root of
 /// the hierarchy seen (a container or a delegated namespace) and delegates the controller.
 fn detect_cgroup(controller: &str) -> Option<CgroupPids> {
+    if Platform::current() != Platform::Linux {
+        return None;
+    }
     let mountinfo = read_small("/proc/self/mountinfo")?;
     let own = read_small("/proc/self/cgroup")?;
-    let writable = |p: &PathBuf| {
-        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok();
-        // SAFETY: access() with a valid C string.
-        c.is_some_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
-    };
+    let writable = |p: &PathBuf| writable_by_caller(p);
     for line in mountinfo.lines() {
         let Some((pre, post)) = line.split_once(" - ") else { continue };
         let mut post = post.split_whitespace();
@@ -285,6 +322,22 @@ fn detect_cgroup(controller: &str) -> Option<CgroupPids> {
     None
 }
 
+/// Looks for `/usr/bin/sandbox-exec` (macOS).
+#[must_use]
+pub fn detect_seatbelt() -> Feature {
+    match std::fs::metadata(SANDBOX_EXEC) {
+        Ok(m) if m.is_file() => Feature { available: true, detail: format!("{SANDBOX_EXEC} present") },
+        Ok(_) => Feature { available: false, detail: format!("{SANDBOX_EXEC} is not a file") },
+        Err(e) => Feature { available: false, detail: format!("{SANDBOX_EXEC}: {e}") },
+    }
+}
+
+#[cfg(not(unix))]
+fn kernel_release() -> String {
+    String::new()
+}
+
+#[cfg(unix)]
 fn kernel_release() -> String {
     // SAFETY: uname fills a zeroed utsname; release is NUL-terminated by the kernel.
     unsafe {
@@ -294,6 +347,28 @@ fn kernel_release() -> String {
         }
         std::ffi::CStr::from_ptr(u.release.as_ptr()).to_string_lossy().into_owned()
     }
+}
+
+#[cfg(unix)]
+fn writable_by_caller(p: &std::path::Path) -> bool {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok();
+    // SAFETY: access() with a valid C string.
+    c.is_some_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
+}
+
+#[cfg(not(unix))]
+fn writable_by_caller(_: &std::path::Path) -> bool {
+    false
+}
+
+/// The effective uid and gid (0, 0 where there are none).
+#[must_use]
+pub fn effective_ids() -> (u32, u32) {
+    #[cfg(unix)]
+    // SAFETY: geteuid and getegid cannot fail.
+    return unsafe { (libc::geteuid(), libc::getegid()) };
+    #[cfg(not(unix))]
+    (0, 0)
 }
 
 /// Reads a small (proc or sys) file. `std::fs::read_to_string` sizes its buffer from the file's
@@ -315,8 +390,7 @@ pub fn predict_user_namespaces() -> Feature {
     if let Some(why) = USERNS_FAILURE.get() {
         return Feature { available: false, detail: why.clone() };
     }
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = effective_ids().0 == 0 && cfg!(unix);
     predict_userns_from(|p| read_small(p).map(|s| s.trim().to_string()), root)
 }
 
@@ -348,20 +422,48 @@ pub fn record_userns_failure(why: &str) {
 /// Detects everything without forking (user namespaces predicted): what a run needs.
 #[must_use]
 pub fn detect_quick() -> Capabilities {
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
+    let (uid, gid) = effective_ids();
+    let platform = Platform::current();
+    let linux = platform == Platform::Linux;
     Capabilities {
+        platform,
+        seatbelt: (platform == Platform::Macos).then(detect_seatbelt),
         kernel: kernel_release(),
         landlock: detect_landlock(),
         seccomp: detect_seccomp(),
-        user_namespaces: Some(predict_user_namespaces()),
+        user_namespaces: linux.then(predict_user_namespaces),
         cgroup_pids: detect_cgroup_pids(),
         cgroup_memory: detect_cgroup_memory(),
         mem_total_bytes: mem_total_bytes(),
+        is_root: cfg!(unix) && uid == 0,
+        uid,
+        gid,
+    }
+}
+
+/// The capabilities a machine of `platform` is assumed to have when a plan is made for it
+/// elsewhere (`localgpt sandbox explain --platform macos` on Linux): the backend present, the
+/// caller's own uid and environment. On `platform`'s own machine this is [`detect_quick`].
+#[must_use]
+pub fn assumed_for(platform: Platform) -> Capabilities {
+    if platform == Platform::current() {
+        return detect_quick();
+    }
+    let (uid, gid) = effective_ids();
+    let absent = |what: &str| Feature { available: false, detail: format!("not {what}") };
+    Capabilities {
+        platform,
+        seatbelt: (platform == Platform::Macos).then(|| Feature { available: true, detail: format!("assumed: {SANDBOX_EXEC} ships with macOS") }),
+        kernel: String::new(),
+        landlock: LandlockSupport { abi: 0, state: "not-built".into(), detail: "not Linux".into() },
+        seccomp: absent("Linux"),
+        user_namespaces: None,
+        cgroup_pids: None,
+        cgroup_memory: None,
+        mem_total_bytes: 0,
         is_root: uid == 0,
         uid,
-        // SAFETY: getegid cannot fail.
-        gid: unsafe { libc::getegid() },
+        gid,
     }
 }
 
@@ -372,7 +474,9 @@ pub fn detect_sandbox_capabilities() -> Capabilities {
     CACHE
         .get_or_init(|| {
             let mut c = detect_quick();
-            c.user_namespaces = Some(probe_user_namespaces());
+            if c.platform == Platform::Linux {
+                c.user_namespaces = Some(probe_user_namespaces());
+            }
             c
         })
         .clone()
@@ -384,6 +488,8 @@ mod tests {
 
     fn caps(abi: u32, seccomp: bool, userns: bool) -> Capabilities {
         Capabilities {
+            platform: Platform::Linux,
+            seatbelt: None,
             kernel: "x".into(),
             landlock: LandlockSupport { abi, state: if abi > 0 { "available" } else { "disabled" }.into(), detail: String::new() },
             seccomp: Feature { available: seccomp, detail: String::new() },

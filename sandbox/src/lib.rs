@@ -33,28 +33,29 @@ pub mod config;
 pub mod defaults;
 pub mod detect;
 pub mod error;
-#[cfg(unix)]
 pub mod linux;
 pub mod paths;
 #[cfg(unix)]
 pub mod pending;
 pub mod plan;
+pub mod platform;
 
 pub mod policy;
 mod rand;
 pub mod review;
 pub mod text;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 pub mod timing;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 pub mod run;
+pub mod macos;
 
 pub use config::{build_sandbox_policy, SandboxSettings};
 pub use detect::{detect_sandbox_capabilities, Capabilities};
 pub use error::SandboxError;
 pub use plan::{make_plan, Plan, Protection, ProtectionState};
 pub use policy::{SandboxLevel, SandboxMode, SandboxPolicy};
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 pub use run::{prepare, run_argv, run_sandboxed, PreparedRun, RunOptions, RunResult};
 
 /// If this process was started as the sandbox helper (`argv[0]` is `localgpt-sandbox`), becomes
@@ -71,6 +72,10 @@ pub fn dispatch() {
         if is_helper {
             linux::helper::helper_main();
         }
+    }
+    #[cfg(target_os = "macos")]
+    if macos::helper::is_helper() {
+        macos::helper::helper_main();
     }
 }
 

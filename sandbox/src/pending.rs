@@ -211,3 +211,17 @@ pub fn drop_change(id: &str) -> Result<PendingChange, SandboxError> {
     std::fs::remove_dir_all(&cdir).map_err(io(format!("remove {}", cdir.display())))?;
     Ok(c)
 }
+
+/// What happened to the protected paths of a run.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProtectedReview {
+    /// Changes applied to the real files (paths relative to the workspace).
+    pub applied: Vec<String>,
+    /// Changes kept for the user.
+    pub pending: Vec<PendingChange>,
+    /// Protected paths that were read-only for the run (no private copy could be made).
+    pub read_only: Vec<String>,
+    /// What could not be reviewed or applied (the change is then pending, or the note says why
+    /// nothing was lost).
+    pub notes: Vec<String>,
+}

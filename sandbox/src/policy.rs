@@ -229,6 +229,10 @@ pub struct SandboxPolicy {
     /// The user explicitly acknowledged running without kernel confinement
     /// (`full-access` mode or level `none`).
     pub unconfined_acknowledged: bool,
+    /// The platform whose default tables the policy was built with (a plan is only made for
+    /// the same platform).
+    #[serde(default)]
+    pub platform: crate::platform::Platform,
 }
 
 /// Limits accepted by [`SandboxPolicy::validate`], shared with config parsing.
@@ -373,6 +377,7 @@ mod tests {
             environment: EnvPolicy::default(),
             protected_workspace_paths: default_protected(),
             unconfined_acknowledged: false,
+            platform: crate::platform::Platform::Linux,
         }
     }
 

@@ -40,11 +40,7 @@ use crate::run::report::{Report, SetupStep};
 use crate::linux::{namespaces, supervise};
 use crate::plan::HelperPlan;
 
-/// The `argv[0]` that selects the helper.
-pub const HELPER_ARGV0: &str = "localgpt-sandbox";
-
-/// The environment variable carrying the helper plan.
-pub const PLAN_ENV: &str = "LOCALGPT_SANDBOX_PLAN";
+pub use crate::run::report::{HELPER_ARGV0, PLAN_ENV};
 
 /// Writes one report message on fd 3 (one `write`, so lines never interleave).
 pub(crate) fn report(r: &Report) {

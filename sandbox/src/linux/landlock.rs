@@ -9,8 +9,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::ops::Bound;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -221,21 +220,7 @@ pub fn canonicalize_lenient(p: &Path) -> PathBuf {
     PathResolver::new().canonicalize_lenient(p).path
 }
 
-/// Removes `.` and resolves `..` lexically.
-#[must_use]
-pub fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
+pub use crate::plan::resolve::normalize;
 
 const MAX_EXPAND_DEPTH: usize = 12;
 const MAX_EXPAND_ENTRIES: usize = 20_000;
@@ -311,6 +296,14 @@ fn ancestor_ends(b: &[u8]) -> impl Iterator<Item = usize> + '_ {
         .chain((!b.is_empty() && b != b"/").then_some(b.len()))
 }
 
+/// `b[..end]` as an `OsStr`, where `b` is a path's encoded bytes and `end` one of its
+/// [`ancestor_ends`] (before a `/`, or the end).
+fn prefix_at(b: &[u8], end: usize) -> &OsStr {
+    // SAFETY: `b` comes from `as_encoded_bytes`, and `end` is its length or the index of an ASCII
+    // `/`: a split immediately before a valid UTF-8 substring, which the encoding allows.
+    unsafe { OsStr::from_encoded_bytes_unchecked(&b[..end]) }
+}
+
 impl PathSet {
     /// The set of `paths`, each normalised.
     pub fn new(paths: impl IntoIterator<Item = PathBuf>) -> Self {
@@ -327,8 +320,8 @@ impl PathSet {
         let ancestors = sorted
             .iter()
             .flat_map(|p| {
-                let b = p.as_os_str().as_bytes();
-                ancestor_ends(b).map(move |end| OsStr::from_bytes(&b[..end]).to_os_string())
+                let b = p.as_os_str().as_encoded_bytes();
+                ancestor_ends(b).map(move |end| prefix_at(b, end).to_os_string())
             })
             .collect();
         PathSet { sorted, bytes, lengths, ancestors }
@@ -352,10 +345,10 @@ impl PathSet {
     #[must_use]
     pub fn first_containing(&self, p: &Path) -> Option<&PathBuf> {
         debug_assert_eq!(normalize(p).as_os_str(), p.as_os_str());
-        let b = p.as_os_str().as_bytes();
+        let b = p.as_os_str().as_encoded_bytes();
         // `p.starts_with("")` holds for every path: "" is looked up too.
         for end in ancestor_ends(b).filter(|&end| self.lengths.get(end) == Some(&true)) {
-            let a = OsStr::from_bytes(&b[..end]);
+            let a = prefix_at(b, end);
             if self.bytes.contains(a) {
                 return self.sorted.get(Path::new(a));
             }
@@ -757,6 +750,7 @@ mod tests {
             cgroup_procs: Vec::new(),
             drop_capabilities: false,
             confine: true,
+            seatbelt: false,
         };
         // Exit status of a child that applies `p` and then runs `check`.
         let in_child = |p: &HelperPlan, check: &dyn Fn(Result<crate::linux::apply::AppliedReport, String>) -> bool| {

@@ -15,26 +15,12 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::SandboxError;
-use crate::pending::{self, PendingAction, PendingChange};
+use crate::pending::{self, PendingAction};
 use crate::plan::protected::{ProtectedKind, ProtectedPath};
 use crate::review::{self, GitPathClass, Verdict};
 
-/// What happened to the protected paths of a run.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProtectedReview {
-    /// Changes applied to the real files (paths relative to the workspace).
-    pub applied: Vec<String>,
-    /// Changes kept for the user.
-    pub pending: Vec<PendingChange>,
-    /// Protected paths that were read-only for the run (no private copy could be made).
-    pub read_only: Vec<String>,
-    /// What could not be reviewed or applied (the change is then pending, or the note says why
-    /// nothing was lost).
-    pub notes: Vec<String>,
-}
+pub use crate::pending::ProtectedReview;
 
 /// The per-run staging directory of the private copies; removed on drop.
 pub struct Staging {

@@ -7,16 +7,17 @@ pub mod env;
 pub mod gitconfig;
 pub mod protected;
 pub mod resolve;
+#[cfg(unix)]
 pub mod system_secrets;
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::detect::Capabilities;
+use crate::detect::{Capabilities, Platform};
 use crate::error::SandboxError;
 use crate::policy::{LevelSetting, SandboxLevel, SandboxMode, SandboxPolicy};
-use crate::linux::landlock::{self, PathRule, SkippedPath};
+use crate::linux::landlock::{PathRule, SkippedPath};
 use crate::linux::mounts::NamespacePlan;
 use crate::linux::seccomp::{PackedInsn, SeccompRuleSpec};
 use env::EnvPlan;
@@ -349,7 +350,11 @@ pub struct Plan {
     /// Warnings to show (degraded level, unconfined run).
     pub warnings: Vec<String>,
     /// The Linux backend's artefacts (Landlock, seccomp, namespaces and mounts, rlimits, cgroups).
+    #[serde(default)]
     pub linux: Option<LinuxPlan>,
+    /// The macOS backend's artefacts (the Seatbelt profile and its parameters).
+    #[serde(default)]
+    pub macos: Option<crate::macos::MacosPlan>,
 }
 
 /// The Linux backend's compiled artefacts of a [`Plan`].
@@ -400,20 +405,21 @@ impl Access {
     /// The access rules of `policy`.
     #[must_use]
     pub fn of(policy: &SandboxPolicy) -> Access {
-        let home_toolchains: Vec<PathBuf> = policy.home.iter().flat_map(|h| crate::defaults::HOME_TOOLCHAINS.iter().map(move |t| h.join(t))).collect();
+        let t = crate::defaults::tables(policy.platform);
+        let home_toolchains: Vec<PathBuf> = policy.home.iter().flat_map(|h| t.home_toolchains.iter().map(move |x| h.join(x))).collect();
         let rule = |p: &PathBuf, reason: &str| AccessRule { path: p.clone(), reason: reason.into() };
         let mut read: Vec<AccessRule> = policy
             .read_only_paths
             .iter()
             .map(|p| {
-                let default = crate::defaults::SYSTEM_READ_DIRS.iter().any(|s| Path::new(s) == p) || home_toolchains.contains(p);
+                let default = t.system_read.iter().any(|s| Path::new(s) == p) || home_toolchains.contains(p);
                 rule(p, if default { "system or toolchain" } else { "allow_paths.read" })
             })
             .collect();
         let mut write: Vec<AccessRule> = policy
             .writable_paths
             .iter()
-            .map(|p| rule(p, if crate::defaults::SCRATCH_WRITE_DIRS.iter().any(|s| Path::new(s) == p) { "scratch" } else { "allow_paths.write" }))
+            .map(|p| rule(p, if t.scratch_write.iter().any(|s| Path::new(s) == p) { "scratch" } else { "allow_paths.write" }))
             .collect();
         match policy.mode {
             SandboxMode::WorkspaceWrite => write.insert(0, rule(&policy.workspace_path, "workspace")),
@@ -470,10 +476,14 @@ impl Plan {
         self.linux.as_ref().map_or(&MemoryLimit::Unbounded, |l| &l.memory_limit)
     }
 
-    /// The rlimits applied to the command (Linux).
+    /// The rlimits applied to the command (in the numbering of the plan's platform).
     #[must_use]
     pub fn rlimits(&self) -> &[RlimitSetting] {
-        self.linux.as_ref().map_or(&[], |l| &l.rlimits)
+        match (&self.linux, &self.macos) {
+            (Some(l), _) => &l.rlimits,
+            (None, Some(m)) => &m.rlimits,
+            (None, None) => &[],
+        }
     }
 
     /// Whether every capability is dropped (Linux, running as root).
@@ -534,6 +544,10 @@ pub struct RunContext {
     pub scratch: Option<PathBuf>,
     /// Processes the caller's uid already has (for a relative `RLIMIT_NPROC`).
     pub uid_tasks: Option<u64>,
+    /// The run's id (tags macOS denials in the system log).
+    pub run_id: Option<String>,
+    /// The binary exec'd inside the sandbox as the helper (macOS; default: this executable).
+    pub helper_exe: Option<PathBuf>,
 }
 
 /// Whether a run at `level` uses the namespaces and mounts (private `/tmp` included): at Full,
@@ -559,7 +573,11 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
     let confined = level > SandboxLevel::None;
     let full = uses_namespaces(policy, caps, level);
     // Secrets under /etc the caller can read (all of root's): denied like credentials.
-    let system_secrets = if confined { system_secrets::system_secrets(caps.is_root) } else { Vec::new() };
+    // (Only this machine's: a plan for another OS does not list this one's /etc.)
+    #[cfg(unix)]
+    let system_secrets = if confined && caps.platform == Platform::current() { system_secrets::system_secrets(caps.is_root) } else { Vec::new() };
+    #[cfg(not(unix))]
+    let system_secrets: Vec<PathBuf> = Vec::new();
     let with_secrets;
     let policy = if system_secrets.is_empty() {
         policy
@@ -627,17 +645,45 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
         p.private = level == SandboxLevel::Full && overlays && !p.absent;
     }
     // The backend's artefacts.
-    let linux = crate::linux::compile::compile(crate::linux::compile::Inputs {
-        policy,
-        caps,
-        ctx,
-        level,
-        full,
-        scrubbed: &scrubbed,
-        protected: &protected,
-        config_reads: &mut config_reads,
-        resolver: &mut resolver,
-    })?;
+    if policy.platform != caps.platform {
+        return Err(SandboxError::Plan(format!("the policy was built for {} but the plan is for {}", policy.platform, caps.platform)));
+    }
+    let (linux, macos) = match caps.platform {
+        Platform::Linux => (
+            Some(crate::linux::compile::compile(crate::linux::compile::Inputs {
+                policy,
+                caps,
+                ctx,
+                level,
+                full,
+                scrubbed: &scrubbed,
+                protected: &protected,
+                config_reads: &mut config_reads,
+                resolver: &mut resolver,
+            })?),
+            None,
+        ),
+        Platform::Macos => {
+            let helper = ctx.helper_exe.clone().or_else(|| std::env::current_exe().ok());
+            let marker = format!("localgpt-sandbox-{}", ctx.run_id.as_deref().unwrap_or("run"));
+            let m = confined.then(|| {
+                crate::macos::profile::compile(crate::macos::profile::Inputs {
+                    policy,
+                    level,
+                    protected: &protected,
+                    scratch: ctx.scratch.as_deref(),
+                    helper: helper.as_deref(),
+                    marker: &marker,
+                    resolver: &mut resolver,
+                    resolve_here: caps.platform == Platform::current(),
+                })
+            });
+            (None, m)
+        }
+        Platform::Windows => {
+            return Err(SandboxError::Unsupported("no Windows backend in this build (planned: restricted token + job object, experimental)".into()))
+        }
+    };
     let env = if full {
         let private_scratch = (policy.mode == SandboxMode::WorkspaceWrite).then(|| PathBuf::from(PRIVATE_SCRATCH));
         let mut e = env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, private_scratch.as_deref());
@@ -681,9 +727,13 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
         config_copies,
         protections: Vec::new(),
         warnings: Vec::new(),
-        linux: Some(linux),
+        linux,
+        macos,
     };
-    plan.protections = protections(&plan, caps);
+    plan.protections = match caps.platform {
+        Platform::Macos => crate::macos::protections::protections(&plan, caps),
+        Platform::Linux | Platform::Windows => protections(&plan, caps),
+    };
     plan.warnings = warnings(&plan, caps);
     if let Some(given) = &policy.workspace_via_symlink {
         plan.warnings.insert(0, format!(
@@ -1052,6 +1102,9 @@ pub struct HelperPlan {
     pub drop_capabilities: bool,
     /// Apply `no_new_privs`, close fds, new session (false only for full-access).
     pub confine: bool,
+    /// macOS: the helper must find itself under a Seatbelt profile before it runs the command.
+    #[serde(default)]
+    pub seatbelt: bool,
 }
 
 /// Landlock in the helper plan.
@@ -1086,6 +1139,7 @@ impl Plan {
             cgroup_procs,
             drop_capabilities: self.drop_capabilities(),
             confine: self.level > SandboxLevel::None,
+            seatbelt: self.macos.is_some(),
         }
     }
 }
@@ -1098,6 +1152,8 @@ mod tests {
 
     fn caps(abi: u32, root: bool) -> Capabilities {
         Capabilities {
+            platform: crate::detect::Platform::Linux,
+            seatbelt: None,
             kernel: "6.18.0-test".into(),
             landlock: LandlockSupport { abi, state: if abi > 0 { "available".into() } else { "not-built".into() }, detail: String::new() },
             seccomp: Feature { available: true, detail: String::new() },

@@ -20,6 +20,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::io;
+#[cfg(unix)]
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -71,6 +72,7 @@ pub struct Lenient {
 
 /// What one (canonical parent, name) pair leads to.
 #[derive(Clone, Debug)]
+#[cfg_attr(not(unix), allow(dead_code))]
 struct Step {
     /// For a symlink, the canonical path it leads to; `None` when the pair is not a symlink
     /// (it is then canonical itself).
@@ -94,6 +96,7 @@ pub struct ResolverStats {
 
 /// A memoising `realpath(3)`; see the module documentation.
 #[derive(Debug, Default)]
+#[cfg_attr(not(unix), allow(dead_code))]
 pub struct PathResolver {
     /// (canonical parent)/(name) → where it leads, or the error resolving it. Every key's
     /// parent is therefore a canonical directory.
@@ -106,12 +109,15 @@ pub struct PathResolver {
 
 /// Internal: a symlink cycle, which fails whatever the number of links left (remembered, unlike
 /// running out of links, which depends on how many were followed before).
+#[cfg(unix)]
 const CYCLE: Errno = -1;
 
+#[cfg(unix)]
 fn errno(e: &io::Error) -> Errno {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
 
+#[cfg(unix)]
 fn io_error(e: Errno) -> io::Error {
     io::Error::from_raw_os_error(if e == CYCLE { libc::ELOOP } else { e })
 }
@@ -136,7 +142,16 @@ impl PathResolver {
     /// missing component, a non-directory followed by more components, too many symlinks, no
     /// permission to search a directory, an empty path.
     pub fn canonicalize(&mut self, p: &Path) -> io::Result<Resolved> {
-        self.resolve(p.as_os_str().as_bytes()).map_err(io_error)
+        #[cfg(unix)]
+        return self.resolve(p.as_os_str().as_bytes()).map_err(io_error);
+        // Elsewhere (Windows): the OS's own resolution, uncached.
+        #[cfg(not(unix))]
+        {
+            self.stats.lstat += 1;
+            let path = std::fs::canonicalize(p)?;
+            let kind = FileKind::of(std::fs::metadata(&path)?.file_type());
+            Ok(Resolved { path, kind })
+        }
     }
 
     /// Resolves `p` through symlinks as far as it exists, and appends the missing tail
@@ -148,7 +163,7 @@ impl PathResolver {
         if let Ok(r) = self.canonicalize(p) {
             return Lenient { path: r.path, kind: Some(r.kind) };
         }
-        let lexical = || Lenient { path: super::landlock::normalize(p), kind: None };
+        let lexical = || Lenient { path: normalize(p), kind: None };
         let mut tail = Vec::new();
         let mut cur = p.to_path_buf();
         loop {
@@ -164,11 +179,15 @@ impl PathResolver {
                 for t in tail.iter().rev() {
                     out.push(t);
                 }
-                return Lenient { path: super::landlock::normalize(&out), kind: None };
+                return Lenient { path: normalize(&out), kind: None };
             }
         }
     }
 
+}
+
+#[cfg(unix)]
+impl PathResolver {
     fn current_dir(&mut self) -> Result<PathBuf, Errno> {
         self.cwd.get_or_insert_with(|| std::env::current_dir().map_err(|e| errno(&e))).clone()
     }
@@ -331,7 +350,24 @@ impl PathResolver {
     }
 }
 
-#[cfg(test)]
+/// Removes `.` and resolves `..` lexically.
+#[must_use]
+pub fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[cfg(all(test, unix))]
 pub(crate) mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
@@ -346,17 +382,17 @@ pub(crate) mod tests {
         loop {
             match cur.file_name() {
                 Some(name) => tail.push(name.to_os_string()),
-                None => return crate::linux::landlock::normalize(p),
+                None => return normalize(p),
             }
             if !cur.pop() {
-                return crate::linux::landlock::normalize(p);
+                return normalize(p);
             }
             if let Ok(c) = std::fs::canonicalize(&cur) {
                 let mut out = c;
                 for t in tail.iter().rev() {
                     out.push(t);
                 }
-                return crate::linux::landlock::normalize(&out);
+                return normalize(&out);
             }
         }
     }

@@ -30,14 +30,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::detect::Capabilities;
 use crate::error::SandboxError;
-use crate::plan::{make_plan, Plan, Protection, ProtectionState, RunContext};
+#[cfg(target_os = "linux")]
+use crate::plan::ProtectionState;
+use crate::plan::{make_plan, Plan, Protection, RunContext};
 use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};
 use cgroup::RunCgroup;
 use fds::{close, cstr, pipe};
 pub use output::{CaptureSink, OutputSink, Stream};
 pub use report::AppliedReport;
 use scratch::{count_uid_tasks, Scratch};
-use spawn::{fork_helper, single_threaded, spawn_helper, HelperFds};
+#[cfg(target_os = "linux")]
+use spawn::{fork_helper, single_threaded};
+use spawn::{spawn_helper, HelperFds};
 use output::StdinRelay;
 use supervise::supervise_run;
 
@@ -141,7 +145,7 @@ pub struct RunResult {
     /// What the command changed in the protected workspace paths, and what became of it
     /// (Full level): applied, or kept as pending changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protected_review: Option<crate::linux::protect::ProtectedReview>,
+    pub protected_review: Option<crate::pending::ProtectedReview>,
 }
 
 pub(crate) static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -193,7 +197,10 @@ pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
     // relative RLIMIT_NPROC (inside a user namespace the count starts from zero).
     let uid_tasks = if !caps.is_root && caps.cgroup_pids.is_none() && confined_without_namespaces { Some(count_uid_tasks(caps.uid)) } else { None };
     crate::timing::stamp("counted");
-    let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks };
+    let mut id = [0u8; 6];
+    crate::rand::fill(&mut id);
+    let run_id: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks, run_id: Some(run_id), helper_exe: None };
     let plan = make_plan(policy, &caps, &ctx)?;
     // Standard: the scrubbed toolchain configs the plan points the tools at.
     for (dest, content) in &plan.config_copies {
@@ -265,34 +272,36 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     let cgroup = RunCgroup::create(&plan.cgroup_settings())?;
     // SAFETY: getpid cannot fail.
     let me = unsafe { libc::getpid() };
+    #[allow(unused_mut)]
     let mut helper_plan = plan.helper_plan(me, cgroup.as_ref().map(RunCgroup::join_files).unwrap_or_default());
-    // Protected workspace paths: the private copies' staging, and a snapshot of the others to
-    // review them in place after the run.
+    // Protected workspace paths (Linux): the private copies' staging, and a snapshot of the
+    // others to review them in place after the run. (On macOS the profile denies writes to them.)
+    #[cfg(target_os = "linux")]
     let protected = plan.namespaces().map(|n| n.protected.clone()).unwrap_or_default();
+    #[cfg(target_os = "linux")]
     let staging = crate::linux::protect::Staging::create(plan)?;
+    #[cfg(target_os = "linux")]
     let snapshot = crate::linux::protect::Snapshot::take(plan);
+    #[cfg(target_os = "linux")]
     if let (Some(ns), Some(st)) = (helper_plan.namespaces.as_mut(), staging.as_ref()) {
         ns.staging = Some(st.dir.clone());
     }
+    #[cfg(target_os = "linux")]
     let started = std::time::SystemTime::now();
-    let mut args = vec![cstr(crate::linux::helper::HELPER_ARGV0.as_bytes(), "argv0")?];
-    for a in argv {
-        args.push(cstr(a.as_ref().as_bytes(), "command argument")?);
-    }
     let mut env: Vec<CString> = plan
         .env
         .vars
         .iter()
         .map(|(k, v)| cstr(format!("{k}={v}").as_bytes(), "environment variable"))
         .collect::<Result<_, _>>()?;
-    let fork = opts.helper_start == HelperStart::Auto && single_threaded();
-    if !fork {
+    let launch = launch_command(plan, argv, opts)?;
+    if !launch.fork {
         let plan_json = serde_json::to_vec(&helper_plan).map_err(|e| SandboxError::Plan(e.to_string()))?;
-        let mut plan_var = format!("{}=", crate::linux::helper::PLAN_ENV).into_bytes();
+        let mut plan_var = format!("{}=", report::PLAN_ENV).into_bytes();
         plan_var.extend_from_slice(&plan_json);
         env.push(cstr(&plan_var, "plan")?);
     }
-    let exe = opts.helper_exe.clone().unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+    let (exe, args, fork) = (launch.exe, launch.args, launch.fork);
     let out = pipe()?;
     let err = pipe()?;
     let rep = pipe()?;
@@ -320,9 +329,11 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     };
     crate::timing::stamp("spawn_helper");
     let fds = HelperFds { stdin: stdin_fd, out: out.write, err: err.write, report: rep.write };
-    let spawned = if fork {
-        fork_helper(&helper_plan, &args[1..], &env, &fds)
-    } else {
+    #[cfg(target_os = "linux")]
+    let spawned = if fork { fork_helper(&helper_plan, &args[1..], &env, &fds) } else { spawn_helper(&exe, &args, &env, &fds) };
+    #[cfg(not(target_os = "linux"))]
+    let spawned = {
+        let _ = fork;
         spawn_helper(&exe, &args, &env, &fds)
     };
     for fd in [out.write, err.write, rep.write, stdin_fd.unwrap_or(-1)] {
@@ -344,6 +355,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     }
     let (mut r, reported) = outcome?;
     r.command = argv.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
+    #[cfg(target_os = "linux")]
     if staging.is_some() || !snapshot.is_empty() {
         // The command and everything it started are gone (PID 1 exited, or the supervisor
         // killed the tree): the private copies and the real paths are quiet. Paths that were
@@ -368,9 +380,71 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
         }
         r.protected_review = Some(review);
     }
+    #[cfg(target_os = "linux")]
     drop(staging);
+    #[cfg(not(target_os = "linux"))]
+    let _ = reported;
     drop(cgroup);
     crate::timing::stamp("cgroup_removed");
     crate::timing::flush("cli");
     Ok(r)
+}
+
+/// How the runner starts the helper for a plan.
+struct Launch {
+    /// The program.
+    exe: PathBuf,
+    /// Its argv (`argv[0]` first).
+    args: Vec<CString>,
+    /// Fork a copy of this process instead (Linux, single-threaded runner).
+    fork: bool,
+}
+
+/// Linux: the helper is this binary as `localgpt-sandbox` (forked, or spawned from
+/// `/proc/self/exe`).
+#[cfg(target_os = "linux")]
+fn launch_command<S: AsRef<std::ffi::OsStr>>(_plan: &Plan, argv: &[S], opts: &RunOptions) -> Result<Launch, SandboxError> {
+    let mut args = vec![cstr(report::HELPER_ARGV0.as_bytes(), "argv0")?];
+    for a in argv {
+        args.push(cstr(a.as_ref().as_bytes(), "command argument")?);
+    }
+    Ok(Launch {
+        exe: opts.helper_exe.clone().unwrap_or_else(|| PathBuf::from("/proc/self/exe")),
+        args,
+        fork: opts.helper_start == HelperStart::Auto && single_threaded(),
+    })
+}
+
+/// macOS: `sandbox-exec -p PROFILE -D… -- HELPER --localgpt-sandbox-helper CMD…`, the helper
+/// being the binary the profile lets run (its `HELPER` parameter); without a profile (full
+/// access) the helper directly.
+#[cfg(not(target_os = "linux"))]
+fn launch_command<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOptions) -> Result<Launch, SandboxError> {
+    let helper = plan
+        .macos
+        .as_ref()
+        .and_then(|m| m.params.iter().find(|(k, _)| k.starts_with("HELPER")).map(|(_, v)| v.clone()))
+        .or_else(|| opts.helper_exe.clone())
+        .or_else(|| std::env::current_exe().ok())
+        .ok_or_else(|| SandboxError::Setup("cannot find this executable to start the helper".into()))?;
+    let mut args = Vec::new();
+    let exe = match &plan.macos {
+        Some(m) => {
+            args.push(cstr(b"sandbox-exec", "argv0")?);
+            for a in m.sandbox_exec_args() {
+                args.push(cstr(a.as_bytes(), "sandbox-exec argument")?);
+            }
+            args.push(cstr(helper.as_os_str().as_bytes(), "helper path")?);
+            PathBuf::from(crate::detect::SANDBOX_EXEC)
+        }
+        None => {
+            args.push(cstr(helper.as_os_str().as_bytes(), "helper path")?);
+            helper.clone()
+        }
+    };
+    args.push(cstr(report::HELPER_FLAG.as_bytes(), "helper flag")?);
+    for a in argv {
+        args.push(cstr(a.as_ref().as_bytes(), "command argument")?);
+    }
+    Ok(Launch { exe, args, fork: false })
 }

@@ -25,7 +25,20 @@ pub struct AppliedReport {
     pub cgroup: bool,
     /// The command runs in its own user, PID, mount, network, IPC and UTS namespaces.
     pub namespaces: bool,
+    /// macOS: the helper checked that it runs under a Seatbelt profile (`sandbox_check`).
+    #[serde(default)]
+    pub seatbelt: bool,
 }
+
+/// The `argv[0]` that selects the helper (Linux).
+pub const HELPER_ARGV0: &str = "localgpt-sandbox";
+
+/// The first argument that selects the helper where `argv[0]` cannot be chosen (macOS:
+/// `sandbox-exec` execs the helper by path).
+pub const HELPER_FLAG: &str = "--localgpt-sandbox-helper";
+
+/// The environment variable carrying the helper plan.
+pub const PLAN_ENV: &str = "LOCALGPT_SANDBOX_PLAN";
 
 /// The value of [`AppliedReport::landlock`] when the ruleset was enforced.
 pub const LANDLOCK_ENFORCED: &str = "fully_enforced";

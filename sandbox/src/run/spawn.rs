@@ -1,12 +1,14 @@
-//! Starting the helper (Linux): a fork of a single-threaded runner (cloned straight into new
+//! Starting the helper: on Linux a fork of a single-threaded runner (cloned straight into new
 //! user and PID namespaces at Full level), or `posix_spawn` of the runner's own binary as
-//! `localgpt-sandbox` from a multithreaded one.
+//! `localgpt-sandbox` from a multithreaded one; on macOS `posix_spawn` of `sandbox-exec`.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::fds::{close, cstr};
+#[cfg(target_os = "linux")]
+use super::fds::close;
+use super::fds::cstr;
 use crate::error::SandboxError;
 
 /// The helper's fds 0–3, as the runner's descriptors (`stdin: None` = inherit ours).
@@ -18,12 +20,14 @@ pub(crate) struct HelperFds {
 }
 
 /// True when the calling process has exactly one thread (`/proc/self/status`).
+#[cfg(target_os = "linux")]
 pub(crate) fn single_threaded() -> bool {
     crate::detect::read_small("/proc/self/status")
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim() == "1")))
         .unwrap_or(false)
 }
 
+#[cfg(target_os = "linux")]
 extern "C" {
     static mut environ: *const *const libc::c_char;
 }
@@ -33,6 +37,7 @@ extern "C" {
 /// freshly started Rust helper) and an empty mask, the plan's environment as `environ` (so that
 /// the command's `execvp` searches the plan's `PATH` and passes on only the plan's variables);
 /// then [`crate::linux::helper::run_helper`]. Returns the child's pid.
+#[cfg(target_os = "linux")]
 pub(crate) fn fork_helper(plan: &crate::plan::HelperPlan, argv: &[CString], env: &[CString], fds: &HelperFds) -> Result<i32, SandboxError> {
     let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());

@@ -34,7 +34,11 @@ pub(crate) fn supervise_run(
     let mut report = Vec::new();
     let mut report_open = true;
     // SAFETY: pidfd_open on our own child.
+    #[cfg(target_os = "linux")]
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    // Elsewhere the loop polls the child's exit every 10 ms.
+    #[cfg(not(target_os = "linux"))]
+    let pidfd = -1;
     let deadline = start + Duration::from_secs(plan.timeout_secs);
     let mut timed_out = false;
     let mut cancelled = false;
@@ -214,6 +218,7 @@ pub(crate) fn supervise_run(
             (plan.landlock().is_some() && a.landlock != LANDLOCK_ENFORCED, "Landlock"),
             (plan.seccomp().is_some() && !a.seccomp, "seccomp"),
             (plan.namespaces().is_some() && !a.namespaces, "namespaces"),
+            (plan.macos.is_some() && !a.seatbelt, "Seatbelt profile"),
         ]
         .into_iter()
         .filter_map(|(m, name)| m.then_some(name))
