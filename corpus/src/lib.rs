@@ -13,6 +13,8 @@
 //! The corpus is embedded in the binary ([`embedded`]), so `localgpt sandbox test --full` needs
 //! no source tree.
 
+pub mod conformance;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 

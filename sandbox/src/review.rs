@@ -160,8 +160,12 @@ pub fn git_verdict(rel: &Path, link: bool, deleted: bool, text: Option<&str>) ->
         GitPathClass::Plain | GitPathClass::Lock => Verdict::Accept,
         GitPathClass::Config if deleted => Verdict::Pending("a git config file was removed"),
         GitPathClass::Config => Verdict::Config,
-        // Removing a hook or a to-do list runs nothing.
-        GitPathClass::Hook | GitPathClass::Todo if deleted => Verdict::Accept,
+        // Removing a to-do list runs nothing (git does it at the end of every rebase). Removing
+        // a hook runs nothing either, but can switch off a guard the user relies on (a secret
+        // scanner, a commit-message check): the user decides, as on macOS, where the profile
+        // refuses it.
+        GitPathClass::Todo if deleted => Verdict::Accept,
+        GitPathClass::Hook if deleted => Verdict::Pending("a git hook was removed (it may be a guard, such as a secret scanner)"),
         GitPathClass::Hook => Verdict::Pending("a git hook: it runs on the next git command outside the sandbox"),
         GitPathClass::Todo if text.is_some_and(|t| !todo_runs_commands(t)) => Verdict::Accept,
         GitPathClass::Todo => Verdict::Pending("a rebase to-do list with exec lines: they run on `git rebase --continue`"),

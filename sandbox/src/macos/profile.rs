@@ -186,11 +186,11 @@ pub fn compile(i: Inputs<'_>) -> MacosPlan {
         writes.push(canon(&policy.workspace_path));
         writes.extend(policy.writable_paths.iter().map(|p| canon(p)));
     }
-    writes.extend(scratch.map(|s| canon(s)));
+    writes.extend(scratch.map(&mut canon));
     dedup(&mut writes);
     let mut reads: Vec<PathBuf> = vec![canon(&policy.workspace_path)];
     reads.extend(policy.read_only_paths.iter().chain(&policy.writable_paths).map(|p| canon(p)));
-    reads.extend(scratch.map(|s| canon(s)));
+    reads.extend(scratch.map(&mut canon));
     dedup(&mut reads);
     // Ancestors of denied and protected paths that could be renamed: those inside a writable
     // root (the others are not writable anyway).
@@ -212,8 +212,10 @@ pub fn compile(i: Inputs<'_>) -> MacosPlan {
     let protect_f = [params.filters("literal", "PROTECT", &protect_entry), params.filters("subpath", "PROTECT", &protect_tree)].concat();
     let keep_f = params.filters("literal", "KEEP", &keep);
     let device_f = params.filters("subpath", "DEVICE", &devices);
-    let read_f = params.filters("subpath", "READ", &reads);
-    let write_f = params.filters("subpath", "WRITE", &writes);
+    // Minimal level confines no reads or writes: no roots to name.
+    let fs_confined = level >= SandboxLevel::Standard;
+    let read_f = if fs_confined { params.filters("subpath", "READ", &reads) } else { Vec::new() };
+    let write_f = if fs_confined { params.filters("subpath", "WRITE", &writes) } else { Vec::new() };
     let helper_f = helper.map(|h| format!("(literal (param \"{}\"))", params.name("HELPER", &canon(h))));
     let not_read = any(&denied_f);
     let not_write = any(&[denied_f.clone(), protect_f.clone(), keep_f.clone()].concat());
@@ -242,7 +244,7 @@ pub fn compile(i: Inputs<'_>) -> MacosPlan {
         }
         None => s.push_str("(allow file-read-metadata)\n"),
     }
-    if level >= SandboxLevel::Standard {
+    if fs_confined {
         if let Some(r) = any(&read_f) {
             let _ = writeln!(s, "(allow file-read* process-exec\n  {})", but_not(&r, not_read.as_ref()));
         }
@@ -259,7 +261,7 @@ pub fn compile(i: Inputs<'_>) -> MacosPlan {
     }
     s.push('\n');
     s.push_str(";; writes\n");
-    if level >= SandboxLevel::Standard {
+    if fs_confined {
         if let Some(w) = any(&write_f) {
             let _ = writeln!(s, "(allow file-write*\n  {})", but_not(&w, not_write.as_ref()));
         }
@@ -300,7 +302,118 @@ pub fn compile(i: Inputs<'_>) -> MacosPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{build_sandbox_policy_for, SandboxSettings};
+    use crate::detect::{assumed_for, Platform};
+    use crate::plan::{make_plan, Plan, ProtectionId, RunContext};
     use crate::review::{classify_git_path, GitPathClass};
+
+    /// A macOS plan for a fixed world under `root`: `home/`, `home/proj` (a git repository)
+    /// as the workspace.
+    fn mac_plan(root: &Path, mode: SandboxMode, level: Option<SandboxLevel>) -> Plan {
+        let home = root.join("home");
+        let ws = home.join("proj");
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        std::fs::write(ws.join(".git/config"), "[core]\n").unwrap();
+        let mut s = SandboxSettings { mode, home: Some(home), dangerously_allow_full_access: mode == SandboxMode::FullAccess, ..Default::default() };
+        if let Some(l) = level {
+            s.level = crate::policy::LevelSetting::Exactly(l);
+        }
+        let policy = build_sandbox_policy_for(&ws, &s, Platform::Macos).unwrap();
+        let ctx = RunContext {
+            scratch: Some(PathBuf::from("/private/tmp/localgpt-sandbox-u501/run-golden")),
+            run_id: Some("golden".into()),
+            helper_exe: Some(PathBuf::from("/usr/local/bin/localgpt")),
+            ..RunContext::default()
+        };
+        make_plan(&policy, &assumed_for(Platform::Macos), &ctx).unwrap()
+    }
+
+    fn golden(name: &str, plan: &Plan, root: &Path) {
+        let m = plan.macos.as_ref().expect("a macOS plan has a profile");
+        let root = root.to_string_lossy().into_owned();
+        let mut text = m.profile.clone();
+        text.push_str("\n;; parameters (the test's temporary directory shown as {root})\n");
+        for (k, v) in &m.params {
+            text.push_str(&format!(";; -D{k}={}\n", v.to_string_lossy().replace(&root, "{root}")));
+        }
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.sb"));
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1 to create it, then review it)", path.display()));
+        assert!(want == text, "{name}: the generated profile differs from {} (review the change; UPDATE_GOLDEN=1 rewrites it)\n{text}", path.display());
+    }
+
+    #[test]
+    fn golden_profiles_for_the_default_modes() {
+        let d = crate::test_dir();
+        let root = d.path();
+        golden("macos-workspace-write", &mac_plan(root, SandboxMode::WorkspaceWrite, None), root);
+        golden("macos-read-only", &mac_plan(root, SandboxMode::ReadOnly, None), root);
+        golden("macos-minimal", &mac_plan(root, SandboxMode::WorkspaceWrite, Some(SandboxLevel::Minimal)), root);
+    }
+
+    #[test]
+    fn generated_profiles_are_well_formed() {
+        let d = crate::test_dir();
+        for (mode, level) in [(SandboxMode::WorkspaceWrite, None), (SandboxMode::ReadOnly, None), (SandboxMode::WorkspaceWrite, Some(SandboxLevel::Minimal))] {
+            let plan = mac_plan(d.path(), mode, level);
+            let m = plan.macos.as_ref().unwrap();
+            let names: Vec<&str> = m.params.iter().map(|(k, _)| k.as_str()).collect();
+            crate::macos::sbpl::check(&m.profile, &names).unwrap_or_else(|e| panic!("{mode:?} {level:?}: {e}\n{}", m.profile));
+            assert!(m.profile.starts_with("(version 1)\n(deny default)\n"));
+            // Every parameter is used, and every path of the plan is a parameter, not text.
+            for n in &names {
+                assert!(m.profile.contains(&format!("(param \"{n}\")")), "{n} unused");
+            }
+            assert!(!m.profile.contains(&d.path().to_string_lossy().into_owned()));
+            let args = m.sandbox_exec_args();
+            assert_eq!(args[0], "-p");
+            assert_eq!(args.last().map(|a| a.to_string_lossy().into_owned()), Some("--".into()));
+        }
+    }
+
+    #[test]
+    fn a_path_cannot_inject_rules() {
+        // A workspace whose name is SBPL: it only ever reaches Seatbelt as a -D value.
+        let d = crate::test_dir();
+        let evil = d.path().join("home/x\") (allow default) (\"");
+        std::fs::create_dir_all(&evil).unwrap();
+        let s = SandboxSettings { home: Some(d.path().join("home")), ..Default::default() };
+        let policy = build_sandbox_policy_for(&evil, &s, Platform::Macos).unwrap();
+        let plan = make_plan(&policy, &assumed_for(Platform::Macos), &RunContext::default()).unwrap();
+        let m = plan.macos.unwrap();
+        assert!(!m.profile.contains("(allow default)"));
+        assert!(m.params.iter().any(|(_, v)| v == &policy.workspace_path));
+        let names: Vec<&str> = m.params.iter().map(|(k, _)| k.as_str()).collect();
+        crate::macos::sbpl::check(&m.profile, &names).unwrap();
+    }
+
+    #[test]
+    fn protection_table_has_every_id_once_in_order() {
+        let d = crate::test_dir();
+        for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly, SandboxMode::FullAccess] {
+            let plan = mac_plan(d.path(), mode, None);
+            let ids: Vec<ProtectionId> = plan.protections.iter().map(|p| p.id).collect();
+            assert_eq!(ids, ProtectionId::ALL, "{mode:?}");
+            assert_eq!(plan.macos.is_some(), mode != SandboxMode::FullAccess);
+        }
+    }
+
+    #[test]
+    fn full_level_is_refused_on_macos() {
+        let d = crate::test_dir();
+        let home = d.path().join("home");
+        std::fs::create_dir_all(home.join("p")).unwrap();
+        let s = SandboxSettings { home: Some(home.clone()), level: crate::policy::LevelSetting::Exactly(SandboxLevel::Full), ..Default::default() };
+        let policy = build_sandbox_policy_for(&home.join("p"), &s, Platform::Macos).unwrap();
+        let e = make_plan(&policy, &assumed_for(Platform::Macos), &RunContext::default()).unwrap_err().to_string();
+        assert!(e.contains("Linux namespaces"), "{e}");
+        // A Linux policy is not turned into a Mac plan.
+        let linux = build_sandbox_policy_for(&home.join("p"), &SandboxSettings { home: Some(home), ..Default::default() }, Platform::Linux).unwrap();
+        assert!(make_plan(&linux, &assumed_for(Platform::Macos), &RunContext::default()).is_err());
+    }
 
     #[test]
     fn git_code_entries_are_what_the_review_holds_back() {

@@ -1149,6 +1149,7 @@ mod tests {
     use super::*;
     use crate::config::{build_sandbox_policy, SandboxSettings};
     use crate::detect::{Feature, LandlockSupport};
+    use crate::linux::landlock;
 
     fn caps(abi: u32, root: bool) -> Capabilities {
         Capabilities {
