@@ -303,7 +303,7 @@ extern "C" fn on_cancel(_: libc::c_int) {
 }
 
 fn install_cancel_handler() {
-    localgpt_sandbox::linux::supervise::set_handlers(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], on_cancel);
+    localgpt_sandbox::run::set_signal_handlers(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], on_cancel);
 }
 
 fn is_tty(fd: i32) -> bool {

@@ -1,13 +1,26 @@
 //! `localgpt`: the CLI. The first thing `main` does is the `argv[0]` dispatch into the sandbox
 //! helper, so that the same binary serves as `localgpt-sandbox`.
 
+#[cfg(unix)]
 mod cli;
+#[cfg(unix)]
 mod probe;
+#[cfg(unix)]
 mod render;
+#[cfg(unix)]
 mod selftest;
 
+#[cfg(unix)]
 use clap::Parser;
 
+/// Elsewhere (Windows) there is no backend in this build: nothing is run unconfined.
+#[cfg(not(unix))]
+fn main() {
+    eprintln!("localgpt: this build has no sandbox backend for {} (Linux and macOS only); refusing to run commands unconfined", std::env::consts::OS);
+    std::process::exit(1);
+}
+
+#[cfg(unix)]
 fn main() {
     localgpt_sandbox::dispatch();
     probe::dispatch();

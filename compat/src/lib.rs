@@ -10,5 +10,6 @@ pub mod load;
 pub mod normalise;
 pub mod report;
 pub mod results;
+#[cfg(unix)]
 pub mod runner;
 pub mod schema;

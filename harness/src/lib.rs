@@ -10,9 +10,13 @@
 //! * [`report`] — gates and the release report (`target/release-report/`), shared by every
 //!   suite through section files.
 
+#[cfg(unix)]
 pub mod engine;
+#[cfg(unix)]
 pub mod probes;
 pub mod report;
+#[cfg(unix)]
 pub mod world;
 
+#[cfg(unix)]
 pub use engine::{run_all, CaseResult, Suite};

@@ -62,11 +62,41 @@ fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
     s.parse().ok()
 }
 
+/// Probes that only exist on Linux (its system calls, /proc, namespaces, io_uring, keyrings,
+/// abstract sockets, TIOCLINUX, …).
+pub const LINUX_ONLY: &[&str] = &[
+    "setxattr", "raw-udp", "netlink-addaddr", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw", "io-uring-socket",
+    "io-uring-openat", "ptrace-poke", "vm-writev", "procmem-write", "vm-readv", "read-ancestors-environ", "pidfd-signal", "userns",
+    "tiocsti", "tioclinux-kmsg", "msg-recv", "keyring-read", "open-by-handle", "sethostname", "fd-opath-reopen", "inotify-watch",
+];
+
+/// Probes of x86_64's other system call ABIs (x32, i386 through `int 0x80`).
+pub const X86_64_ONLY: &[&str] = &["x32-connect", "ia32-connect", "ia32-write"];
+
+/// Whether probe `name` exists on this OS and architecture; `Err` says why not (the vector is
+/// then skipped, and counted, with that reason).
+///
+/// # Errors
+/// The reason the probe cannot run here.
+pub fn available_here(name: &str) -> Result<(), String> {
+    if LINUX_ONLY.contains(&name) && !cfg!(target_os = "linux") {
+        return Err(format!("probe {name} is Linux-only (its system call or interface does not exist on {})", std::env::consts::OS));
+    }
+    if X86_64_ONLY.contains(&name) && !(cfg!(target_os = "linux") && cfg!(target_arch = "x86_64")) {
+        return Err(format!("probe {name} uses x86_64's other system call ABIs; this is {} on {}", std::env::consts::ARCH, std::env::consts::OS));
+    }
+    Ok(())
+}
+
 /// Runs probe `name`; returns the process exit code.
 #[must_use]
 pub fn run(name: &str, args: &[String]) -> i32 {
     if name == "__victim" {
         return victim_main(args);
+    }
+    if let Err(why) = available_here(name) {
+        eprintln!("{why}");
+        return 3;
     }
     say(STARTED);
     let a = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
@@ -104,12 +134,13 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
             }
             "rename" => result(libc::rename(c(a(0)?).as_ptr(), c(a(1)?).as_ptr()) == 0, "rename"),
             "truncate" => result(libc::truncate(c(a(0)?).as_ptr(), 0) == 0, "truncate"),
-            "chmod" => result(libc::chmod(c(a(0)?).as_ptr(), u32::from_str_radix(a(1)?, 8).ok()?) == 0, "chmod"),
+            "chmod" => result(libc::chmod(c(a(0)?).as_ptr(), libc::mode_t::from_str_radix(a(1)?, 8).ok()?) == 0, "chmod"),
             "chown" => result(libc::chown(c(a(0)?).as_ptr(), num(a(1)?)?, num(a(2)?)?) == 0, "chown"),
             "utime" => {
                 let ts = [libc::timespec { tv_sec: 0, tv_nsec: 0 }; 2];
                 result(libc::utimensat(libc::AT_FDCWD, c(a(0)?).as_ptr(), ts.as_ptr(), 0) == 0, "utimensat")
             }
+            #[cfg(target_os = "linux")]
             "setxattr" => {
                 let v = a(2)?;
                 result(libc::setxattr(c(a(0)?).as_ptr(), c(a(1)?).as_ptr(), v.as_ptr().cast(), v.len(), 0) == 0, "setxattr")
@@ -134,26 +165,40 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 q.extend_from_slice(&[0, 0, 16, 0, 1]);
                 udp_send(num(a(0)?)?, &q)
             }
+            #[cfg(target_os = "linux")]
             "raw-udp" => raw_udp(num(a(0)?)?, a(1)?),
+            #[cfg(target_os = "linux")]
             "netlink-addaddr" => netlink_addaddr(a(0)?),
             "unix-connect" => unix_stream(a(0)?.as_bytes(), false, a(1)?),
+            #[cfg(target_os = "linux")]
             "abstract-connect" => unix_stream(a(0)?.as_bytes(), true, a(1)?),
             "unix-dgram" => unix_dgram(a(0)?.as_bytes(), false, a(1)?, libc::SOCK_DGRAM),
+            #[cfg(target_os = "linux")]
             "abstract-dgram" => unix_dgram(a(0)?.as_bytes(), true, a(1)?, libc::SOCK_DGRAM),
+            #[cfg(target_os = "linux")]
             "unix-raw" => unix_dgram(a(0)?.as_bytes(), false, a(1)?, libc::SOCK_RAW),
+            #[cfg(target_os = "linux")]
             "abstract-raw" => unix_dgram(a(0)?.as_bytes(), true, a(1)?, libc::SOCK_RAW),
+            #[cfg(target_os = "linux")]
             "io-uring-socket" => uring::socket_connect(num(a(0)?)?, a(1)?),
+            #[cfg(target_os = "linux")]
             "io-uring-openat" => uring::open_write(a(0)?, a(1)?),
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
             "x32-connect" => x32_connect(num(a(0)?)?, a(1)?),
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
             "ia32-connect" => ia32::connect(num(a(0)?)?, a(1)?),
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
             "ia32-write" => ia32::write_file(a(0)?, a(1)?),
+            #[cfg(target_os = "linux")]
             "ptrace-poke" => ptrace_poke(num(a(0)?)?, num(a(1)?)?),
+            #[cfg(target_os = "linux")]
             "vm-writev" => {
                 let data = *b"PWNED!!!";
                 let local = libc::iovec { iov_base: data.as_ptr() as *mut _, iov_len: 8 };
                 let remote = libc::iovec { iov_base: num::<u64>(a(1)?)? as usize as *mut _, iov_len: 8 };
                 result(libc::process_vm_writev(num(a(0)?)?, &local, 1, &remote, 1, 0) == 8, "process_vm_writev")
             }
+            #[cfg(target_os = "linux")]
             "procmem-write" => {
                 let fd = libc::open(c(&format!("/proc/{}/mem", a(0)?)).as_ptr(), libc::O_RDWR);
                 if fd < 0 {
@@ -162,6 +207,7 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 let addr: u64 = num(a(1)?)?;
                 result(libc::pwrite(fd, b"PWNED!!!".as_ptr().cast(), 8, addr as i64) == 8, "pwrite /proc/PID/mem")
             }
+            #[cfg(target_os = "linux")]
             "vm-readv" => {
                 let mut buf = [0u8; 64];
                 let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: 64 };
@@ -172,8 +218,10 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 }
                 result(n > 0, "process_vm_readv")
             }
+            #[cfg(target_os = "linux")]
             "read-ancestors-environ" => read_ancestors_environ(),
             "signal" => result(libc::kill(num(a(0)?)?, num(a(1)?)?) == 0, "kill"),
+            #[cfg(target_os = "linux")]
             "pidfd-signal" => {
                 let fd = libc::syscall(libc::SYS_pidfd_open, num::<i32>(a(0)?)?, 0) as i32;
                 if fd < 0 {
@@ -182,6 +230,7 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 let sig: i32 = num(a(1)?)?;
                 result(libc::syscall(libc::SYS_pidfd_send_signal, fd, sig, 0usize, 0) == 0, "pidfd_send_signal")
             }
+            #[cfg(target_os = "linux")]
             "userns" => userns(a(1)?),
             "fork-bomb" => fork_bomb(num(a(1)?)?),
             "survivor" => survivor(a(1)?),
@@ -189,7 +238,9 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
             "core-dump" => core_dump(),
             "write-flood" => write_flood(num(a(0)?)?),
             "write-big" => write_big(a(0)?, num(a(1)?)?),
+            #[cfg(target_os = "linux")]
             "tiocsti" => tiocsti(a(0)?, a(1)?, a(2) == Some("highbits")),
+            #[cfg(target_os = "linux")]
             "tioclinux-kmsg" => tioclinux_kmsg(num(a(0)?)?, a(1) == Some("highbits")),
             "shm-read" => {
                 let p = libc::shmat(num(a(0)?)?, std::ptr::null(), libc::SHM_RDONLY);
@@ -208,6 +259,7 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 std::ptr::copy_nonoverlapping(c"PWNED".as_ptr().cast::<u8>(), p.cast::<u8>(), 6);
                 result(true, "shm write")
             }
+            #[cfg(target_os = "linux")]
             "msg-recv" => {
                 let mut buf = [0u8; 8 + 256];
                 let n = libc::msgrcv(num(a(0)?)?, buf.as_mut_ptr().cast(), 256, 0, libc::IPC_NOWAIT);
@@ -220,7 +272,9 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 let mut op = libc::sembuf { sem_num: 0, sem_op: -1, sem_flg: libc::IPC_NOWAIT as i16 };
                 result(libc::semop(num(a(0)?)?, &mut op, 1) == 0, "semop")
             }
+            #[cfg(target_os = "linux")]
             "keyring-read" => keyring_read(a(0)?),
+            #[cfg(target_os = "linux")]
             "open-by-handle" => open_by_handle(a(0)?, a(1)?),
             "setid-file" => {
                 let fd = libc::open(c(a(0)?).as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o755);
@@ -239,6 +293,7 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 say(&format!("fchmod {r1} chmod {r2} open {r3} openat2 {r4} mknod {r5}"));
                 result(r1 || r2 || r3 || r4 || r5, "setuid file")
             }
+            #[cfg(target_os = "linux")]
             "sethostname" => {
                 let n = a(0)?;
                 result(libc::sethostname(n.as_ptr().cast(), n.len()) == 0, "sethostname")
@@ -259,10 +314,12 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 let fd = libc::openat(num(a(0)?)?, c(a(1)?).as_ptr(), libc::O_WRONLY | libc::O_TRUNC | libc::O_CREAT, 0o644);
                 write_fd(fd, a(2)?, "openat(inherited dir fd)")
             }
+            #[cfg(target_os = "linux")]
             "fd-opath-reopen" => {
                 let fd = libc::open(c(&format!("/proc/self/fd/{}", a(0)?)).as_ptr(), libc::O_WRONLY | libc::O_TRUNC);
                 write_fd(fd, a(1)?, "reopen O_PATH fd via /proc/self/fd")
             }
+            #[cfg(target_os = "linux")]
             "inotify-watch" => inotify_watch(a(0)?, num(a(1)?)?),
             _ => return None,
         })
@@ -296,12 +353,16 @@ fn read_print(path: &str) -> i32 {
 }
 
 fn sockaddr_in(port: u16) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as u16,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be() },
-        sin_zero: [0; 8],
+    // SAFETY: a zeroed sockaddr_in is valid.
+    let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    sa.sin_family = libc::AF_INET as libc::sa_family_t;
+    sa.sin_port = port.to_be();
+    sa.sin_addr = libc::in_addr { s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be() };
+    #[cfg(target_os = "macos")]
+    {
+        sa.sin_len = 16;
     }
+    sa
 }
 
 unsafe fn tcp_connect(port: u16, data: &str) -> i32 {
@@ -326,6 +387,7 @@ unsafe fn udp_send(port: u16, data: &[u8]) -> i32 {
     result(n == data.len() as isize, "sendto udp")
 }
 
+#[cfg(target_os = "linux")]
 unsafe fn raw_udp(port: u16, data: &str) -> i32 {
     let fd = libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_UDP);
     if fd < 0 {
@@ -343,6 +405,7 @@ unsafe fn raw_udp(port: u16, data: &str) -> i32 {
     result(n == pkt.len() as isize, "raw sendto")
 }
 
+#[cfg(target_os = "linux")]
 unsafe fn netlink_addaddr(addr: &str) -> i32 {
     let ip: std::net::Ipv4Addr = match addr.parse() {
         Ok(a) => a,
@@ -384,7 +447,7 @@ unsafe fn netlink_addaddr(addr: &str) -> i32 {
 fn sockaddr_un(name: &[u8], abstract_ns: bool) -> (libc::sockaddr_un, u32) {
     // SAFETY: zeroed sockaddr_un is valid.
     let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    sa.sun_family = libc::AF_UNIX as u16;
+    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
     let off = usize::from(abstract_ns);
     for (i, b) in name.iter().take(100).enumerate() {
         sa.sun_path[i + off] = *b as libc::c_char;
@@ -432,6 +495,7 @@ unsafe fn unix_dgram(name: &[u8], abstract_ns: bool, data: &str, ty: i32) -> i32
     result(libc::sendmsg(fd, &msg, 0) == data.len() as isize, "unix dgram sendmsg")
 }
 
+#[cfg(target_os = "linux")]
 /// Watches a directory with inotify for `ms` milliseconds and prints the name of every entry
 /// an event names (creations, opens, deletions by anyone, outside the sandbox included).
 unsafe fn inotify_watch(dir: &str, ms: u64) -> i32 {
@@ -468,8 +532,10 @@ unsafe fn inotify_watch(dir: &str, ms: u64) -> i32 {
     result(seen > 0, &format!("{seen} inotify events"))
 }
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 const X32_BIT: i64 = 0x4000_0000;
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 unsafe fn x32_connect(port: u16, data: &str) -> i32 {
     let fd = libc::syscall(X32_BIT | libc::SYS_socket, libc::AF_INET, libc::SOCK_STREAM, 0) as i32;
     if fd < 0 {
@@ -483,6 +549,7 @@ unsafe fn x32_connect(port: u16, data: &str) -> i32 {
     result(n == data.len() as i64, "x32 write")
 }
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 /// i386 system calls through `int 0x80` from 64-bit code. Pointers must be below 4 GiB.
 mod ia32 {
     use super::{c, result, say};
@@ -560,6 +627,7 @@ mod ia32 {
     }
 }
 
+#[cfg(target_os = "linux")]
 /// io_uring by hand: one submission at a time.
 mod uring {
     use super::{c, result, say};
@@ -655,6 +723,7 @@ mod uring {
     }
 }
 
+#[cfg(target_os = "linux")]
 unsafe fn ptrace_poke(pid: i32, addr: u64) -> i32 {
     if libc::ptrace(libc::PTRACE_ATTACH, pid, 0usize, 0usize) != 0 {
         return result(false, "ptrace(PTRACE_ATTACH)");
@@ -667,6 +736,7 @@ unsafe fn ptrace_poke(pid: i32, addr: u64) -> i32 {
     result(ok, "ptrace(PTRACE_POKEDATA)")
 }
 
+#[cfg(target_os = "linux")]
 fn read_ancestors_environ() -> i32 {
     let mut pid = std::os::unix::process::parent_id() as i32;
     let mut found = false;
@@ -711,6 +781,7 @@ unsafe fn linger() -> ! {
 
 /// Forks a child that tries `f`; when `f` succeeds the child lingers (so the monitor sees it);
 /// the parent waits for the child.
+#[cfg(target_os = "linux")]
 unsafe fn in_child_linger_on_success(what: &str, f: impl FnOnce() -> bool) -> i32 {
     let pid = libc::fork();
     if pid == 0 {
@@ -727,6 +798,7 @@ unsafe fn in_child_linger_on_success(what: &str, f: impl FnOnce() -> bool) -> i3
     1
 }
 
+#[cfg(target_os = "linux")]
 unsafe fn userns(mode: &str) -> i32 {
     let mk = |p: &str| {
         let _ = std::fs::create_dir_all(p);
@@ -868,6 +940,7 @@ unsafe fn core_dump() -> i32 {
     libc::getrlimit(libc::RLIMIT_CORE, &mut rl);
     rl.rlim_cur = rl.rlim_max;
     libc::setrlimit(libc::RLIMIT_CORE, &rl);
+    #[cfg(target_os = "linux")]
     libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
     say(&format!("RLIMIT_CORE = {}", rl.rlim_cur));
     libc::signal(libc::SIGSEGV, libc::SIG_DFL);
@@ -910,6 +983,7 @@ unsafe fn write_big(path: &str, bytes: u64) -> i32 {
     0
 }
 
+#[cfg(target_os = "linux")]
 unsafe fn tiocsti(pty: &str, text: &str, high_bits: bool) -> i32 {
     let pid = libc::fork();
     if pid == 0 {
@@ -934,6 +1008,7 @@ unsafe fn tiocsti(pty: &str, text: &str, high_bits: bool) -> i32 {
     libc::WEXITSTATUS(st)
 }
 
+#[cfg(target_os = "linux")]
 unsafe fn tioclinux_kmsg(console: u8, high_bits: bool) -> i32 {
     let fd = libc::open(c"/dev/tty0".as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
     if fd < 0 {
@@ -944,6 +1019,7 @@ unsafe fn tioclinux_kmsg(console: u8, high_bits: bool) -> i32 {
     result(libc::syscall(libc::SYS_ioctl, fd, req, buf.as_ptr()) == 0, "ioctl(TIOCLINUX, SETKMSGREDIRECT)")
 }
 
+#[cfg(target_os = "linux")]
 unsafe fn keyring_read(desc: &str) -> i32 {
     let id = libc::syscall(libc::SYS_keyctl, 10 /* SEARCH */, -4i64 /* USER */, c"user".as_ptr(), c(desc).as_ptr(), 0);
     if id < 0 {
@@ -957,6 +1033,7 @@ unsafe fn keyring_read(desc: &str) -> i32 {
     result(n > 0, "keyctl(KEYCTL_READ)")
 }
 
+#[cfg(target_os = "linux")]
 unsafe fn open_by_handle(path: &str, mount_dir: &str) -> i32 {
     #[repr(C)]
     struct Fh { bytes: u32, ty: i32, h: [u8; 128] }
@@ -1010,8 +1087,11 @@ pub fn victim_main(args: &[String]) -> i32 {
     }
     // SAFETY: plain syscalls on this process.
     unsafe {
-        libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0);
-        libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+        #[cfg(target_os = "linux")]
+        {
+            libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0);
+            libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+        }
         for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2, libc::SIGQUIT] {
             libc::signal(sig, on_signal as *const () as libc::sighandler_t);
         }
@@ -1052,6 +1132,7 @@ pub fn victim_main(args: &[String]) -> i32 {
     code
 }
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 /// i386 `getpid` through `int 0x80` (precondition check for the ia32 vectors).
 ///
 /// # Safety

@@ -18,7 +18,34 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::CaseResult;
+/// The outcome of one vector at one level for one user.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct CaseResult {
+    /// Vector name.
+    pub vector: String,
+    /// Family.
+    pub family: String,
+    /// Source (CVE, advisory, …).
+    pub source: String,
+    /// What it attempts.
+    pub attempts: String,
+    /// Level.
+    pub level: String,
+    /// User label (`root` or the user name).
+    pub user: String,
+    /// `blocked`, `escaped`, `not_preventable`, `skipped`, `invalid_probe` or `error`.
+    pub verdict: String,
+    /// Why, with the evidence.
+    pub detail: String,
+}
+
+impl CaseResult {
+    /// Whether the case passes (blocked, not preventable, skipped).
+    #[must_use]
+    pub fn passed(&self) -> bool {
+        matches!(self.verdict.as_str(), "blocked" | "not_preventable" | "skipped")
+    }
+}
 
 /// A gate's outcome.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

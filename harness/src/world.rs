@@ -162,8 +162,9 @@ pub struct World {
     udp: UdpSocket,
     unix: Vec<UnixListener>,
     dgram: UnixDatagram,
-    abstract_stream: UnixListener,
-    abstract_dgram: UnixDatagram,
+    /// Abstract sockets (Linux only).
+    abstract_stream: Option<UnixListener>,
+    abstract_dgram: Option<UnixDatagram>,
     accepted: Vec<Box<dyn ReadStream>>,
     /// Pseudo-terminal (master, slave) when the vector uses `{pty}`.
     pub pty: Option<(OwnedFd, OwnedFd)>,
@@ -199,7 +200,11 @@ pub fn xattrs(p: &Path) -> Vec<String> {
     let Ok(cp) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else { return Vec::new() };
     let mut buf = vec![0u8; 4096];
     // SAFETY: valid path and buffer.
+    #[cfg(target_os = "linux")]
     let n = unsafe { libc::llistxattr(cp.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    // SAFETY: valid path and buffer.
+    #[cfg(not(target_os = "linux"))]
+    let n = unsafe { libc::listxattr(cp.as_ptr(), buf.as_mut_ptr().cast(), buf.len(), libc::XATTR_NOFOLLOW) };
     if n <= 0 {
         return Vec::new();
     }
@@ -302,6 +307,9 @@ impl World {
         dgram.set_nonblocking(true).map_err(|x| e("nonblocking", x))?;
         let abstract_name = format!("{token}-stream");
         let abstract_dgram_name = format!("{token}-dgram");
+        #[cfg(not(target_os = "linux"))]
+        let (abstract_stream, abstract_dgram) = (None, None);
+        #[cfg(target_os = "linux")]
         let (abstract_stream, abstract_dgram) = {
             use std::os::linux::net::SocketAddrExt;
             let a = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).map_err(|x| e("abstract", x))?;
@@ -310,7 +318,7 @@ impl World {
             let b = std::os::unix::net::SocketAddr::from_abstract_name(abstract_dgram_name.as_bytes()).map_err(|x| e("abstract", x))?;
             let d = UnixDatagram::bind_addr(&b).map_err(|x| e("abstract dgram", x))?;
             d.set_nonblocking(true).map_err(|x| e("nonblocking", x))?;
-            (l, d)
+            (Some(l), Some(d))
         };
 
         // SAFETY: getuid/getgid cannot fail.
@@ -402,8 +410,21 @@ impl World {
                 return Err(format!("pty: {}", std::io::Error::last_os_error()));
             }
             let mut name = [0 as libc::c_char; 128];
+            #[cfg(target_os = "linux")]
             if libc::ptsname_r(m, name.as_mut_ptr(), name.len()) != 0 {
                 return Err("ptsname".into());
+            }
+            #[cfg(not(target_os = "linux"))]
+            {
+                // The harness is single-threaded here; ptsname's static buffer is copied at once.
+                let p = libc::ptsname(m);
+                if p.is_null() {
+                    return Err("ptsname".into());
+                }
+                let b = std::ffi::CStr::from_ptr(p).to_bytes();
+                for (i, c) in b.iter().take(name.len() - 1).enumerate() {
+                    name[i] = *c as libc::c_char;
+                }
             }
             let path = std::ffi::CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned();
             let s = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK);
@@ -438,6 +459,12 @@ impl World {
         out
     }
 
+    #[cfg(not(target_os = "linux"))]
+    fn make_sysv(&mut self) -> Result<(), String> {
+        Err(format!("the SysV message queues of the world are Linux only ({} here)", std::env::consts::OS))
+    }
+
+    #[cfg(target_os = "linux")]
     fn make_sysv(&mut self) -> Result<(), String> {
         let shm_secret = format!("lgsecret-shm-{}", self.token);
         let msg_secret = format!("lgsecret-msg-{}", self.token);
@@ -475,6 +502,14 @@ impl World {
     }
 
     /// Whether the SysV objects are as created: (shm intact, message still queued, sem = 1).
+    #[cfg(not(target_os = "linux"))]
+    #[must_use]
+    pub fn sysv_intact(&self) -> (bool, bool, bool) {
+        (true, true, true)
+    }
+
+    /// Whether the SysV objects are as created: (shm intact, message still queued, sem = 1).
+    #[cfg(target_os = "linux")]
     #[must_use]
     pub fn sysv_intact(&self) -> (bool, bool, bool) {
         let Some(s) = &self.sysv else { return (true, true, true) };
@@ -495,6 +530,12 @@ impl World {
         }
     }
 
+    #[cfg(not(target_os = "linux"))]
+    fn make_key(&mut self) -> Result<(), String> {
+        Err(format!("the kernel keyring is Linux only ({} here)", std::env::consts::OS))
+    }
+
+    #[cfg(target_os = "linux")]
     fn make_key(&mut self) -> Result<(), String> {
         let desc = format!("{}-key", self.token);
         let secret = format!("lgsecret-key-{}", self.token);
@@ -644,14 +685,15 @@ impl World {
     /// The abstract listeners (stream and datagram).
     pub fn observe_abstract(&mut self) -> Seen {
         let mut seen = Seen::default();
-        while let Ok((s, _)) = self.abstract_stream.accept() {
+        let (Some(stream), Some(dgram)) = (&self.abstract_stream, &self.abstract_dgram) else { return seen };
+        while let Ok((s, _)) = stream.accept() {
             seen.connections += 1;
             let _ = s.set_nonblocking(true);
             let mut s = s;
             drain(&mut s, &mut seen.data);
         }
         let mut buf = [0u8; 65536];
-        while let Ok(n) = self.abstract_dgram.recv(&mut buf) {
+        while let Ok(n) = dgram.recv(&mut buf) {
             seen.connections += 1;
             seen.data.extend_from_slice(&buf[..n.max(1)]);
         }
@@ -673,6 +715,7 @@ impl Drop for World {
             let _ = c.kill();
             let _ = c.wait();
         }
+        #[cfg(target_os = "linux")]
         if let Some(s) = &self.sysv {
             // SAFETY: removing our own IPC objects.
             unsafe {
@@ -681,6 +724,7 @@ impl Drop for World {
                 libc::semctl(s.sem, 0, libc::IPC_RMID);
             }
         }
+        #[cfg(target_os = "linux")]
         if let Some(id) = self.key {
             // SAFETY: KEYCTL_INVALIDATE on our own key.
             unsafe { libc::syscall(libc::SYS_keyctl, 21, id) };

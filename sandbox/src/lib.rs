@@ -41,6 +41,7 @@ pub mod plan;
 pub mod platform;
 
 pub mod policy;
+#[cfg(unix)]
 mod rand;
 pub mod review;
 pub mod text;

@@ -14,14 +14,4 @@ pub fn fill(buf: &mut [u8]) -> bool {
         unsafe { libc::arc4random_buf(buf.as_mut_ptr().cast(), buf.len()) };
         true
     }
-    #[cfg(not(unix))]
-    {
-        use std::hash::{BuildHasher, Hasher};
-        for chunk in buf.chunks_mut(8) {
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-            chunk.copy_from_slice(&h.finish().to_ne_bytes()[..chunk.len()]);
-        }
-        true
-    }
 }

@@ -10,19 +10,7 @@ extern "C" fn on_stop(sig: libc::c_int) {
     STOP_SIGNAL.store(sig, Ordering::SeqCst);
 }
 
-/// Installs `handler` for `signals` without `SA_RESTART`, so that a blocking `waitpid` or `poll`
-/// returns `EINTR`. The handler must be async-signal-safe (these only store to an atomic).
-pub fn set_handlers(signals: &[libc::c_int], handler: extern "C" fn(libc::c_int)) {
-    for &sig in signals {
-        // SAFETY: installing a handler with an empty mask and no flags.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = handler as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
-}
+pub use crate::run::set_signal_handlers as set_handlers;
 
 /// Installs handlers for the signals that mean "stop the sandbox".
 pub fn install_stop_handlers() {

@@ -18,7 +18,9 @@
 //! check, never a long-lived one.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::{OsStr, OsString};
+#[cfg(unix)]
+use std::ffi::OsStr;
+use std::ffi::OsString;
 use std::io;
 #[cfg(unix)]
 use std::os::unix::ffi::OsStrExt;

@@ -448,3 +448,18 @@ fn launch_command<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &Run
     }
     Ok(Launch { exe, args, fork: false })
 }
+
+/// Installs `handler` for `signals` without `SA_RESTART`, so that a blocking `waitpid` or `poll`
+/// returns `EINTR`. The handler must be async-signal-safe (these only store to an atomic).
+pub fn set_signal_handlers(signals: &[libc::c_int], handler: extern "C" fn(libc::c_int)) {
+    for &sig in signals {
+        // SAFETY: installing a handler with an empty mask and no flags.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = handler as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
