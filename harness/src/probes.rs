@@ -4,10 +4,16 @@
 //! Each probe prints [`STARTED`] first (proof that the command really ran), then makes its
 //! attempt with raw syscalls where that matters (i386 `int 0x80`, x32 numbers, io_uring rings)
 //! and prints what it got. Its own report is informative only: the harness decides from outside.
-//! Exit code: 0 the attempt succeeded as far as the probe can tell, 1 it failed, 2 bad usage.
+//! Exit code: 0 the attempt succeeded as far as the probe can tell, 1 it failed, 2 bad usage, 3
+//! the probe does not exist on this OS or architecture ([`available_here`]).
 //!
 //! `@VICTIM_PID@`, `@VICTIM_MARKER@` and `@VICTIM_SECRET@` in a command are replaced by the
 //! victim process ([`victim_main`]) before it starts the command.
+
+// The probes are attack code: each `unsafe fn` is one raw sequence of system calls on buffers it
+// owns, and the note above `dispatch` covers every block. The workspace lints ask every other
+// module for one `unsafe` block per operation, each with its own SAFETY comment.
+#![allow(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 #![allow(clippy::missing_safety_doc)]
 

@@ -376,7 +376,8 @@ fn check_workspace(requested: &Path, ws: &Path, home: Option<&Path>, settings: &
 ///
 /// # Errors
 /// [`SandboxError::Policy`] when the workspace does not exist or is not a directory, when a
-/// setting conflicts with the mode, or when the resulting policy fails validation.
+/// setting conflicts with the mode. The policy is validated where its plan is made
+/// ([`crate::plan::make_plan`]), once per run.
 pub fn build_sandbox_policy(workspace: &Path, settings: &SandboxSettings) -> Result<SandboxPolicy, SandboxError> {
     build_sandbox_policy_for(workspace, settings, Platform::current())
 }
@@ -450,7 +451,7 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         protected_workspace_paths: settings.protected_workspace_paths.clone(),
         unconfined_acknowledged: settings.dangerously_allow_full_access,
     };
-    policy.validate()?;
+    // Validated where every plan is made (`make_plan`), once per run.
     Ok(policy)
 }
 
@@ -520,7 +521,8 @@ mod tests {
         assert!(build_sandbox_policy(d.path(), &settings).is_err());
         settings.mode = SandboxMode::FullAccess;
         settings.extra_write.clear();
-        assert!(build_sandbox_policy(d.path(), &settings).is_err());
+        // Validated where plans are made (once per run).
+        assert!(build_sandbox_policy(d.path(), &settings).unwrap().validate().is_err());
         settings.dangerously_allow_full_access = true;
         build_sandbox_policy(d.path(), &settings).unwrap();
         assert!(build_sandbox_policy(&d.path().join("nope"), &settings).is_err());

@@ -563,13 +563,23 @@ pub fn uses_namespaces(policy: &SandboxPolicy, caps: &Capabilities, level: Sandb
     level == SandboxLevel::Full || mounts_without_landlock
 }
 
-/// Builds the plan.
+/// Validates the policy, chooses the level and builds the plan: the one place every plan comes
+/// from.
 ///
 /// # Errors
-/// [`SandboxError::LevelUnavailable`] (see [`choose_level`]), [`SandboxError::Plan`] when a
-/// user-requested path does not exist or the seccomp table fails to compile.
+/// [`SandboxError::Policy`] for an invalid policy, [`SandboxError::LevelUnavailable`] (see
+/// [`choose_level`]), [`SandboxError::Plan`] when a user-requested path does not exist or the
+/// seccomp table fails to compile, [`SandboxError::Unsupported`] for a platform without a
+/// backend.
 pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) -> Result<Plan, SandboxError> {
+    policy.validate()?;
     let level = choose_level(policy, caps)?;
+    make_plan_at(policy, caps, ctx, level)
+}
+
+/// [`make_plan`] for a policy already validated and a level already chosen (a run does both
+/// once, before it makes its scratch directory).
+pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext, level: SandboxLevel) -> Result<Plan, SandboxError> {
     let confined = level > SandboxLevel::None;
     let full = uses_namespaces(policy, caps, level);
     // Secrets under /etc the caller can read (all of root's): denied like credentials.

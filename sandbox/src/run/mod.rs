@@ -32,7 +32,7 @@ use crate::detect::Capabilities;
 use crate::error::SandboxError;
 #[cfg(target_os = "linux")]
 use crate::plan::ProtectionState;
-use crate::plan::{make_plan, Plan, Protection, RunContext};
+use crate::plan::{Plan, Protection, RunContext};
 use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};
 use cgroup::RunCgroup;
 use fds::{close, cstr, pipe};
@@ -179,14 +179,15 @@ pub struct PreparedRun {
 /// [`SandboxError::Policy`] for an invalid policy, [`SandboxError::LevelUnavailable`] /
 /// [`SandboxError::Plan`] when the plan cannot be made; nothing runs in either case.
 pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
+    // Validated once and the level chosen once, for the scratch decision and the plan alike.
     policy.validate()?;
     let caps = crate::detect::detect_quick();
     crate::timing::stamp("detected");
+    let level = crate::plan::choose_level(policy, &caps)?;
     // The per-run scratch dir holds the redirected caches; with a private /tmp (namespaces) they
     // go there instead, so the dir would only cost a mkdtemp and an rmdir.
     // At level none the caller's environment passes unchanged, so no dir either.
-    let confined_without_namespaces = crate::plan::choose_level(policy, &caps)
-        .is_ok_and(|l| l > SandboxLevel::None && !crate::plan::uses_namespaces(policy, &caps, l));
+    let confined_without_namespaces = level > SandboxLevel::None && !crate::plan::uses_namespaces(policy, &caps, level);
     let scratch = if policy.mode == SandboxMode::WorkspaceWrite && policy.environment.redirect_caches && confined_without_namespaces {
         Some(Scratch::create()?)
     } else {
@@ -201,7 +202,7 @@ pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
     crate::rand::fill(&mut id);
     let run_id: String = id.iter().map(|b| format!("{b:02x}")).collect();
     let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks, run_id: Some(run_id), helper_exe: None };
-    let plan = make_plan(policy, &caps, &ctx)?;
+    let plan = crate::plan::make_plan_at(policy, &caps, &ctx, level)?;
     // Standard: the scrubbed toolchain configs the plan points the tools at.
     for (dest, content) in &plan.config_copies {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};

@@ -25,6 +25,7 @@ pub(crate) fn count_uid_tasks(uid: u32) -> u64 {
         rel.extend_from_slice(b"/task\0");
         // SAFETY: a zeroed stat buffer and a NUL-terminated relative path under an open dir fd.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
         if unsafe { libc::fstatat(dir.as_raw_fd(), rel.as_ptr().cast(), &mut st, 0) } == 0 && st.st_uid == uid {
             n += (st.st_nlink as u64).saturating_sub(2).max(1);
         }

@@ -85,7 +85,7 @@ pub(crate) fn fork_helper(plan: &crate::plan::HelperPlan, argv: &[CString], env:
             }
         }
     }
-    // SAFETY (whole block): the child arranges its own fds, signals and environment.
+    // SAFETY: (whole block) the child arranges its own fds, signals and environment.
     unsafe {
         // Move the sources out of 0..=3 first, so that no dup2 overwrites a source not yet moved.
         let srcs = [fds.stdin, Some(fds.out), Some(fds.err), Some(fds.report)];
