@@ -73,6 +73,11 @@ pub struct Capabilities {
     /// Physical memory (`MemTotal`), bytes; 0 when unknown.
     #[serde(default)]
     pub mem_total_bytes: u64,
+    /// The kernel has overlayfs now (`/proc/filesystems`): built in or its module loaded. A
+    /// sandbox in a user namespace cannot load the module, so without it the protected paths are
+    /// reviewed in place instead of made private.
+    #[serde(default)]
+    pub overlay_fs: bool,
     /// Effective uid is 0.
     pub is_root: bool,
     /// Effective uid.
@@ -268,6 +273,12 @@ pub fn detect_cgroup_memory() -> Option<CgroupPids> {
     detect_cgroup("memory")
 }
 
+/// `name` is listed in `/proc/filesystems`.
+#[must_use]
+pub fn has_filesystem(name: &str) -> bool {
+    read_small("/proc/filesystems").is_some_and(|t| t.lines().any(|l| l.split_whitespace().last() == Some(name)))
+}
+
 /// `MemTotal` from `/proc/meminfo`, in bytes (0 when unknown).
 #[must_use]
 pub fn mem_total_bytes() -> u64 {
@@ -435,6 +446,7 @@ pub fn detect_quick() -> Capabilities {
         cgroup_pids: detect_cgroup_pids(),
         cgroup_memory: detect_cgroup_memory(),
         mem_total_bytes: mem_total_bytes(),
+        overlay_fs: linux && has_filesystem("overlay"),
         is_root: cfg!(unix) && uid == 0,
         uid,
         gid,
@@ -461,6 +473,7 @@ pub fn assumed_for(platform: Platform) -> Capabilities {
         cgroup_pids: None,
         cgroup_memory: None,
         mem_total_bytes: 0,
+        overlay_fs: false,
         is_root: uid == 0,
         uid,
         gid,
@@ -497,6 +510,7 @@ mod tests {
             cgroup_pids: None,
             cgroup_memory: None,
             mem_total_bytes: 8 << 30,
+            overlay_fs: true,
             is_root: false,
             uid: 1000,
             gid: 1000,

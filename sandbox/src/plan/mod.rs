@@ -650,7 +650,9 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     } else {
         (Vec::new(), Vec::new())
     };
-    let overlays = kernel_at_least(&caps.kernel, 5, 11);
+    // Overlays in a user namespace from 5.11, and only when the filesystem is there already (the
+    // sandbox cannot load its module).
+    let overlays = kernel_at_least(&caps.kernel, 5, 11) && caps.overlay_fs;
     for p in &mut protected {
         p.private = level == SandboxLevel::Full && overlays && !p.absent;
     }
@@ -1172,6 +1174,7 @@ mod tests {
             cgroup_pids: None,
             cgroup_memory: None,
             mem_total_bytes: 8 << 30,
+            overlay_fs: true,
             is_root: root,
             uid: if root { 0 } else { 1000 },
             gid: if root { 0 } else { 1000 },
