@@ -2,26 +2,39 @@
 //!
 //! A kernel-enforced sandbox for the shell commands AI agents run.
 //!
-//! ## Model
+//! ## Model: policy → plan → per-OS artefacts → apply
 //!
 //! * **Policy** ([`policy::SandboxPolicy`]) — what the user wants: a workspace, a mode
-//!   (`workspace-write`, `read-only`, `full-access`), extra paths, limits. Built automatically by
-//!   [`build_sandbox_policy`] from a mode and a workspace (spec 3.3).
+//!   (`workspace-write`, `read-only`, `full-access`), extra paths, limits. Built by
+//!   [`build_sandbox_policy`] from a mode and a workspace (spec 3.3), with the default tables of
+//!   the platform ([`defaults::tables`]).
 //! * **Plan** ([`plan::Plan`]) — pure data computed from policy + detected capabilities
-//!   ([`detect_sandbox_capabilities`]): the Landlock rules, the seccomp table and its compiled
-//!   program, rlimits, environment, and for every protection whether it is enforced, degraded or
-//!   off. All decisions live there and are unit-tested.
-//! * **Apply** ([`linux`]) — the helper applies the plan in one fixed order and decides
-//!   nothing: new session and parent-death signal → namespaces (Full) → rlimits → fds above 2
-//!   closed → `no_new_privs` → Landlock → capabilities dropped → seccomp → exec. The helper is a
-//!   fork of the runner when the runner is single-threaded (the CLI), and the runner's binary
-//!   re-executed as `localgpt-sandbox` otherwise ([`runner::HelperStart`], [`helper`]).
+//!   ([`detect_sandbox_capabilities`]) by [`make_plan`], the one place decisions are made. Its
+//!   OS-neutral part ([`plan::Access`]: readable, writable and denied paths with their reasons;
+//!   protected workspace paths; environment; [`plan::Limits`]; network; timeout and output caps;
+//!   and for every protection, by typed id, whether it is enforced, degraded or off) is rendered
+//!   by the platform's backend into its artefacts:
+//!   * [`linux`] — Landlock rules, the seccomp table and its BPF program per architecture,
+//!     namespaces and mounts, rlimits, cgroup limits ([`plan::LinuxPlan`], computed by
+//!     `linux::compile`);
+//!   * [`macos`] — a Seatbelt profile and its `-D` parameters ([`macos::MacosPlan`]), rendered
+//!     on any OS (`localgpt sandbox explain --platform macos`) and checked by an evaluator of
+//!     the SBPL it emits against the same conformance table the Linux backend executes;
+//!   * Windows — no backend yet: plans for it are refused.
+//! * **Apply** — thin code that executes a plan and decides nothing. On Linux the helper applies
+//!   it in one fixed order: new session and parent-death signal → namespaces (Full) → rlimits →
+//!   fds above 2 closed → `no_new_privs` → Landlock → capabilities dropped → seccomp → exec. The
+//!   helper is a fork of the runner when the runner is single-threaded (the CLI), and the
+//!   runner's binary re-executed as `localgpt-sandbox` otherwise ([`run::HelperStart`]). On macOS
+//!   `/usr/bin/sandbox-exec` applies the profile and re-executes the binary as the helper, which
+//!   checks it is confined, sets the rlimits and execs the command.
 //!
-//! The parent ([`runner`]) is never restricted: it starts the helper, caps output, enforces the
-//! timeout and reports what ran at which level. Nothing outlives the command: at Standard and
-//! Minimal the helper stays as a subreaper *supervisor* that kills every leftover descendant; at
-//! Full the command runs under PID 1 of its own PID namespace, which the kernel empties when PID 1
-//! exits (and PID 1 dies with the runner).
+//! The parent ([`run`], shared by Linux and macOS) is never restricted: it starts the helper,
+//! caps output, enforces the timeout and reports what ran at which level, from the helper's typed
+//! report ([`run::report`]). Nothing outlives the command on Linux: at Standard and Minimal the
+//! helper stays as a subreaper *supervisor* that kills every leftover descendant; at Full the
+//! command runs under PID 1 of its own PID namespace, which the kernel empties when PID 1 exits
+//! (and PID 1 dies with the runner).
 
 //! ## Embedding
 //!

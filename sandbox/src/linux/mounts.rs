@@ -71,7 +71,7 @@ pub struct NamespacePlan {
     pub gid: u32,
     /// Read-write bind mounts (workspace in workspace-write mode, extra writable paths).
     pub rw_binds: Vec<PathBuf>,
-    /// Protected workspace paths made private for the run (see [`super::protected`]).
+    /// Protected workspace paths made private for the run (see [`crate::plan::protected`]).
     #[serde(default)]
     pub protected: Vec<crate::plan::protected::ProtectedPath>,
     /// The per-run staging directory of the private copies (upper layers), set by the runner:

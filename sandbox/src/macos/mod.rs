@@ -2,7 +2,7 @@
 //! OS against the conformance table with [`eval`], an evaluator of the SBPL subset it emits, and
 //! [`sbpl`]'s well-formedness check), and the thin glue that runs it (`/usr/bin/sandbox-exec`
 //! re-executing this binary as the helper, which checks that it is confined, sets the rlimits,
-//! reports on the report pipe and execs the command: [`helper`], macOS only).
+//! reports on the report pipe and execs the command: `helper`, macOS only).
 //!
 //! What was executed where: the profile generator, the evaluator and the conformance table run in
 //! this project's CI on Linux; the glue is type-checked for `aarch64-apple-darwin` and
