@@ -426,7 +426,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         }
     }
     install_cancel_handler();
-    let opts = RunOptions { stdin, helper_exe: None, helper_start: HelperStart::Auto, cancel: Some(&CANCEL) };
+    let opts = RunOptions { stdin, helper_exe: None, helper_start: HelperStart::Auto, cancel: Some(&CANCEL), collect_denials: args.json };
     let _terminal = (stdin == StdinMode::Inherit).then(SavedTerminal::save);
     let result = if args.json {
         let mut sink = localgpt_sandbox::run::CaptureSink::default();

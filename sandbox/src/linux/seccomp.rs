@@ -4,8 +4,9 @@
 //! is compiled in the parent (the helper only loads it) by [`compile`], our own classic-BPF
 //! compiler:
 //!
-//! 1. prologue: architecture ≠ x86_64 → kill the process (i386 `int 0x80`, `socketcall`);
-//!    x32 syscall numbers (`nr & 0x40000000`) → `EPERM`; the table's `ENOSYS` rows (`clone3`,
+//! 1. prologue: architecture ≠ the plan's ([`crate::linux::syscalls::SeccompArch`]) → kill the
+//!    process (i386 `int 0x80` and `socketcall` on x86_64, 32-bit ARM compat calls on aarch64);
+//!    on x86_64, x32 syscall numbers (`nr & 0x40000000`) → `EPERM`; the table's `ENOSYS` rows (`clone3`,
 //!    `openat2`) → `ENOSYS` (their flags and mode live in memory, so libc and careful callers
 //!    fall back to `clone`/`openat`);
 //! 2. a balanced binary decision tree on the syscall number: the numbers are cut into intervals

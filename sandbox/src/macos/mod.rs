@@ -9,6 +9,7 @@
 //! `x86_64-apple-darwin` there, and has not run on a Mac in CI. `localgpt sandbox test` on a Mac
 //! checks the real backend.
 
+pub mod denials;
 pub mod eval;
 #[cfg(target_os = "macos")]
 pub mod helper;

@@ -98,6 +98,9 @@ impl SandboxPolicy {
     /// [`SandboxError::Policy`] naming the path when it is denied, in `/proc` or `/sys`, or
     /// outside every readable root.
     pub fn check_read(&self, path: &Path) -> Result<PathBuf, SandboxError> {
+        // An invalid policy (relative deny paths, unacknowledged full access) is refused here
+        // as it is where runs are planned.
+        self.validate()?;
         let r = &mut PathResolver::new();
         let p = resolve(r, self, path);
         self.read_allowed(r, &p)?;
@@ -131,6 +134,9 @@ impl SandboxPolicy {
     /// [`SandboxError::Policy`] naming the path when it is denied, protected, in `/proc` or
     /// `/sys`, or outside every writable root.
     pub fn check_write(&self, path: &Path) -> Result<PathBuf, SandboxError> {
+        // An invalid policy (relative deny paths, unacknowledged full access) is refused here
+        // as it is where runs are planned.
+        self.validate()?;
         let r = &mut PathResolver::new();
         let p = resolve(r, self, path);
         self.write_allowed(r, &p)?;
@@ -223,6 +229,20 @@ mod tests {
         let ro = build_sandbox_policy(&ws, &SandboxSettings { mode: SandboxMode::ReadOnly, home: Some(home), ..Default::default() }).unwrap();
         assert!(ro.check_write("new.txt".as_ref()).is_err());
         assert!(ro.check_read("new.txt".as_ref()).is_ok());
+    }
+
+    #[test]
+    fn an_invalid_policy_is_refused_by_the_file_tools() {
+        let (_d, _home, _ws, p) = world();
+        let mut full = p.clone();
+        full.mode = SandboxMode::FullAccess;
+        assert!(full.check_read("/etc/passwd".as_ref()).is_err(), "full access without the acknowledgment");
+        full.unconfined_acknowledged = true;
+        assert!(full.check_read("/etc/passwd".as_ref()).is_ok());
+        let mut relative = p.clone();
+        relative.deny_paths.push("secrets".into());
+        assert!(relative.check_read("src/main.rs".as_ref()).unwrap_err().to_string().contains("absolute"));
+        assert!(relative.open_read("src/main.rs".as_ref()).is_err());
     }
 
     #[test]

@@ -22,6 +22,9 @@ impl SandboxPolicy {
     /// moved out of the allowed area while it was opened); [`SandboxError::Io`] when the file
     /// cannot be opened.
     pub fn open_read(&self, path: &Path) -> Result<File, SandboxError> {
+        // An invalid policy (relative deny paths, unacknowledged full access) is refused here
+        // as it is where runs are planned.
+        self.validate()?;
         let r = &mut PathResolver::new();
         let p = resolve(r, self, path);
         self.read_allowed(r, &p)?;
@@ -36,6 +39,9 @@ impl SandboxPolicy {
     /// # Errors
     /// As [`SandboxPolicy::open_read`].
     pub fn open_write(&self, path: &Path, mode: WriteMode) -> Result<File, SandboxError> {
+        // An invalid policy (relative deny paths, unacknowledged full access) is refused here
+        // as it is where runs are planned.
+        self.validate()?;
         let r = &mut PathResolver::new();
         let p = resolve(r, self, path);
         self.write_allowed(r, &p)?;

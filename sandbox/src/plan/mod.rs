@@ -650,9 +650,10 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     } else {
         (Vec::new(), Vec::new())
     };
-    // Overlays in a user namespace from 5.11, and only when the filesystem is there already (the
-    // sandbox cannot load its module).
-    let overlays = kernel_at_least(&caps.kernel, 5, 11) && caps.overlay_fs;
+    // Overlays in a user namespace from 5.11. Where overlayfs is not loaded (the sandbox cannot
+    // load its module) the mount fails and the path is bound read-only for the run instead: the
+    // protection table says so beforehand.
+    let overlays = kernel_at_least(&caps.kernel, 5, 11);
     for p in &mut protected {
         p.private = level == SandboxLevel::Full && overlays && !p.absent;
     }
@@ -1017,7 +1018,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
 }
 
 /// The `workspace-persistence` row: private copies at Full, a review after the run otherwise.
-fn workspace_persistence(plan: &Plan, _caps: &Capabilities) -> Protection {
+fn workspace_persistence(plan: &Plan, caps: &Capabilities) -> Protection {
     use ProtectionState::{Degraded, Enforced};
     if plan.mode != SandboxMode::WorkspaceWrite {
         return prot(ProtectionId::WorkspacePersistence, Enforced, if plan.namespaces().is_some() { "read-only mounts" } else { "landlock" }, "the workspace is read-only");
@@ -1040,9 +1041,16 @@ fn workspace_persistence(plan: &Plan, _caps: &Capabilities) -> Protection {
     if !bad.is_empty() {
         detail.push(format!("not protected: {bad}"));
     }
+    let no_overlay = !private.is_empty() && !caps.overlay_fs;
+    if no_overlay {
+        detail.insert(0, format!(
+            "overlayfs is not loaded in this kernel and a sandbox cannot load its module: {} will be read-only for the run instead of private copies (git commits inside fail)",
+            private.join(", ")
+        ));
+    }
     let detail = detail.join("; ");
     let present_in_place = plan.protected.iter().any(|p| !p.private && !p.absent);
-    if !bad.is_empty() || present_in_place {
+    if !bad.is_empty() || present_in_place || no_overlay {
         let mech = if plan.namespaces().is_some() { "private copies + review after the run" } else { "review after the run" };
         return prot(ProtectionId::WorkspacePersistence, Degraded, mech, detail);
     }
@@ -1363,6 +1371,13 @@ mod tests {
         let p510 = make_plan(&pol, &old_kernel, &RunContext::default()).unwrap();
         assert_eq!(p510.protections.iter().find(|x| x.id == "workspace-persistence").unwrap().state, ProtectionState::Degraded);
         assert!(p510.namespaces().unwrap().protected.is_empty() && p510.protected.iter().all(|x| !x.private));
+        // Without overlayfs loaded the mount will fail and the path be read-only: said beforehand.
+        let mut no_overlay = c.clone();
+        no_overlay.overlay_fs = false;
+        let pno = make_plan(&pol, &no_overlay, &RunContext::default()).unwrap();
+        let wp = pno.protections.iter().find(|x| x.id == "workspace-persistence").unwrap();
+        assert_eq!(wp.state, ProtectionState::Degraded);
+        assert!(wp.detail.contains("overlayfs is not loaded") && wp.detail.contains(".git"), "{}", wp.detail);
         assert!(p.env.vars.contains(&("TMPDIR".into(), "/tmp".into())));
         assert!(p.helper_plan(1, Vec::new()).namespaces.is_some());
         // Below ABI 3 the read-only mounts stop truncation outside; no seccomp guard is needed.

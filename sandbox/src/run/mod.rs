@@ -85,6 +85,9 @@ pub struct RunOptions {
     pub helper_start: HelperStart,
     /// Set to true to stop the command (e.g. Ctrl-C in the CLI).
     pub cancel: Option<&'static AtomicBool>,
+    /// macOS: read what Seatbelt denied from the system log after the run
+    /// ([`RunResult::denials`]; it takes a second or more).
+    pub collect_denials: bool,
 }
 
 /// How the command ended.
@@ -146,6 +149,10 @@ pub struct RunResult {
     /// (Full level): applied, or kept as pending changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protected_review: Option<crate::pending::ProtectedReview>,
+    /// macOS, when asked ([`RunOptions::collect_denials`]): the operations Seatbelt denied under
+    /// the profile's tagged rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denials: Vec<crate::macos::denials::Denial>,
 }
 
 pub(crate) static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -295,6 +302,8 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
         .iter()
         .map(|(k, v)| cstr(format!("{k}={v}").as_bytes(), "environment variable"))
         .collect::<Result<_, _>>()?;
+    #[cfg(target_os = "macos")]
+    let started_wall = std::time::SystemTime::now();
     let launch = launch_command(plan, argv, opts)?;
     if !launch.fork {
         let plan_json = serde_json::to_vec(&helper_plan).map_err(|e| SandboxError::Plan(e.to_string()))?;
@@ -383,6 +392,10 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     }
     #[cfg(target_os = "linux")]
     drop(staging);
+    #[cfg(target_os = "macos")]
+    if let (Some(m), true) = (&plan.macos, opts.collect_denials) {
+        r.denials = crate::macos::denials::read(&m.marker, started_wall);
+    }
     #[cfg(not(target_os = "linux"))]
     let _ = reported;
     drop(cgroup);

@@ -266,6 +266,7 @@ pub(crate) fn supervise_run(
         warnings: plan.warnings.iter().cloned().chain(reported.warnings.iter().map(|w| w.message().to_string())).collect(),
         applied,
         protected_review: None,
+        denials: Vec::new(),
     };
     Ok((result, reported))
 }
