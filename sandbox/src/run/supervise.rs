@@ -13,6 +13,18 @@ use super::report::{Reported, SetupStep, LANDLOCK_ENFORCED};
 use crate::plan::Plan;
 use crate::policy::SandboxLevel;
 
+/// Sends `sig` to the sandbox. On Linux to the helper, which passes it on to everything it
+/// supervises (or is PID 1 of the namespace); elsewhere to the command's whole process group too
+/// (the helper made it a session leader, so the group's id is its pid).
+fn signal_tree(pid: i32, sig: i32) {
+    // SAFETY: signalling our own child (and its process group).
+    unsafe {
+        libc::kill(pid, sig);
+        #[cfg(not(target_os = "linux"))]
+        libc::kill(-pid, sig);
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn supervise_run(
     pid: i32,
@@ -56,8 +68,7 @@ pub(crate) fn supervise_run(
             if (now >= deadline || cancel_now) && kill_deadline.is_none() {
                 timed_out = now >= deadline && !cancel_now;
                 cancelled = cancel_now;
-                // SAFETY: signalling our own child.
-                unsafe { libc::kill(pid, libc::SIGTERM) };
+                signal_tree(pid, libc::SIGTERM);
                 if let Some(cg) = cgroup {
                     cg.kill_all();
                 }
@@ -65,8 +76,7 @@ pub(crate) fn supervise_run(
             }
             if let Some(k) = kill_deadline {
                 if now >= k {
-                    // SAFETY: signalling our own child.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    signal_tree(pid, libc::SIGKILL);
                     if let Some(cg) = cgroup {
                         cg.kill_all();
                     }
@@ -167,6 +177,14 @@ pub(crate) fn supervise_run(
             let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) };
             if r == pid {
                 status = Some(st);
+                // Elsewhere than Linux nothing inside reaps the tree: what the command left in its
+                // session's process group goes with it. (The group, not the reaped pid, which may
+                // already be reused; a group's id is not reused while it has members.)
+                // SAFETY: signalling the process group our child led.
+                #[cfg(not(target_os = "linux"))]
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL)
+                };
                 // The supervisor killed its whole tree before exiting. Something still holding
                 // the output pipes can only be in the cgroup (if at all): kill it there. With
                 // the pipes closed, the cgroup's removal (which kills anything left) is enough.
