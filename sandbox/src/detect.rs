@@ -264,13 +264,23 @@ pub fn probe_user_namespaces() -> Feature {
 /// Finds a pids cgroup the caller may create children in.
 #[must_use]
 pub fn detect_cgroup_pids() -> Option<CgroupPids> {
-    detect_cgroup("pids")
+    let (m, o) = cgroup_sources()?;
+    detect_cgroup(&m, &o, "pids")
 }
 
 /// Finds a memory cgroup the caller may create children in.
 #[must_use]
 pub fn detect_cgroup_memory() -> Option<CgroupPids> {
-    detect_cgroup("memory")
+    let (m, o) = cgroup_sources()?;
+    detect_cgroup(&m, &o, "memory")
+}
+
+/// `/proc/self/mountinfo` and `/proc/self/cgroup` (Linux), read once for every controller.
+fn cgroup_sources() -> Option<(String, String)> {
+    if Platform::current() != Platform::Linux {
+        return None;
+    }
+    Some((read_small("/proc/self/mountinfo")?, read_small("/proc/self/cgroup")?))
 }
 
 /// `name` is listed in `/proc/filesystems`.
@@ -292,12 +302,7 @@ pub fn mem_total_bytes() -> u64 {
 /// Finds a cgroup with `controller` the caller may create children in: on v1 the controller's
 /// own hierarchy at the caller's path in it; on v2 the caller's cgroup when it is the root of
 /// the hierarchy seen (a container or a delegated namespace) and delegates the controller.
-fn detect_cgroup(controller: &str) -> Option<CgroupPids> {
-    if Platform::current() != Platform::Linux {
-        return None;
-    }
-    let mountinfo = read_small("/proc/self/mountinfo")?;
-    let own = read_small("/proc/self/cgroup")?;
+fn detect_cgroup(mountinfo: &str, own: &str, controller: &str) -> Option<CgroupPids> {
     let writable = |p: &PathBuf| writable_by_caller(p);
     for line in mountinfo.lines() {
         let Some((pre, post)) = line.split_once(" - ") else { continue };
@@ -436,6 +441,7 @@ pub fn detect_quick() -> Capabilities {
     let (uid, gid) = effective_ids();
     let platform = Platform::current();
     let linux = platform == Platform::Linux;
+    let sources = cgroup_sources();
     Capabilities {
         platform,
         seatbelt: (platform == Platform::Macos).then(detect_seatbelt),
@@ -443,8 +449,8 @@ pub fn detect_quick() -> Capabilities {
         landlock: detect_landlock(),
         seccomp: detect_seccomp(),
         user_namespaces: linux.then(predict_user_namespaces),
-        cgroup_pids: detect_cgroup_pids(),
-        cgroup_memory: detect_cgroup_memory(),
+        cgroup_pids: sources.as_ref().and_then(|(m, o)| detect_cgroup(m, o, "pids")),
+        cgroup_memory: sources.as_ref().and_then(|(m, o)| detect_cgroup(m, o, "memory")),
         mem_total_bytes: mem_total_bytes(),
         overlay_fs: linux && has_filesystem("overlay"),
         is_root: cfg!(unix) && uid == 0,

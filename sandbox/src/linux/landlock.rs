@@ -407,9 +407,11 @@ impl Expand<'_> {
             self.out.expanded.push((canon.to_path_buf(), (*d).clone()));
         }
         let entries = std::fs::read_dir(canon).map_err(|e| format!("{}: {e}", canon.display()))?;
-        let mut names: Vec<_> = entries.filter_map(Result::ok).map(|e| e.file_name()).collect();
-        names.sort();
-        for name in names {
+        // The listing gives each entry's type (no `stat`, except on filesystems that do not
+        // report it): an entry that is not a symlink is canonical as it is.
+        let mut kids: Vec<_> = entries.filter_map(Result::ok).map(|e| (e.file_name(), e.file_type().ok())).collect();
+        kids.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, ft) in kids {
             if *self.budget == 0 {
                 return Err(format!("{}: too many entries to expand around denied paths", canon.display()));
             }
@@ -418,9 +420,14 @@ impl Expand<'_> {
             if self.denies.contains(&child) {
                 continue;
             }
-            // Follow symlinks: a link to a denied path must not re-open it.
-            let Ok(child_canon) = self.resolver.canonicalize(&child) else { continue };
-            self.resolve_one(&child_canon.path, child_canon.kind, g, depth + 1)?;
+            match ft {
+                Some(ft) if !ft.is_symlink() => self.resolve_one(&child, FileKind::of(ft), g, depth + 1)?,
+                // Follow symlinks: a link to a denied path must not re-open it.
+                _ => {
+                    let Ok(child_canon) = self.resolver.canonicalize(&child) else { continue };
+                    self.resolve_one(&child_canon.path, child_canon.kind, g, depth + 1)?;
+                }
+            }
         }
         Ok(())
     }

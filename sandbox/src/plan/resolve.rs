@@ -42,7 +42,9 @@ pub enum FileKind {
 }
 
 impl FileKind {
-    fn of(ft: std::fs::FileType) -> Self {
+    /// The kind of a file type (as `lstat` or a directory listing gives it).
+    #[must_use]
+    pub fn of(ft: std::fs::FileType) -> Self {
         if ft.is_dir() {
             FileKind::Dir
         } else if ft.is_file() {
