@@ -598,6 +598,8 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         &with_secrets
     };
     // Toolchain configs without their credentials.
+    #[cfg(unix)]
+    crate::timing::stamp("plan_secrets");
     let scrubbed = match (&policy.home, confined && policy.mode != SandboxMode::FullAccess) {
         (Some(h), true) => configs::scrub_known(h),
         _ => Vec::new(),
@@ -645,6 +647,8 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
     let mut resolver = resolve::PathResolver::new();
+    #[cfg(unix)]
+    crate::timing::stamp("plan_configs");
     let (mut protected, unprotectable) = if confined && policy.mode == SandboxMode::WorkspaceWrite {
         protected::protected_paths(&mut resolver, policy)
     } else {
@@ -661,6 +665,8 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     if policy.platform != caps.platform {
         return Err(SandboxError::Plan(format!("the policy was built for {} but the plan is for {}", policy.platform, caps.platform)));
     }
+    #[cfg(unix)]
+    crate::timing::stamp("plan_protected");
     let (linux, macos) = match caps.platform {
         Platform::Linux => (
             Some(crate::linux::compile::compile(crate::linux::compile::Inputs {
@@ -697,6 +703,8 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
             return Err(SandboxError::Unsupported("no Windows backend in this build (planned: restricted token + job object, experimental)".into()))
         }
     };
+    #[cfg(unix)]
+    crate::timing::stamp("plan_backend");
     let env = if full {
         let private_scratch = (policy.mode == SandboxMode::WorkspaceWrite).then(|| PathBuf::from(PRIVATE_SCRATCH));
         let mut e = env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, private_scratch.as_deref());
