@@ -11,11 +11,8 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
 use localgpt_corpus::conformance::{self, Expect, Mode, Op, Places, Row};
 use localgpt_sandbox::config::{build_sandbox_policy_for, SandboxSettings};
@@ -31,18 +28,9 @@ struct ConfWorld {
     token: String,
     /// What reading each file (or listing each directory) prints.
     markers: BTreeMap<PathBuf, String>,
-    tcp: TcpListener,
-    unix: UnixListener,
-    victim: Option<Child>,
-}
-
-impl Drop for ConfWorld {
-    fn drop(&mut self) {
-        if let Some(v) = self.victim.as_mut() {
-            let _ = v.kill();
-            let _ = v.wait();
-        }
-    }
+    tcp: TcpProbe,
+    unix: UnixProbe,
+    victim: Option<CanaryProcess>,
 }
 
 const FILES: &[&str] = &[
@@ -92,19 +80,15 @@ impl ConfWorld {
             let m = markers[&target].clone();
             markers.insert(w.ws.join(link), m);
         }
-        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
-        tcp.set_nonblocking(true).unwrap();
-        let unix = UnixListener::bind(w.outside.join("agent.sock")).unwrap();
-        unix.set_nonblocking(true).unwrap();
-        // The unprivileged user's tests run in a world it owns; the socket must be connectable
-        // by the same user bare.
+        let tcp = TcpProbe::new();
+        let unix = UnixProbe::pathname(&w.outside.join("agent.sock"));
         let places = Places { ws: w.ws.clone(), home: w.home.clone(), outside: w.outside.clone(), etc: PathBuf::from("/etc") };
         ConfWorld { w, places, token, markers, tcp, unix, victim: None }
     }
 
     fn spawn_victim(&mut self) -> u32 {
-        let c = Command::new("sleep").arg("600").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-        let pid = c.id();
+        let c = CanaryProcess::spawn();
+        let pid = c.pid();
         self.victim = Some(c);
         pid
     }
@@ -132,7 +116,7 @@ impl ConfWorld {
             Op::Unlink => format!("rm -- {q}"),
             Op::Rename => format!("mv -- {q} {}", sh_quote(format!("{target}.moved"))),
             Op::Connect if row.path == "tcp" => {
-                let port = self.tcp.local_addr().unwrap().port();
+                let port = self.tcp.port;
                 format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED-{tok}")
             }
             Op::Connect => {
@@ -168,12 +152,12 @@ impl ConfWorld {
                 None => out.stdout.contains(&format!("EXIT-OK-{tok}")),
             },
             Op::Unlink | Op::Rename => fs::symlink_metadata(&target).is_err(),
-            Op::Connect if row.path == "tcp" => self.tcp.accept().is_ok(),
-            Op::Connect => self.unix.accept().is_ok(),
+            Op::Connect if row.path == "tcp" => self.tcp.observe().connections > 0,
+            Op::Connect => self.unix.observe().connections > 0,
             Op::Signal if row.path == "outside" => self.victim.as_mut().is_some_and(|v| {
                 // A signalled victim is gone within moments; a live one stays.
                 for _ in 0..50 {
-                    if v.try_wait().ok().flatten().is_some() {
+                    if !v.alive() {
                         return true;
                     }
                     std::thread::sleep(std::time::Duration::from_millis(10));
