@@ -14,15 +14,13 @@ use crate::plan::configs::ScrubbedConfig;
 use crate::plan::protected::ProtectedPath;
 use crate::plan::resolve::PathResolver;
 use crate::plan::{
-    default_memory_bytes, default_tmp_bytes, LandlockPlan, LinuxPlan, MemoryLimit, ProcessLimit, RlimitSetting, RunContext, SeccompPlan,
+    confined_rlimits, default_memory_bytes, default_tmp_bytes, LandlockPlan, LinuxPlan, MemoryLimit, ProcessLimit, RlimitNumbers, RlimitSetting, RunContext, SeccompPlan,
 };
 use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};
 
 /// Linux's `RLIMIT_*` numbers (the same on x86_64 and aarch64; the plan may be made elsewhere).
-const LINUX_RLIMIT_FSIZE: i32 = 1;
-const LINUX_RLIMIT_CORE: i32 = 4;
+const LINUX_RLIMITS: RlimitNumbers = RlimitNumbers { fsize: 1, nofile: 7, core: 4 };
 const LINUX_RLIMIT_NPROC: i32 = 6;
-const LINUX_RLIMIT_NOFILE: i32 = 7;
 
 /// What [`compile`] needs.
 pub struct Inputs<'a> {
@@ -118,9 +116,7 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
     };
     let mut rlimits = Vec::new();
     if confined {
-        rlimits.push(RlimitSetting { name: "RLIMIT_FSIZE".into(), resource: LINUX_RLIMIT_FSIZE, value: policy.max_file_size_bytes });
-        rlimits.push(RlimitSetting { name: "RLIMIT_NOFILE".into(), resource: LINUX_RLIMIT_NOFILE, value: policy.max_open_files });
-        rlimits.push(RlimitSetting { name: "RLIMIT_CORE".into(), resource: LINUX_RLIMIT_CORE, value: 0 });
+        rlimits = confined_rlimits(policy, &LINUX_RLIMITS);
         if let ProcessLimit::Rlimit { max } = process_limit {
             rlimits.push(RlimitSetting { name: "RLIMIT_NPROC".into(), resource: LINUX_RLIMIT_NPROC, value: max });
         }

@@ -31,13 +31,11 @@ use serde::{Deserialize, Serialize};
 use super::sbpl::quote;
 use crate::plan::protected::{ProtectedKind, ProtectedPath};
 use crate::plan::resolve::PathResolver;
-use crate::plan::RlimitSetting;
+use crate::plan::{confined_rlimits, RlimitNumbers, RlimitSetting};
 use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};
 
 /// macOS's `RLIMIT_*` numbers (`<sys/resource.h>`).
-const MACOS_RLIMIT_FSIZE: i32 = 1;
-const MACOS_RLIMIT_CORE: i32 = 4;
-const MACOS_RLIMIT_NOFILE: i32 = 8;
+const MACOS_RLIMITS: RlimitNumbers = RlimitNumbers { fsize: 1, nofile: 8, core: 4 };
 
 /// The mach services the profile lets the command look up: user and group lookups, logging,
 /// notifications. Nothing that starts programs (launch services), holds secrets (the keychain's
@@ -132,6 +130,14 @@ fn any(fs: &[String]) -> Option<String> {
         [] => None,
         [one] => Some(one.clone()),
         many => Some(format!("(require-any\n    {})", many.join("\n    "))),
+    }
+}
+
+/// `(allow OPS)` everywhere but `excluded`, as one line.
+fn allow_all_but(ops: &str, excluded: Option<&String>) -> String {
+    match excluded {
+        Some(x) => format!("(allow {ops} (require-not {x}))\n"),
+        None => format!("(allow {ops})\n"),
     }
 }
 
@@ -238,23 +244,13 @@ pub fn compile(i: Inputs<'_>) -> MacosPlan {
     }
     s.push('\n');
     s.push_str(";; reads and exec\n");
-    match not_read.as_ref() {
-        Some(x) => {
-            let _ = writeln!(s, "(allow file-read-metadata (require-not {x}))");
-        }
-        None => s.push_str("(allow file-read-metadata)\n"),
-    }
+    s.push_str(&allow_all_but("file-read-metadata", not_read.as_ref()));
     if fs_confined {
         if let Some(r) = any(&read_f) {
             let _ = writeln!(s, "(allow file-read* process-exec\n  {})", but_not(&r, not_read.as_ref()));
         }
     } else {
-        match not_read.as_ref() {
-            Some(x) => {
-                let _ = writeln!(s, "(allow file-read* process-exec (require-not {x}))");
-            }
-            None => s.push_str("(allow file-read* process-exec)\n"),
-        }
+        s.push_str(&allow_all_but("file-read* process-exec", not_read.as_ref()));
     }
     if let Some(h) = &helper_f {
         let _ = writeln!(s, "(allow file-read* process-exec\n  {})", but_not(h, not_read.as_ref()));
@@ -266,12 +262,7 @@ pub fn compile(i: Inputs<'_>) -> MacosPlan {
             let _ = writeln!(s, "(allow file-write*\n  {})", but_not(&w, not_write.as_ref()));
         }
     } else {
-        match not_write.as_ref() {
-            Some(x) => {
-                let _ = writeln!(s, "(allow file-write* (require-not {x}))");
-            }
-            None => s.push_str("(allow file-write*)\n"),
-        }
+        s.push_str(&allow_all_but("file-write*", not_write.as_ref()));
     }
     s.push('\n');
     s.push_str(";; denied: credentials and secrets; protected workspace paths; their ancestors\n");
@@ -288,15 +279,8 @@ pub fn compile(i: Inputs<'_>) -> MacosPlan {
     s.push_str(";; network\n");
     let _ = writeln!(s, "(deny network* {})", tag("network"));
 
-    let mut rlimits = vec![
-        RlimitSetting { name: "RLIMIT_FSIZE".into(), resource: MACOS_RLIMIT_FSIZE, value: policy.max_file_size_bytes },
-        RlimitSetting { name: "RLIMIT_NOFILE".into(), resource: MACOS_RLIMIT_NOFILE, value: policy.max_open_files },
-        RlimitSetting { name: "RLIMIT_CORE".into(), resource: MACOS_RLIMIT_CORE, value: 0 },
-    ];
-    if level == SandboxLevel::None {
-        rlimits.clear();
-    }
-    MacosPlan { profile: s, params: params.list, marker: marker.to_string(), rlimits }
+    // (Only confined plans get a profile: level none runs without one.)
+    MacosPlan { profile: s, params: params.list, marker: marker.to_string(), rlimits: confined_rlimits(policy, &MACOS_RLIMITS) }
 }
 
 #[cfg(test)]

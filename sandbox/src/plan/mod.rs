@@ -302,6 +302,23 @@ pub struct RlimitSetting {
     pub value: u64,
 }
 
+/// A platform's `RLIMIT_*` numbers for the limits every confined command gets.
+pub(crate) struct RlimitNumbers {
+    pub(crate) fsize: i32,
+    pub(crate) nofile: i32,
+    pub(crate) core: i32,
+}
+
+/// The rlimits every confined command gets, whatever the platform: the policy's file size and
+/// descriptor bounds, and no core files.
+pub(crate) fn confined_rlimits(policy: &SandboxPolicy, n: &RlimitNumbers) -> Vec<RlimitSetting> {
+    vec![
+        RlimitSetting { name: "RLIMIT_FSIZE".into(), resource: n.fsize, value: policy.max_file_size_bytes },
+        RlimitSetting { name: "RLIMIT_NOFILE".into(), resource: n.nofile, value: policy.max_open_files },
+        RlimitSetting { name: "RLIMIT_CORE".into(), resource: n.core, value: 0 },
+    ]
+}
+
 /// Everything the helper will do, and why.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
