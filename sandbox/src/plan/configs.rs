@@ -66,6 +66,9 @@ pub struct ScrubbedConfig {
     pub content: String,
     /// Names of the keys (or sections) that were removed.
     pub removed: Vec<String>,
+    /// The variable that points the tool at a copy (its [`KnownConfig::env`]).
+    #[serde(default)]
+    pub env: Option<String>,
 }
 
 /// Key-name fragments that mark a credential (matched case-insensitively).
@@ -233,7 +236,7 @@ pub fn scrub_known(home: &Path) -> Vec<ScrubbedConfig> {
         }
         let Ok(text) = std::fs::read_to_string(&path) else { continue };
         let (content, removed) = scrub(k.kind, &text);
-        out.push(ScrubbedConfig { path, kind: k.kind, content, removed });
+        out.push(ScrubbedConfig { path, kind: k.kind, content, removed, env: k.env.map(str::to_string) });
     }
     out
 }

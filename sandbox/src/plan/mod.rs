@@ -597,6 +597,9 @@ pub fn make_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext) 
 /// [`make_plan`] for a policy already validated and a level already chosen (a run does both
 /// once, before it makes its scratch directory).
 pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext, level: SandboxLevel) -> Result<Plan, SandboxError> {
+    if policy.platform != caps.platform {
+        return Err(SandboxError::Plan(format!("the policy was built for {} but the plan is for {}", policy.platform, caps.platform)));
+    }
     let confined = level > SandboxLevel::None;
     let full = uses_namespaces(policy, caps, level);
     // Secrets under /etc the caller can read (all of root's): denied like credentials.
@@ -614,9 +617,9 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         with_secrets = p;
         &with_secrets
     };
-    // Toolchain configs without their credentials.
     #[cfg(unix)]
     crate::timing::stamp("plan_secrets");
+    // Toolchain configs without their credentials.
     let scrubbed = match (&policy.home, confined && policy.mode != SandboxMode::FullAccess) {
         (Some(h), true) => configs::scrub_known(h),
         _ => Vec::new(),
@@ -632,13 +635,12 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     } else {
         let mut p = policy.clone();
         for c in &scrubbed {
-            let env = configs::KNOWN_CONFIGS.iter().find(|k| policy.home.as_ref().is_some_and(|h| std::fs::canonicalize(h.join(k.rel)).is_ok_and(|x| x == c.path))).and_then(|k| k.env);
             if c.removed.is_empty() {
                 config_reads.push(c.path.clone());
                 continue;
             }
             p.deny_paths.push(c.path.clone());
-            if let (Some(var), Some(dir)) = (env, &ctx.scratch) {
+            if let (Some(var), Some(dir)) = (c.env.as_deref(), &ctx.scratch) {
                 let dest = dir.join("config").join(var.to_ascii_lowercase());
                 match config_copies.iter_mut().find(|(d, _)| *d == dest) {
                     // Both git files: one merged copy, in the order git reads them.
@@ -661,11 +663,11 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         with_configs = p;
         &with_configs
     };
+    #[cfg(unix)]
+    crate::timing::stamp("plan_configs");
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
     let mut resolver = resolve::PathResolver::new();
-    #[cfg(unix)]
-    crate::timing::stamp("plan_configs");
     let (mut protected, unprotectable) = if confined && policy.mode == SandboxMode::WorkspaceWrite {
         protected::protected_paths(&mut resolver, policy)
     } else {
@@ -678,12 +680,9 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     for p in &mut protected {
         p.private = level == SandboxLevel::Full && overlays && !p.absent;
     }
-    // The backend's artefacts.
-    if policy.platform != caps.platform {
-        return Err(SandboxError::Plan(format!("the policy was built for {} but the plan is for {}", policy.platform, caps.platform)));
-    }
     #[cfg(unix)]
     crate::timing::stamp("plan_protected");
+    // The backend's artefacts.
     let (linux, macos) = match caps.platform {
         Platform::Linux => (
             Some(crate::linux::compile::compile(crate::linux::compile::Inputs {
