@@ -268,13 +268,6 @@ pub fn detect_cgroup_pids() -> Option<CgroupPids> {
     detect_cgroup(&m, &o, "pids")
 }
 
-/// Finds a memory cgroup the caller may create children in.
-#[must_use]
-pub fn detect_cgroup_memory() -> Option<CgroupPids> {
-    let (m, o) = cgroup_sources()?;
-    detect_cgroup(&m, &o, "memory")
-}
-
 /// `/proc/self/mountinfo` and `/proc/self/cgroup` (Linux), read once for every controller.
 fn cgroup_sources() -> Option<(String, String)> {
     if Platform::current() != Platform::Linux {
@@ -303,7 +296,6 @@ pub fn mem_total_bytes() -> u64 {
 /// own hierarchy at the caller's path in it; on v2 the caller's cgroup when it is the root of
 /// the hierarchy seen (a container or a delegated namespace) and delegates the controller.
 fn detect_cgroup(mountinfo: &str, own: &str, controller: &str) -> Option<CgroupPids> {
-    let writable = |p: &PathBuf| writable_by_caller(p);
     for line in mountinfo.lines() {
         let Some((pre, post)) = line.split_once(" - ") else { continue };
         let mut post = post.split_whitespace();
@@ -320,7 +312,7 @@ fn detect_cgroup(mountinfo: &str, own: &str, controller: &str) -> Option<CgroupP
                 ctrls.split(',').any(|c| c == controller).then(|| path.to_string())
             })?;
             let base = PathBuf::from(mount_point).join(rel.trim_start_matches('/'));
-            if base.join("cgroup.procs").exists() && writable(&base) {
+            if base.join("cgroup.procs").exists() && writable_by_caller(&base) {
                 return Some(CgroupPids { base, version: "v1".into() });
             }
         }
@@ -330,7 +322,7 @@ fn detect_cgroup(mountinfo: &str, own: &str, controller: &str) -> Option<CgroupP
             let ctl = std::fs::read_to_string(base.join("cgroup.subtree_control")).unwrap_or_default();
             // Only where the controller is already delegated to children of our own cgroup and
             // we may write.
-            if ctl.split_whitespace().any(|c| c == controller) && writable(&base) && rel.trim() == "/" {
+            if ctl.split_whitespace().any(|c| c == controller) && writable_by_caller(&base) && rel.trim() == "/" {
                 return Some(CgroupPids { base, version: "v2".into() });
             }
         }
