@@ -98,6 +98,18 @@ pub struct PolicyArgs {
     /// Output cap per stream in bytes (default 1 MiB).
     #[arg(long = "max-output", value_name = "BYTES")]
     pub max_output: Option<u64>,
+    /// Process bound, threads included (default: max(1024, 32 × CPUs)).
+    #[arg(long = "max-processes", value_name = "N")]
+    pub max_processes: Option<u32>,
+    /// Hard bound on each process's open files (default 524288; the soft limit starts at 1024).
+    #[arg(long = "max-open-files", value_name = "N")]
+    pub max_open_files: Option<u64>,
+    /// Largest file a process may write, in bytes (K, M, G suffixes; default: no bound).
+    #[arg(long = "max-file-size", value_name = "SIZE", value_parser = parse_size)]
+    pub max_file_size: Option<u64>,
+    /// Memory bound of the run's cgroup, in bytes (K, M, G suffixes; default: half of RAM).
+    #[arg(long = "max-memory", value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
     /// Refuse to run below this level: minimal, standard or full.
     #[arg(long, value_name = "LEVEL")]
     pub require: Option<String>,
@@ -197,6 +209,10 @@ pub fn fast_run_args(args: &[std::ffi::OsString]) -> Option<RunArgs> {
                     "--deny" => p.deny.push(PathBuf::from(v)),
                     "--timeout" => once(&mut p.timeout, v.parse().ok()?)?,
                     "--max-output" => once(&mut p.max_output, v.parse().ok()?)?,
+                    "--max-processes" => once(&mut p.max_processes, v.parse().ok()?)?,
+                    "--max-open-files" => once(&mut p.max_open_files, v.parse().ok()?)?,
+                    "--max-file-size" => once(&mut p.max_file_size, parse_size(v).ok()?)?,
+                    "--max-memory" => once(&mut p.max_memory, parse_size(v).ok()?)?,
                     "--require" => once(&mut p.require, v.to_string())?,
                     "--level" => once(&mut p.level, v.to_string())?,
                     "--keep-env" => p.keep_env.push(v.to_string()),
@@ -244,6 +260,29 @@ impl From<SandboxError> for Failure {
     }
 }
 
+/// A size in bytes: digits with an optional binary suffix (`K`, `M`, `G`, `T`; `KiB` and `KB`
+/// mean the same).
+///
+/// # Errors
+/// A message naming the accepted forms.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return Err(format!("{s:?}: a size is a number of bytes with an optional K, M, G or T suffix")),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{s:?}: a size is a number of bytes with an optional K, M, G or T suffix"))
+}
+
 fn usage(msg: impl Into<String>) -> Failure {
     Failure { code: 2, message: msg.into() }
 }
@@ -278,6 +317,18 @@ pub fn resolve_policy_for(args: &PolicyArgs, platform: Platform) -> Result<Sandb
     }
     if let Some(m) = args.max_output {
         s.max_output_bytes = m;
+    }
+    if let Some(n) = args.max_processes {
+        s.max_processes = n;
+    }
+    if let Some(n) = args.max_open_files {
+        s.max_open_files = n;
+    }
+    if let Some(b) = args.max_file_size {
+        s.max_file_size_bytes = Some(b);
+    }
+    if let Some(b) = args.max_memory {
+        s.max_memory_bytes = Some(b);
     }
     s.extra_read.extend(args.allow_read.iter().map(|p| absolutize(p, &cwd)));
     s.extra_write.extend(args.allow_write.iter().map(|p| absolutize(p, &cwd)));
@@ -555,6 +606,18 @@ mod tests {
     }
 
     #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("2tb"), Ok(2 << 40));
+        for bad in ["", "G", "1.5G", "-1", "10X", "99999999999T"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn fast_run_parse_agrees_with_clap() {
         let fast_shapes: &[&[&str]] = &[
             &["localgpt", "sandbox", "run", "--", "echo hi"],
@@ -564,6 +627,7 @@ mod tests {
                 "--keep-env=Y", "--mode", "read-only", "--require", "standard", "--", "cmd"],
             &["localgpt", "sandbox", "run", "--dangerously-allow-full-access", "--level", "none", "--", "x"],
             &["localgpt", "sandbox", "run", "--stdin", "pipe", "--", "x"],
+            &["localgpt", "sandbox", "run", "--max-processes", "200", "--max-open-files=4096", "--max-file-size", "1G", "--max-memory=512MiB", "--", "x"],
             &["localgpt", "sandbox", "run", "--workspace-root", "/w", "--force-workspace", "--", "x"],
             &["/abs/path/localgpt", "sandbox", "run", "--workspace", "rel/dir", "--", "x", "y z"],
         ];

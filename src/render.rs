@@ -272,12 +272,27 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
     }
     let _ = writeln!(s, "\nResources:");
     for r in plan.rlimits() {
-        let _ = writeln!(s, "  {} = {}", r.name, r.value);
+        match r.soft {
+            Some(soft) => { let _ = writeln!(s, "  {} = {} (soft {soft})", r.name, r.value); }
+            None => { let _ = writeln!(s, "  {} = {}", r.name, r.value); }
+        }
     }
     let _ = writeln!(s, "  process count: {}", serde_json::to_string(plan.process_limit()).unwrap_or_default());
     let _ = writeln!(s, "  timeout {} s, output cap {} bytes per stream", plan.timeout_secs, plan.max_output_bytes);
     let _ = writeln!(s, "\nEnvironment: {} kept, {} dropped ({}); caches redirected to per-run scratch: {}",
         plan.env.vars.len(), plan.env.dropped.len(), plan.env.dropped.join(","), plan.env.redirected.join(","));
+    let _ = writeln!(s, "\nProtected workspace paths (this run):");
+    for p in &plan.protected {
+        let how = if p.private { "private copy for the run" } else if p.absent { "absent: reviewed after the run" } else { "reviewed in place after the run" };
+        let _ = writeln!(s, "  {:<28} {:<8} {how} — {}", p.path.strip_prefix(&plan.workspace).unwrap_or(&p.path).display(), format!("{:?}", p.kind).to_lowercase(), p.reason);
+    }
+    for u in &plan.unprotectable {
+        let _ = writeln!(s, "  {:<28} not protected: {}", u.path.strip_prefix(&plan.workspace).unwrap_or(&u.path).display(), u.why);
+    }
+    let _ = writeln!(s, "\nThe protected-path table (data/protected-paths.toml; `[sandbox] protected_workspace_paths` replaces it):");
+    for e in localgpt_sandbox::defaults::protected_table() {
+        let _ = writeln!(s, "  {:<16} {:<8} {} [source: {}]", e.name, format!("{:?}", e.kind).to_lowercase(), e.why, e.source);
+    }
     let _ = writeln!(s, "\nProtections:");
     for pr in &plan.protections {
         let _ = writeln!(s, "  {} {:<26} {} — {}", mark(pr.state), pr.id, pr.mechanism, pr.detail);

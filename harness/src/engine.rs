@@ -442,10 +442,10 @@ impl Suite {
     /// seen from outside (empty: none).
     fn effects(&self, v: &Vector, level: Option<&str>) -> Result<(String, Option<BTreeMap<String, ProtectionRow>>), String> {
         // Vectors that touch host-global state (host name, sysctls, the console, lo, the core
-        // pattern) run one at a time across every harness process, so their checks cannot see
-        // each other's effects.
+        // pattern, the host's shared memory) run one at a time across every harness process, so
+        // their checks cannot see each other's effects.
         let _host_lock = v.check.iter().any(|c| {
-            matches!(c, Check::SysctlUnchanged(_) | Check::HostnameUnchanged | Check::LoAddressAbsent | Check::KmsgRedirectUnchanged | Check::NoCoreFile(_))
+            matches!(c, Check::SysctlUnchanged(_) | Check::HostnameUnchanged | Check::LoAddressAbsent | Check::KmsgRedirectUnchanged | Check::NoCoreFile(_) | Check::ShmemGrowthAtMost(_))
         }).then(host_lock);
         let mut w = World::new(&world_base(), v)?;
         w.vars.insert("bin".into(), self.bin.display().to_string());

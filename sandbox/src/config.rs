@@ -31,11 +31,11 @@ pub struct SandboxSettings {
     pub timeout_secs: u64,
     /// Output cap per stream.
     pub max_output_bytes: u64,
-    /// `RLIMIT_FSIZE`.
-    pub max_file_size_bytes: u64,
-    /// Process bound.
+    /// `RLIMIT_FSIZE`; `None` (the default): no per-file bound.
+    pub max_file_size_bytes: Option<u64>,
+    /// Process bound (threads count).
     pub max_processes: u32,
-    /// `RLIMIT_NOFILE`.
+    /// Hard `RLIMIT_NOFILE` (the soft one starts at 1024 or below).
     pub max_open_files: u64,
     /// Memory limit (cgroup); `None`: half of physical memory.
     pub max_memory_bytes: Option<u64>,
@@ -70,9 +70,9 @@ impl Default for SandboxSettings {
             workspace: None,
             timeout_secs: 120,
             max_output_bytes: 1 << 20,
-            max_file_size_bytes: 50 << 20,
-            max_processes: 64,
-            max_open_files: 256,
+            max_file_size_bytes: None,
+            max_processes: crate::defaults::default_max_processes(),
+            max_open_files: crate::defaults::DEFAULT_OPEN_FILES,
             max_memory_bytes: None,
             max_tmp_bytes: None,
             extra_read: Vec::new(),
@@ -81,10 +81,7 @@ impl Default for SandboxSettings {
             env: EnvPolicy { keep: Vec::new(), set: Vec::new(), redirect_caches: true },
             dangerously_allow_full_access: false,
             home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
-            protected_workspace_paths: crate::defaults::DEFAULT_PROTECTED_WORKSPACE_PATHS
-                .iter()
-                .map(|s| (*s).to_string())
-                .collect(),
+            protected_workspace_paths: crate::defaults::default_protected_names(),
             workspace_root: None,
             force_workspace: false,
         }
@@ -239,7 +236,8 @@ impl SandboxSettings {
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = sec.$f { s.$f = v; } )* };
         }
-        take!(timeout_secs, max_output_bytes, max_file_size_bytes, max_processes, max_open_files);
+        take!(timeout_secs, max_output_bytes, max_processes, max_open_files);
+        s.max_file_size_bytes = sec.max_file_size_bytes.or(s.max_file_size_bytes);
         s.max_memory_bytes = sec.max_memory_bytes.or(s.max_memory_bytes);
         s.max_tmp_bytes = sec.max_tmp_bytes.or(s.max_tmp_bytes);
         s.dangerously_allow_full_access = sec.dangerously_allow_full_access.unwrap_or(false);

@@ -1,9 +1,15 @@
 //! The default path tables, each entry with its reason: what every policy grants, denies and
 //! protects unless configured otherwise. One room, imported by the policy, the config and the
-//! planners (it depends on nothing but [`Platform`]).
+//! planners (it depends on nothing but [`Platform`] and the protected-path kinds). The protected
+//! workspace paths are a data file, `data/protected-paths.toml` ([`protected_table`]).
 //!
 //! The tables without a platform in their name are Linux's; [`tables`] gives each platform's.
 
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::protected::ProtectedKind;
 use crate::platform::Platform;
 
 /// System directories granted read + execute.
@@ -37,9 +43,39 @@ pub const DEVICE_PATHS: &[&str] = &[
 /// for POSIX semaphores, which Python multiprocessing needs).
 pub const SCRATCH_WRITE_DIRS: &[&str] = &["/tmp", "/dev/shm"];
 
-/// Workspace paths that run code later, outside the sandbox (relative to the workspace): made
-/// private for the run, or reviewed after it (see [`crate::plan::protected`]).
-pub const DEFAULT_PROTECTED_WORKSPACE_PATHS: &[&str] = &[".git", ".vscode", ".localgpt", ".idea"];
+/// One entry of `data/protected-paths.toml`: a workspace name that makes programs run later,
+/// outside the sandbox.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ProtectedEntry {
+    /// The name, relative to the workspace.
+    pub name: String,
+    /// What it is when absent (a present one is protected as what it is).
+    pub kind: ProtectedKind,
+    /// Why it is protected.
+    pub why: String,
+    /// Who protects it (peers, or ours).
+    pub source: String,
+}
+
+#[derive(Deserialize)]
+struct ProtectedFile {
+    path: Vec<ProtectedEntry>,
+}
+
+/// The protected-path table, parsed once from the data file compiled into the binary (its
+/// unit test checks that it parses, so an empty table here is impossible in a tested build).
+#[must_use]
+pub fn protected_table() -> &'static [ProtectedEntry] {
+    static TABLE: OnceLock<Vec<ProtectedEntry>> = OnceLock::new();
+    TABLE.get_or_init(|| toml::from_str::<ProtectedFile>(include_str!("../data/protected-paths.toml")).map(|f| f.path).unwrap_or_default())
+}
+
+/// The default protected workspace names (the table's, in its order): made private for the
+/// run, or reviewed after it (see [`crate::plan::protected`]).
+#[must_use]
+pub fn default_protected_names() -> Vec<String> {
+    protected_table().iter().map(|e| e.name.clone()).collect()
+}
 
 /// macOS system directories granted read + execute (canonical paths: `/etc`, `/tmp` and `/var`
 /// are symbolic links into `/private` there, and Seatbelt checks resolved paths). `/Library` and
@@ -61,6 +97,32 @@ pub const MACOS_DEVICE_PATHS: &[&str] = &[
 
 /// Writable scratch on macOS in `workspace-write` mode.
 pub const MACOS_SCRATCH_WRITE_DIRS: &[&str] = &["/private/tmp"];
+
+/// Default hard `RLIMIT_NOFILE`: what a login shell gets from systemd (`DefaultLimitNOFILE`'s
+/// hard half, 512 Ki), so that tools can raise their own soft limit as they do outside (the JVM,
+/// Go programs, bundlers). Never above the caller's own hard limit.
+pub const DEFAULT_OPEN_FILES: u64 = 512 << 10;
+
+/// Soft `RLIMIT_NOFILE` every confined command starts with (a login shell's; `select(2)`'s
+/// `FD_SETSIZE`), at most the hard limit.
+pub const SOFT_OPEN_FILES: u64 = 1024;
+
+/// Least default process bound, counted as the kernel counts it (`pids.max` and
+/// `RLIMIT_NPROC` count threads too).
+pub const MIN_DEFAULT_PROCESSES: u32 = 1024;
+
+/// Default process bound per CPU above [`MIN_DEFAULT_PROCESSES`].
+pub const PROCESSES_PER_CPU: u32 = 32;
+
+/// The default process (task) bound on this host: `max(1024, 32 × CPUs)`. Threads count, so
+/// a bound of 64 broke a 100-thread Python program and any parallel build on a workstation;
+/// this one is above what `make -j`, `cargo build` and worker pools reach, and still bounds a
+/// fork bomb (the memory cgroup bounds what each task may hold).
+#[must_use]
+pub fn default_max_processes() -> u32 {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    MIN_DEFAULT_PROCESSES.max(u32::try_from(cpus).unwrap_or(u32::MAX).saturating_mul(PROCESSES_PER_CPU))
+}
 
 /// One platform's default tables.
 #[derive(Clone, Copy, Debug)]
@@ -96,5 +158,29 @@ pub fn tables(platform: Platform) -> Tables {
             devices: DEVICE_PATHS,
             scratch_write: SCRATCH_WRITE_DIRS,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_table_is_complete_and_well_formed() {
+        let t = protected_table();
+        assert!(t.len() >= 20, "the data file parses: {} entries", t.len());
+        let names: Vec<&str> = t.iter().map(|e| e.name.as_str()).collect();
+        // At least the union of what the strictest peers protect (sandbox-runtime, Codex).
+        for n in [".git", ".vscode", ".idea", ".claude", ".codex", ".mcp.json", ".gitconfig", ".gitmodules", ".ripgreprc", ".bashrc",
+            ".bash_profile", ".profile", ".zshrc", ".zprofile", ".localgpt"] {
+            assert!(names.contains(&n), "{n}");
+        }
+        for (i, e) in t.iter().enumerate() {
+            assert!(!e.why.trim().is_empty() && !e.source.trim().is_empty(), "{}", e.name);
+            let p = std::path::Path::new(&e.name);
+            assert!(p.is_relative() && p.components().all(|c| matches!(c, std::path::Component::Normal(_))), "{}", e.name);
+            assert!(!names[..i].contains(&e.name.as_str()), "duplicate {}", e.name);
+            assert_eq!(e.kind == ProtectedKind::GitDir, e.name == ".git", "{}", e.name);
+        }
     }
 }

@@ -167,7 +167,7 @@ pub struct EnvPolicy {
 }
 
 fn default_protected() -> Vec<String> {
-    crate::defaults::DEFAULT_PROTECTED_WORKSPACE_PATHS.iter().map(|s| (*s).to_string()).collect()
+    crate::defaults::default_protected_names()
 }
 
 fn default_true() -> bool {
@@ -202,11 +202,14 @@ pub struct SandboxPolicy {
     pub timeout_secs: u64,
     /// Per stream (stdout, stderr) cap; the head is kept.
     pub max_output_bytes: u64,
-    /// `RLIMIT_FSIZE`.
-    pub max_file_size_bytes: u64,
-    /// Bound on the sandbox's own process count.
+    /// `RLIMIT_FSIZE`; `None`: no per-file bound (disk use is bounded where it happens: the
+    /// private tmpfs at Full level, the filesystem elsewhere).
+    #[serde(default)]
+    pub max_file_size_bytes: Option<u64>,
+    /// Bound on the sandbox's own process count (threads count, as the kernel counts them).
     pub max_processes: u32,
-    /// `RLIMIT_NOFILE`.
+    /// Hard `RLIMIT_NOFILE`; the soft limit starts at
+    /// [`crate::defaults::SOFT_OPEN_FILES`] or this, whichever is lower.
     pub max_open_files: u64,
     /// Memory limit of the per-run cgroup (where one can be created); `None`: half of physical
     /// memory.
@@ -284,7 +287,9 @@ impl SandboxPolicy {
         }
         in_range("timeout_secs", self.timeout_secs, 1, MAX_TIMEOUT_SECS)?;
         in_range("max_output_bytes", self.max_output_bytes, 1, MAX_OUTPUT_BYTES)?;
-        in_range("max_file_size_bytes", self.max_file_size_bytes, MIN_FILE_SIZE_BYTES, u64::MAX / 2)?;
+        if let Some(f) = self.max_file_size_bytes {
+            in_range("max_file_size_bytes", f, MIN_FILE_SIZE_BYTES, u64::MAX / 2)?;
+        }
         in_range("max_processes", u64::from(self.max_processes), u64::from(MIN_PROCESSES), u64::from(MAX_PROCESSES))?;
         in_range("max_open_files", self.max_open_files, MIN_OPEN_FILES, MAX_OPEN_FILES)?;
         if let Some(m) = self.max_memory_bytes {
@@ -367,7 +372,7 @@ mod tests {
             network_access: NetworkPolicy::Deny,
             timeout_secs: 120,
             max_output_bytes: 1 << 20,
-            max_file_size_bytes: 50 << 20,
+            max_file_size_bytes: Some(50 << 20),
             max_processes: 64,
             max_open_files: 256,
             max_memory_bytes: None,

@@ -74,6 +74,9 @@ pub enum GitPathClass {
     Config,
     /// A hook (not a `*.sample`): pending.
     Hook,
+    /// One of git's inert `hooks/*.sample` files: created (`git init`) or removed, applied; an
+    /// existing one changed, pending (its header says to enable it by renaming it).
+    Sample,
     /// A file that redirects git elsewhere: pending.
     Redirect,
     /// A lock file left by an interrupted git command: dropped.
@@ -107,7 +110,7 @@ pub fn classify_git_path(rel: &Path) -> GitPathClass {
     // A hooks directory itself (replaced, or made a link) or anything in it but git's inert
     // samples.
     if names.iter().any(|n| n == "hooks") {
-        return if last.ends_with(".sample") && last != "hooks" { GitPathClass::Plain } else { GitPathClass::Hook };
+        return if last.ends_with(".sample") && last != "hooks" { GitPathClass::Sample } else { GitPathClass::Hook };
     }
     let parent = names.len().checked_sub(2).map(|i| names[i].as_str());
     match (parent, last.as_str()) {
@@ -143,10 +146,10 @@ pub enum Verdict {
 }
 
 /// The verdict on a change to `rel` (relative to a `.git` directory): `link` when the new
-/// version is a symbolic link, `deleted` when the path is gone, `text` the new content of a
-/// to-do list.
+/// version is a symbolic link, `deleted` when the path is gone, `existed` when it was there at
+/// launch, `text` the new content of a to-do list.
 #[must_use]
-pub fn git_verdict(rel: &Path, link: bool, deleted: bool, text: Option<&str>) -> Verdict {
+pub fn git_verdict(rel: &Path, link: bool, deleted: bool, existed: bool, text: Option<&str>) -> Verdict {
     let class = classify_git_path(rel);
     if class == GitPathClass::Lock {
         return Verdict::Drop;
@@ -158,6 +161,8 @@ pub fn git_verdict(rel: &Path, link: bool, deleted: bool, text: Option<&str>) ->
     }
     match class {
         GitPathClass::Plain | GitPathClass::Lock => Verdict::Accept,
+        GitPathClass::Sample if deleted || !existed => Verdict::Accept,
+        GitPathClass::Sample => Verdict::Pending("a changed git sample hook: inert until renamed without .sample, as its header tells the user to do"),
         GitPathClass::Config if deleted => Verdict::Pending("a git config file was removed"),
         GitPathClass::Config => Verdict::Config,
         // Removing a to-do list runs nothing (git does it at the end of every rebase). Removing
@@ -364,7 +369,11 @@ mod tests {
         assert_eq!(c("modules/a/b/modules/c/config"), GitPathClass::Config);
         assert_eq!(c("worktrees/w/config.worktree"), GitPathClass::Config);
         assert_eq!(c("hooks/pre-commit"), GitPathClass::Hook);
-        assert_eq!(c("hooks/pre-commit.sample"), GitPathClass::Plain);
+        assert_eq!(c("hooks/pre-commit.sample"), GitPathClass::Sample);
+        let v = |existed, deleted| git_verdict(Path::new("hooks/pre-commit.sample"), false, deleted, existed, None);
+        assert_eq!(v(false, false), Verdict::Accept, "git init writes the samples");
+        assert_eq!(v(true, true), Verdict::Accept, "removing an inert sample runs nothing");
+        assert!(matches!(v(true, false), Verdict::Pending(_)), "a changed sample is one rename from running");
         assert_eq!(c("hooks"), GitPathClass::Hook, "the hooks directory itself (replaced by a link)");
         assert_eq!(c("modules/lib/hooks"), GitPathClass::Hook);
         assert_eq!(c("remotes/origin"), GitPathClass::Redirect);

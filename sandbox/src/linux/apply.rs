@@ -16,19 +16,20 @@ fn os_err(step: &str) -> String {
     format!("{step}: {}", std::io::Error::last_os_error())
 }
 
-/// Sets every rlimit (soft = hard = value, capped at the current hard limit).
+/// Sets every rlimit (resource, soft, hard): the hard one capped at the current hard limit, the
+/// soft one at the new hard one.
 ///
 /// # Errors
 /// The failing step.
-pub fn apply_rlimits(rlimits: &[(i32, u64)]) -> Result<(), String> {
-    for &(res, value) in rlimits {
+pub fn apply_rlimits(rlimits: &[(i32, u64, u64)]) -> Result<(), String> {
+    for &(res, soft, value) in rlimits {
         let mut cur = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         // SAFETY: valid pointer to an rlimit struct.
         if unsafe { libc::getrlimit(res as _, &mut cur) } != 0 {
             return Err(os_err("getrlimit"));
         }
         let v = if cur.rlim_max == libc::RLIM_INFINITY { value } else { value.min(cur.rlim_max) };
-        let lim = libc::rlimit { rlim_cur: v, rlim_max: v };
+        let lim = libc::rlimit { rlim_cur: soft.min(v), rlim_max: v };
         // SAFETY: valid pointer to an rlimit struct.
         if unsafe { libc::setrlimit(res as _, &lim) } != 0 {
             return Err(os_err(&format!("setrlimit({res})")));

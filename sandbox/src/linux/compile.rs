@@ -118,7 +118,7 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
     if confined {
         rlimits = confined_rlimits(policy, &LINUX_RLIMITS);
         if let ProcessLimit::Rlimit { max } = process_limit {
-            rlimits.push(RlimitSetting { name: "RLIMIT_NPROC".into(), resource: LINUX_RLIMIT_NPROC, value: max });
+            rlimits.push(RlimitSetting { name: "RLIMIT_NPROC".into(), resource: LINUX_RLIMIT_NPROC, value: max, soft: None });
         }
     }
     Ok(LinuxPlan {

@@ -340,7 +340,8 @@ impl Reviewer<'_> {
                 Upper::File(src, _) if review::classify_git_path(rel) == GitPathClass::Todo => std::fs::read_to_string(src).ok(),
                 _ => None,
             };
-            match review::git_verdict(rel, matches!(u, Upper::Symlink(_)), matches!(u, Upper::Deleted), text.as_deref()) {
+            let existed = std::fs::symlink_metadata(&target).is_ok();
+            match review::git_verdict(rel, matches!(u, Upper::Symlink(_)), matches!(u, Upper::Deleted), existed, text.as_deref()) {
                 Verdict::Drop => {}
                 _ if conflict => self.keep_upper(&target, u, "changed on the host during the run too: kept aside instead of overwriting it"),
                 Verdict::Accept => self.apply(&protected.path, &target, u),
@@ -367,7 +368,8 @@ pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, rea
                 let (Ok(new), Ok(old)) = (std::fs::read(&file), std::fs::read(&p.path)) else { continue };
                 if new != old {
                     let mode = std::fs::metadata(&p.path).map_or(0o644, |m| m.mode() & 0o777);
-                    r.keep(&p.path, PendingAction::Write { mode }, "the .git file (it says where the repository is)", Some(&new));
+                    let why = file_why(p);
+                    r.keep(&p.path, PendingAction::Write { mode }, &why, Some(&new));
                 }
             }
             ProtectedKind::Dir | ProtectedKind::GitDir => r.review(p, &upper),
@@ -438,6 +440,15 @@ fn state_of(path: &Path, m: &std::fs::Metadata, keep: bool, budget: &mut usize) 
         None
     };
     State::File(m.mode() & 0o7777, content)
+}
+
+/// Why a change to a protected file is pending.
+fn file_why(p: &ProtectedPath) -> String {
+    if p.path.file_name().is_some_and(|n| n == ".git") {
+        "the .git file (it says where the repository is)".into()
+    } else {
+        format!("a protected file: {}", p.reason)
+    }
 }
 
 /// Whether a file's content is worth keeping for the review (it can run code, or be compared).
@@ -537,7 +548,7 @@ impl Reviewer<'_> {
         if p.kind == ProtectedKind::File {
             let new = std::fs::symlink_metadata(&p.path).ok().map(|m| state_of(&p.path, &m, true, &mut usize::MAX.clone()));
             if new != snap.file {
-                self.take_back(&p.path, snap.file.as_ref(), new.as_ref(), "the .git file (it says where the repository is)");
+                self.take_back(&p.path, snap.file.as_ref(), new.as_ref(), &file_why(p));
             }
             return;
         }
@@ -592,7 +603,7 @@ impl Reviewer<'_> {
                 Some(State::File(_, Some(c))) => std::str::from_utf8(c).ok().map(str::to_string),
                 _ => None,
             };
-            match review::git_verdict(&rel, matches!(new, Some(State::Link(_))), new.is_none(), text.as_deref()) {
+            match review::git_verdict(&rel, matches!(new, Some(State::Link(_))), new.is_none(), old.is_some(), text.as_deref()) {
                 Verdict::Accept | Verdict::Drop => {}
                 Verdict::Pending(why) => self.take_back(&target, old.as_ref(), new.as_ref(), why),
                 Verdict::Config => {
@@ -640,6 +651,11 @@ pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &
     let mut r = Reviewer { ws, start, out: std::mem::take(out) };
     for s in &snapshot.0 {
         r.in_place(s);
+        // An absent directory the command created, now emptied by the review, goes too (git's
+        // directory is not taken back whole: `git init` in the workspace is ordinary work).
+        if s.p.absent && s.p.kind == ProtectedKind::Dir {
+            let _ = std::fs::remove_dir(&s.p.path);
+        }
     }
     *out = r.out;
 }

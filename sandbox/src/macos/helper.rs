@@ -67,17 +67,22 @@ pub fn helper_main() -> ! {
         if plan.confine && libc::setsid() < 0 {
             fail(&format!("setsid: {}", std::io::Error::last_os_error()));
         }
-        for &(resource, value) in &plan.rlimits {
-            let rl = libc::rlimit { rlim_cur: value, rlim_max: value };
+        // Every descriptor above the report pipe is closed: up to the higher of the soft
+        // limits before and after the plan's are set (a lowered limit leaves higher ones open).
+        let mut before = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut before);
+        for &(resource, soft, value) in &plan.rlimits {
+            let mut cur = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            libc::getrlimit(resource, &mut cur);
+            let hard = if cur.rlim_max == libc::RLIM_INFINITY { value } else { value.min(cur.rlim_max) };
+            let rl = libc::rlimit { rlim_cur: soft.min(hard), rlim_max: hard };
             if libc::setrlimit(resource, &rl) != 0 {
-                fail(&format!("setrlimit({resource}, {value}): {}", std::io::Error::last_os_error()));
+                fail(&format!("setrlimit({resource}, {soft}, {hard}): {}", std::io::Error::last_os_error()));
             }
         }
-        // Every descriptor above the report pipe is closed (the bound is the limit just set,
-        // or the process's own when the plan sets none).
         let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl);
-        let top = i32::try_from(rl.rlim_cur.min(1 << 16)).unwrap_or(1 << 16);
+        let top = i32::try_from(rl.rlim_cur.max(before.rlim_cur).min(1 << 16)).unwrap_or(1 << 16);
         for fd in 4..top {
             libc::close(fd);
         }

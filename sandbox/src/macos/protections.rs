@@ -7,9 +7,7 @@ use crate::detect::Capabilities;
 use crate::plan::{Plan, Protection, ProtectionId, ProtectionState};
 use crate::policy::{SandboxLevel, SandboxMode};
 
-fn prot(id: ProtectionId, state: ProtectionState, mechanism: &str, detail: impl Into<String>) -> Protection {
-    Protection { id, state, mechanism: mechanism.into(), detail: detail.into() }
-}
+use crate::plan::prot;
 
 /// The table for `plan` (made for macOS) on `caps`.
 #[must_use]
@@ -92,8 +90,8 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v.push(prot(P::Capabilities, Enforced, sb, "the profile is inherited by every descendant, setuid programs included"));
     v.push(prot(P::ProcessCount, Degraded, "none", "no per-sandbox process bound on macOS (RLIMIT_NPROC counts all of the user's processes); kern.maxprocperuid bounds a fork bomb"));
     v.push(prot(P::Memory, Degraded, "none", "no memory bound on macOS"));
-    v.push(prot(P::FileSize, Enforced, "RLIMIT_FSIZE", "large writes fail with EFBIG"));
-    v.push(prot(P::OpenFiles, Enforced, "RLIMIT_NOFILE", "bounded descriptors"));
+    v.push(crate::plan::file_size_row(&plan.limits));
+    v.push(crate::plan::open_files_row(&plan.limits));
     v.push(prot(P::CoreDumps, Enforced, "RLIMIT_CORE=0", "no core files"));
     v.push(prot(P::TimeoutKillTree, Degraded, "supervisor (process group)",
         "the command's process group is killed at the timeout and when it exits; a descendant that starts its own session survives (macOS has no subreaper or PID namespace)"));

@@ -298,8 +298,11 @@ pub struct RlimitSetting {
     pub name: String,
     /// `libc` resource number.
     pub resource: i32,
-    /// Soft and hard value.
+    /// Hard value (and soft, unless [`RlimitSetting::soft`] says lower).
     pub value: u64,
+    /// A lower soft value the command starts with (it may raise it up to `value`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soft: Option<u64>,
 }
 
 /// A platform's `RLIMIT_*` numbers for the limits every confined command gets.
@@ -309,14 +312,35 @@ pub(crate) struct RlimitNumbers {
     pub(crate) core: i32,
 }
 
-/// The rlimits every confined command gets, whatever the platform: the policy's file size and
-/// descriptor bounds, and no core files.
+/// The rlimits every confined command gets, whatever the platform: the policy's descriptor
+/// bound (a login shell's soft limit under it), its file size bound if it sets one, and no
+/// core files.
 pub(crate) fn confined_rlimits(policy: &SandboxPolicy, n: &RlimitNumbers) -> Vec<RlimitSetting> {
-    vec![
-        RlimitSetting { name: "RLIMIT_FSIZE".into(), resource: n.fsize, value: policy.max_file_size_bytes },
-        RlimitSetting { name: "RLIMIT_NOFILE".into(), resource: n.nofile, value: policy.max_open_files },
-        RlimitSetting { name: "RLIMIT_CORE".into(), resource: n.core, value: 0 },
-    ]
+    let soft = crate::defaults::SOFT_OPEN_FILES;
+    let mut v = vec![
+        RlimitSetting { name: "RLIMIT_NOFILE".into(), resource: n.nofile, value: policy.max_open_files, soft: (policy.max_open_files > soft).then_some(soft) },
+        RlimitSetting { name: "RLIMIT_CORE".into(), resource: n.core, value: 0, soft: None },
+    ];
+    if let Some(f) = policy.max_file_size_bytes {
+        v.insert(0, RlimitSetting { name: "RLIMIT_FSIZE".into(), resource: n.fsize, value: f, soft: None });
+    }
+    v
+}
+
+/// The `file-size` protection row (every platform): enforced only where the policy sets a bound.
+pub(crate) fn file_size_row(l: &Limits) -> Protection {
+    match l.file_size_bytes {
+        Some(b) => prot(ProtectionId::FileSize, ProtectionState::Enforced, "RLIMIT_FSIZE", format!("a write past {b} bytes fails with EFBIG")),
+        None => prot(ProtectionId::FileSize, ProtectionState::Off, "none (the default)",
+            "no per-file bound: large build outputs, wheels and packfiles are ordinary work; set max_file_size_bytes or --max-file-size to bound it"),
+    }
+}
+
+/// The `open-files` protection row (every platform).
+pub(crate) fn open_files_row(l: &Limits) -> Protection {
+    let soft = crate::defaults::SOFT_OPEN_FILES.min(l.open_files);
+    prot(ProtectionId::OpenFiles, ProtectionState::Enforced, "RLIMIT_NOFILE",
+        format!("at most {} descriptors per process (soft limit {soft}, raisable to that)", l.open_files))
 }
 
 /// Everything the helper will do, and why.
@@ -450,9 +474,10 @@ impl Access {
 /// The resource limits of a plan (OS-neutral; each backend enforces what it can).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Largest file the command may write.
-    pub file_size_bytes: u64,
-    /// Open descriptors.
+    /// Largest file the command may write (`None`: no per-file bound).
+    #[serde(default)]
+    pub file_size_bytes: Option<u64>,
+    /// Open descriptors (the hard limit).
     pub open_files: u64,
     /// Processes.
     pub processes: u32,
@@ -676,9 +701,13 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     // Overlays in a user namespace from 5.11. Where overlayfs is not loaded (the sandbox cannot
     // load its module) the mount fails and the path is bound read-only for the run instead: the
     // protection table says so beforehand.
+    // A protected file other than the `.git` of a worktree or submodule checkout stays in place
+    // and is reviewed after the run: a bound copy could not be replaced by a rename (`sed -i`,
+    // `git submodule add` writing .gitmodules fail with EBUSY).
     let overlays = kernel_at_least(&caps.kernel, 5, 11);
     for p in &mut protected {
-        p.private = level == SandboxLevel::Full && overlays && !p.absent;
+        let bindable = p.kind != protected::ProtectedKind::File || p.path.file_name().is_some_and(|n| n == ".git");
+        p.private = level == SandboxLevel::Full && overlays && !p.absent && bindable;
     }
     #[cfg(unix)]
     crate::timing::stamp("plan_protected");
@@ -833,7 +862,8 @@ impl Plan {
 /// Where caches go at Full level: inside the private `/tmp`, gone with the namespace.
 pub const PRIVATE_SCRATCH: &str = "/tmp/.localgpt-cache";
 
-fn prot(id: ProtectionId, state: ProtectionState, mechanism: &str, detail: impl Into<String>) -> Protection {
+/// One protection row.
+pub(crate) fn prot(id: ProtectionId, state: ProtectionState, mechanism: &str, detail: impl Into<String>) -> Protection {
     Protection { id, state, mechanism: mechanism.into(), detail: detail.into() }
 }
 
@@ -1007,7 +1037,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         prot(ProtectionId::Capabilities, Enforced, "no_new_privs", "no capabilities held; setuid binaries cannot gain privileges")
     });
     v.push(match plan.process_limit() {
-        ProcessLimit::Cgroup { max, version, .. } => prot(ProtectionId::ProcessCount, Enforced, &format!("cgroup {version} pids.max"), format!("at most {} processes", max - 2)),
+        ProcessLimit::Cgroup { max, version, .. } => prot(ProtectionId::ProcessCount, Enforced, &format!("cgroup {version} pids.max"), format!("at most {} tasks (processes and their threads)", max - 2)),
         ProcessLimit::Rlimit { max } if ns.is_some() => prot(ProtectionId::ProcessCount, Enforced, "RLIMIT_NPROC in a user namespace",
             format!("at most {max} processes, counted inside the sandbox's own user namespace")),
         ProcessLimit::Rlimit { max } => prot(ProtectionId::ProcessCount, Degraded, "RLIMIT_NPROC",
@@ -1023,8 +1053,8 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
                 None => "no writable memory cgroup: the command's memory (and what it writes to /tmp and /dev/shm) is bounded only by the host".to_string(),
             }),
     });
-    v.push(prot(ProtectionId::FileSize, Enforced, "RLIMIT_FSIZE", "large writes fail with EFBIG"));
-    v.push(prot(ProtectionId::OpenFiles, Enforced, "RLIMIT_NOFILE", "bounded descriptors"));
+    v.push(file_size_row(&plan.limits));
+    v.push(open_files_row(&plan.limits));
     v.push(prot(ProtectionId::CoreDumps, Enforced, "RLIMIT_CORE=0", "no core files"));
     let tree = if ns.is_some() {
         prot(ProtectionId::TimeoutKillTree, Enforced, "PID namespace (init) + supervisor",
@@ -1138,8 +1168,8 @@ pub struct HelperPlan {
     pub landlock: Option<HelperLandlock>,
     /// seccomp program.
     pub seccomp: Option<Vec<PackedInsn>>,
-    /// (resource, value).
-    pub rlimits: Vec<(i32, u64)>,
+    /// (resource, soft, hard).
+    pub rlimits: Vec<(i32, u64, u64)>,
     /// The per-run cgroups' `tasks`/`cgroup.procs` files to join (one per hierarchy).
     pub cgroup_procs: Vec<PathBuf>,
     /// Drop all capabilities.
@@ -1179,7 +1209,7 @@ impl Plan {
                 rules: l.rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
             }),
             seccomp: self.seccomp().map(|s| s.program.clone()),
-            rlimits: self.rlimits().iter().map(|r| (r.resource, r.value)).collect(),
+            rlimits: self.rlimits().iter().map(|r| (r.resource, r.soft.unwrap_or(r.value).min(r.value), r.value)).collect(),
             cgroup_procs,
             drop_capabilities: self.drop_capabilities(),
             confine: self.level > SandboxLevel::None,
@@ -1376,13 +1406,15 @@ mod tests {
         // The protected paths: the present .git gets a private copy (the namespace mounts it);
         // the absent ones are reviewed in place after the run.
         assert_eq!(ns.protected.iter().map(|x| x.path.clone()).collect::<Vec<_>>(), vec![ws.join(".git")]);
-        assert_eq!(p.protected.iter().map(|x| (x.path.clone(), x.absent, x.private)).collect::<Vec<_>>(),
-            vec![(ws.join(".git"), false, true), (ws.join(".vscode"), true, false), (ws.join(".localgpt"), true, false), (ws.join(".idea"), true, false)]);
+        assert_eq!(p.protected[..4].iter().map(|x| (x.path.clone(), x.absent, x.private)).collect::<Vec<_>>(),
+            vec![(ws.join(".git"), false, true), (ws.join(".vscode"), true, false), (ws.join(".idea"), true, false), (ws.join(".localgpt"), true, false)]);
+        assert!(p.protected[1..].iter().all(|x| x.absent && !x.private));
         assert!(ns.tmpfs.contains(&PathBuf::from("/tmp")));
         // Masked credentials need no sibling expansion: ~/.cargo is granted whole.
         assert!(rule(&p, &home.join(".cargo")).is_some());
         assert!(p.drop_capabilities(), "capabilities are dropped inside the user namespace");
-        assert!(matches!(p.process_limit(), ProcessLimit::Rlimit { max: 64 }));
+        let want = u64::from(crate::defaults::default_max_processes());
+        assert!(matches!(p.process_limit(), ProcessLimit::Rlimit { max } if *max == want));
         let state = |id: &str| p.protections.iter().find(|x| x.id == id).unwrap().state;
         for id in ["fs-metadata-outside", "fs-stat-secrets", "tmp-private", "pid-isolation", "process-count"] {
             assert_eq!(state(id), ProtectionState::Enforced, "{id}");
@@ -1447,7 +1479,14 @@ mod tests {
         let mut c = caps(7, true);
         c.cgroup_pids = Some(crate::detect::CgroupPids { base: "/sys/fs/cgroup/pids".into(), version: "v1".into() });
         let p = make_plan(&policy(SandboxMode::WorkspaceWrite, &home, &ws), &c, &RunContext::default()).unwrap();
-        assert!(matches!(p.process_limit(), ProcessLimit::Cgroup { max: 66, .. }));
+        let want = crate::defaults::default_max_processes() + 2;
+        assert!(matches!(p.process_limit(), ProcessLimit::Cgroup { max, .. } if *max == want));
         assert!(!p.rlimits().iter().any(|r| r.name == "RLIMIT_NPROC"));
+        // The default: no per-file bound (the row says so), a login shell's soft descriptor
+        // limit under a hard one that tools may raise it to.
+        assert!(!p.rlimits().iter().any(|r| r.name == "RLIMIT_FSIZE"));
+        assert_eq!(p.protections.iter().find(|x| x.id == "file-size").unwrap().state, ProtectionState::Off);
+        let nofile = p.rlimits().iter().find(|r| r.name == "RLIMIT_NOFILE").unwrap();
+        assert_eq!((nofile.soft, nofile.value), (Some(1024), crate::defaults::DEFAULT_OPEN_FILES));
     }
 }

@@ -102,10 +102,13 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (
             names.push((rel, reason));
         }
     };
+    let table = crate::defaults::protected_table();
+    let entry = |rel: &Path| table.iter().find(|e| Path::new(&e.name) == rel);
     for rel in &policy.protected_workspace_paths {
         let p = Path::new(rel);
         let rel = if p.starts_with(".git") { PathBuf::from(".git") } else { p.to_path_buf() };
-        add(rel, "configured".into(), &mut names);
+        let why = entry(&rel).map_or_else(|| "configured".to_string(), |e| e.why.clone());
+        add(rel, why, &mut names);
     }
     if let Some(h) = hooks_path(ws, policy.home.as_deref()) {
         if let Ok(rel) = h.strip_prefix(ws) {
@@ -126,14 +129,16 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (
             }),
             Ok(m) if m.is_dir() => out.push(ProtectedPath { path, kind: if git { ProtectedKind::GitDir } else { ProtectedKind::Dir }, absent: false, private: false, reason }),
             Ok(m) if m.is_file() => out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, private: false, reason }),
+            // Absent: what the table says it would be (a directory for a configured name).
             Ok(_) => bad.push(Unprotectable { path, why: "neither a file nor a directory".into() }),
             Err(_) => {
-                // Absent: an empty directory stands in for it, if its parent is a real
-                // directory inside the workspace (resolved, so a symlinked parent cannot lead
-                // the placeholder elsewhere).
+                // Absent: reviewed in place after the run, if its parent is a real directory
+                // inside the workspace (resolved, so a symlinked parent cannot lead the review
+                // elsewhere).
                 let parent_ok = path.parent().and_then(|p| resolver.canonicalize(p).ok()).is_some_and(|c| c.kind == FileKind::Dir && c.path.starts_with(ws) && Some(c.path.as_path()) == path.parent());
                 if parent_ok {
-                    out.push(ProtectedPath { path, kind: if git { ProtectedKind::GitDir } else { ProtectedKind::Dir }, absent: true, private: false, reason });
+                    let kind = if git { ProtectedKind::GitDir } else { entry(&rel).map_or(ProtectedKind::Dir, |e| e.kind) };
+                    out.push(ProtectedPath { path, kind, absent: true, private: false, reason });
                 } else {
                     bad.push(Unprotectable { path, why: "absent, and its parent is not a directory of the workspace".into() });
                 }
@@ -166,11 +171,15 @@ mod tests {
         let (p, bad) = protected_paths(&mut PathResolver::new(), &policy);
         let got: Vec<(String, ProtectedKind, bool)> =
             p.iter().map(|x| (x.path.strip_prefix(&ws).unwrap().display().to_string(), x.kind, x.absent)).collect();
-        assert_eq!(got, vec![
+        assert_eq!(got[..3], [
             (".git".into(), ProtectedKind::GitDir, false),
             (".vscode".into(), ProtectedKind::Dir, false),
             (".localgpt".into(), ProtectedKind::Dir, true),
         ]);
+        // Every other name of the table, absent, as the table's kind (a file is reviewed as one).
+        assert_eq!(got.len(), crate::defaults::protected_table().len() - 1, "all but the linked .idea");
+        assert!(got.contains(&(".bashrc".into(), ProtectedKind::File, true)) && got.contains(&(".claude".into(), ProtectedKind::Dir, true)));
+        assert!(p.iter().find(|x| x.path.ends_with(".mcp.json")).unwrap().reason.contains("MCP"), "the table's why is the reason");
         // .husky/_ has no parent directory yet: reported, not silently skipped; .idea is a link.
         let bad: Vec<String> = bad.iter().map(|b| b.path.strip_prefix(&ws).unwrap().display().to_string()).collect();
         assert_eq!(bad, vec![".idea", ".husky/_"]);
