@@ -201,8 +201,9 @@ fn bad_input_is_one_line_and_exit_2() {
     let marker = w.ws.join("MARKER");
     let touch = format!("touch {}", sh_quote(&marker));
     for opts in [
-        vec![std::ffi::OsStr::from_bytes(b"--allow-read"), std::ffi::OsStr::from_bytes(b"/var/tmp/\xff-missing")],
-        vec![std::ffi::OsStr::new("--allow-read"), std::ffi::OsStr::new("relative-missing-dir")],
+        // A glob that matches nothing is refused (a missing plain path is skipped: below).
+        vec![std::ffi::OsStr::from_bytes(b"--allow-read"), std::ffi::OsStr::from_bytes(b"/var/tmp/\xff-missing*")],
+        vec![std::ffi::OsStr::new("--deny"), std::ffi::OsStr::new("relative-missing-dir/*.env")],
         vec![std::ffi::OsStr::new("--allow-write"), std::ffi::OsStr::new("/nonexistent/\x1b[2K")],
         vec![std::ffi::OsStr::new("--workspace"), std::ffi::OsStr::from_bytes(b"/var/tmp/\xff-nope")],
     ] {
@@ -220,4 +221,11 @@ fn bad_input_is_one_line_and_exit_2() {
     let o = run(cmd, "non-UTF-8 command");
     assert_eq!(o.code(), Some(0), "{}", o.describe());
     assert_eq!(o.stdout_raw, b"\xff\n\xe9t\xe9\n");
+    // A grant that does not exist is skipped with one warning line, and the command runs.
+    let mut cmd = w.localgpt_cmd(&["sandbox", "run", "--quiet"]);
+    cmd.args([std::ffi::OsStr::from_bytes(b"--allow-read"), std::ffi::OsStr::from_bytes(b"/var/tmp/\xff-missing")]).arg("--").arg(&touch);
+    let o = run(cmd, "missing --allow-read");
+    assert_eq!(o.code(), Some(0), "{}", o.describe());
+    assert_eq!(o.stderr.lines().filter(|l| !l.trim().is_empty()).count(), 1, "{}", o.describe());
+    assert!(o.stderr.contains("does not exist") && marker.exists(), "{}", o.describe());
 }

@@ -102,6 +102,8 @@ pub enum Require {
     CronD,
     /// The `ip` command (iproute2) exists, to verify and undo netlink changes.
     IpCommand,
+    /// The host's network namespace has an interface besides `lo` (in `/sys/class/net`).
+    HostInterface,
 }
 
 /// The workspace a vector runs in. Worlds are what users have, never arranged so that a vector

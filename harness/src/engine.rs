@@ -93,6 +93,10 @@ fn linux_facts(root: bool, no: &mut impl FnMut(Require, &str)) {
         if !root && !legacy {
             no(Require::Tiocsti, "dev.tty.legacy_tiocsti = 0: the kernel refuses TIOCSTI to unprivileged users even bare");
         }
+        let other_if = fs::read_dir("/sys/class/net").map(|d| d.flatten().any(|e| e.file_name() != "lo")).unwrap_or(false);
+        if !other_if {
+            no(Require::HostInterface, "the host's network namespace has no interface besides lo");
+        }
         if !Path::new("/dev/tty0").exists() {
             no(Require::VtConsole, "no virtual console (/dev/tty0)");
         }
@@ -149,6 +153,7 @@ impl Facts {
             (Require::Keyring, "the kernel keyring"),
             (Require::SysvIpc, "the SysV message queues the world uses"),
             (Require::CorePatternPlain, "kernel.core_pattern"),
+            (Require::HostInterface, "/sys/class/net"),
         ] {
             no(r, &format!("{what}: Linux only ({} here)", std::env::consts::OS));
         }

@@ -395,28 +395,41 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
     }
     let home = settings.home.clone().filter(|h| h.is_absolute());
     check_workspace(workspace, &ws, home.as_deref(), settings)?;
-    // Paths the user asked for must exist: a typo is an input error (nothing runs), not a grant
-    // that silently covers nothing.
-    for (what, list) in [("allow-read", &settings.extra_read), ("allow-write", &settings.extra_write)] {
+    // A grant the user asked for that does not exist is skipped with a warning (a config that
+    // lists ~/.cache/pnpm must not break every run on a machine without it); a glob is refused
+    // (nothing expands it: it would grant or deny nothing, silently).
+    let mut skipped_grants = Vec::new();
+    for (what, list) in [("allow-read", &settings.extra_read), ("allow-write", &settings.extra_write), ("deny", &settings.extra_deny)] {
         for p in list {
-            if let Err(e) = std::fs::metadata(p) {
-                return Err(SandboxError::Policy(format!("{what} {}: {e}", p.display())));
+            let exists = std::fs::symlink_metadata(p).is_ok();
+            if !exists && p.to_string_lossy().contains(['*', '?', '[']) {
+                return Err(SandboxError::Policy(format!(
+                    "{what} {}: globs are not supported (nothing would match it); list the paths themselves", p.display())));
+            }
+            if what != "deny" && std::fs::metadata(p).is_err() {
+                skipped_grants.push(p.clone());
             }
         }
     }
+    let (extra_read, extra_write): (Vec<PathBuf>, Vec<PathBuf>) = (
+        settings.extra_read.iter().filter(|p| !skipped_grants.contains(p)).cloned().collect(),
+        settings.extra_write.iter().filter(|p| !skipped_grants.contains(p)).cloned().collect(),
+    );
+    refuse_protected_grants(&ws, &extra_write, &settings.protected_workspace_paths)?;
+    refuse_linked_denies(&settings.extra_deny)?;
     let mut read_only_paths: Vec<PathBuf> = t.system_read.iter().map(PathBuf::from).collect();
     let mut deny_paths = Vec::new();
     if let Some(h) = &home {
         read_only_paths.extend(t.home_toolchains.iter().map(|x| h.join(x)));
         deny_paths.extend(t.home_credentials.iter().flat_map(|l| l.iter()).map(|c| h.join(c)));
     }
-    read_only_paths.extend(settings.extra_read.iter().cloned());
+    read_only_paths.extend(extra_read);
     deny_paths.extend(settings.extra_deny.iter().cloned());
     let mut writable_paths = Vec::new();
     match settings.mode {
         SandboxMode::WorkspaceWrite => {
             writable_paths.extend(t.scratch_write.iter().map(PathBuf::from));
-            writable_paths.extend(settings.extra_write.iter().cloned());
+            writable_paths.extend(extra_write);
         }
         SandboxMode::ReadOnly => {
             if !settings.extra_write.is_empty() {
@@ -448,9 +461,49 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         environment: settings.env.clone(),
         protected_workspace_paths: settings.protected_workspace_paths.clone(),
         unconfined_acknowledged: settings.dangerously_allow_full_access,
+        skipped_grants,
     };
     // Validated where every plan is made (`make_plan`), once per run.
     Ok(policy)
+}
+
+/// An explicit writable grant inside a protected workspace path (`--allow-write .git/config`)
+/// is refused: the path is protected (private or reviewed), and a grant would either be
+/// overridden silently or open what the protection closes.
+fn refuse_protected_grants(ws: &Path, writes: &[PathBuf], protected: &[String]) -> Result<(), SandboxError> {
+    for w in writes {
+        let Ok(c) = std::fs::canonicalize(w) else { continue };
+        let Ok(rel) = c.strip_prefix(ws) else { continue };
+        for name in protected {
+            let top = Path::new(name);
+            let top = if top.starts_with(".git") { Path::new(".git") } else { top };
+            if !rel.as_os_str().is_empty() && rel.starts_with(top) {
+                return Err(SandboxError::Policy(format!(
+                    "allow-write {}: inside the protected workspace path {} (its changes are reviewed after the run: `localgpt sandbox pending`); to grant it, remove {name} from [sandbox] protected_workspace_paths",
+                    w.display(), ws.join(top).display())));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A denied regular file with other hard links would stay readable through them (a rule is
+/// by path): refused, naming the file.
+fn refuse_linked_denies(denies: &[PathBuf]) -> Result<(), SandboxError> {
+    #[cfg(unix)]
+    for d in denies {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::symlink_metadata(d) {
+            if m.is_file() && m.nlink() > 1 {
+                return Err(SandboxError::Policy(format!(
+                    "deny {}: a file with {} hard links: its other names would stay readable; deny a directory that holds them all, or remove the extra links",
+                    d.display(), m.nlink())));
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = denies;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -232,6 +232,10 @@ pub struct SandboxPolicy {
     /// The user explicitly acknowledged running without kernel confinement
     /// (`full-access` mode or level `none`).
     pub unconfined_acknowledged: bool,
+    /// Requested grants (`--allow-read`, `--allow-write`, `[sandbox.allow_paths]`) that did not
+    /// exist when the policy was built: skipped, and each named in one warning.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_grants: Vec<PathBuf>,
     /// The platform whose default tables the policy was built with (a plan is only made for
     /// the same platform).
     #[serde(default)]
@@ -382,6 +386,7 @@ mod tests {
             environment: EnvPolicy::default(),
             protected_workspace_paths: default_protected(),
             unconfined_acknowledged: false,
+            skipped_grants: Vec::new(),
             platform: crate::platform::Platform::Linux,
         }
     }

@@ -69,10 +69,19 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
         }
     }
     // At Full level existing credential paths are hidden by mounts, so Landlock grants need no
-    // expansion around them; a credential path that does not exist at launch can only appear
-    // during the run (written by the command itself or concurrently by the user), a race the
-    // README documents. At Standard every deny inside a grant is expanded around.
-    let masked: Vec<PathBuf> = if namespaces.is_some() { policy.deny_paths.clone() } else { Vec::new() };
+    // expansion around them. A denied path that does not exist at launch cannot be masked: under
+    // a writable grant the command could create it and then read it, so Landlock expands around
+    // it as at Standard (the grant's entries one by one; nothing new directly beside it). Under a
+    // read-only grant it can only appear by a concurrent host write, a race the README documents.
+    // At Standard every deny inside a grant is expanded around.
+    let masked: Vec<PathBuf> = if namespaces.is_some() {
+        let writable = |d: &Path| {
+            (policy.mode == crate::policy::SandboxMode::WorkspaceWrite && d.starts_with(&policy.workspace_path)) || policy.writable_paths.iter().any(|w| d.starts_with(w))
+        };
+        policy.deny_paths.iter().filter(|d| std::fs::symlink_metadata(d).is_ok() || !writable(d)).cloned().collect()
+    } else {
+        Vec::new()
+    };
     let landlock = if level >= SandboxLevel::Standard && caps.landlock.abi > 0 {
         Some(landlock_plan(policy, caps.landlock.abi, full, &masked, config_reads, resolver)?)
     } else {

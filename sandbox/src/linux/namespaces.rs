@@ -479,5 +479,45 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     if host_max > 0 && ns_max.is_some_and(|m| m > host_max) {
         let _ = std::fs::write("/proc/sys/kernel/pid_max", host_max.to_string());
     }
+    kernel_views()?;
+    crate::timing::stamp("init_kernel_views");
+    Ok(())
+}
+
+/// What container runtimes hide in `/proc` and `/sys` (the OCI runtime spec's default masked
+/// paths, as runc and Docker apply them), plus `/proc/kallsyms`: kernel addresses, other
+/// users' keys, timers and scheduler state, firmware tables.
+pub const MASKED_KERNEL_PATHS: &[&str] = &[
+    "/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kallsyms", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+    "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
+];
+
+/// The OCI default read-only `/proc` paths.
+pub const READONLY_KERNEL_PATHS: &[&str] = &["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"];
+
+/// A fresh sysfs for the sandbox's network namespace (so `/sys/class/net` lists only its `lo`,
+/// as `/proc/net/dev` does), read-only; where the kernel refuses one (an unusual host `/sys`
+/// layout), `/sys/class/net` is hidden instead. Then the masks and read-only paths above.
+fn kernel_views() -> Result<(), String> {
+    let ro = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    if Path::new("/sys/class").is_dir() && mount(Some("sysfs"), Path::new("/sys"), Some("sysfs"), ro, None).is_err() {
+        mount(Some("tmpfs"), Path::new("/sys/class/net"), Some("tmpfs"), ro, Some("mode=0755,size=4k"))?;
+    }
+    for p in MASKED_KERNEL_PATHS.iter().map(Path::new) {
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.is_dir() => mount(Some("tmpfs"), p, Some("tmpfs"), ro, Some("mode=0555,size=4k"))?,
+            Ok(_) => {
+                mount(Some("/dev/null"), p, None, libc::MS_BIND, None)?;
+                set_readonly(p)?;
+            }
+            Err(_) => {}
+        }
+    }
+    for p in READONLY_KERNEL_PATHS.iter().map(Path::new) {
+        if std::fs::symlink_metadata(p).is_ok() {
+            mount(Some(&p.to_string_lossy()), p, None, libc::MS_BIND | libc::MS_REC, None)?;
+            set_readonly(p)?;
+        }
+    }
     Ok(())
 }

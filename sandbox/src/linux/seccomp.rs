@@ -109,6 +109,8 @@ pub struct SeccompRuleSpec {
 const AF_UNIX: u32 = 1;
 const AF_INET: u32 = 2;
 const AF_INET6: u32 = 10;
+const AF_NETLINK: u32 = 16;
+const NETLINK_ROUTE: u32 = 0;
 /// `SOCK_NONBLOCK | SOCK_CLOEXEC`: the only flags `socket(2)` accepts in `type`.
 const SOCK_TYPE_FLAGS: u32 = 0o4000 | 0o2_000_000;
 /// Bits of a unix socket's `type` that neither SOCK_STREAM (1) nor SOCK_SEQPACKET (5) has, once
@@ -174,9 +176,13 @@ pub fn seccomp_table_for(scope: SocketScope) -> Vec<SeccompRuleSpec> {
         }
     }
     if own_netns {
-        row_all("socket", x86("socket"), vec![ArgCondition::Ne { arg: 0, value: AF_INET }, ArgCondition::Ne { arg: 0, value: AF_INET6 }],
-            Some("domain != AF_INET && domain != AF_INET6".into()), SeccompDeny::Eperm,
-            "in the sandbox's own network namespace (only lo) TCP and UDP reach nothing outside; unix sockets only as socketpairs (a pathname socket of the host would be reachable with connect), no netlink, packet or other families");
+        row_all("socket", x86("socket"),
+            vec![ArgCondition::Ne { arg: 0, value: AF_INET }, ArgCondition::Ne { arg: 0, value: AF_INET6 }, ArgCondition::Ne { arg: 0, value: AF_NETLINK }],
+            Some("domain != AF_INET && domain != AF_INET6 && domain != AF_NETLINK".into()), SeccompDeny::Eperm,
+            "in the sandbox's own network namespace (only lo) TCP and UDP reach nothing outside; unix sockets only as socketpairs (a pathname socket of the host would be reachable with connect), no packet or other families");
+        row_all("socket", x86("socket"), vec![ArgCondition::Eq { arg: 0, value: AF_NETLINK }, ArgCondition::Ne { arg: 2, value: NETLINK_ROUTE }],
+            Some("domain == AF_NETLINK && protocol != NETLINK_ROUTE".into()), SeccompDeny::Eperm,
+            "netlink only for routing queries, which in the sandbox's own network namespace show only lo (getifaddrs: Node's os.networkInterfaces(), dev servers); changes fail without capabilities there; audit, uevent, netfilter and the rest stay refused");
     }
     let mut row = |syscall: &str, nr: i64, condition: Option<(ArgCondition, String)>, action, reason: &str| {
         let (conditions, condition_text) = match condition {
@@ -1036,8 +1042,15 @@ mod tests {
                 assert_eq!(act(libc::SYS_socket, [dom, ty, 0, 0, 0, 0]), RET_ALLOW, "domain {dom} type {ty}");
             }
         }
-        for dom in [1u64, 16, 17, 40, 0] {
+        for dom in [1u64, 17, 40, 0] {
             assert_eq!(act(libc::SYS_socket, [dom, 1, 0, 0, 0, 0]), EPERM, "domain {dom}");
+        }
+        // Netlink: routing queries only (getifaddrs; the namespace has only lo).
+        for ty in [3u64, 2, 3 | 0o2_000_000] {
+            assert_eq!(act(libc::SYS_socket, [16, ty, 0, 0, 0, 0]), RET_ALLOW, "NETLINK_ROUTE type {ty}");
+        }
+        for proto in [4u64, 9, 12, 15, 16, 0xffff_ffff] {
+            assert_eq!(act(libc::SYS_socket, [16, 3, proto, 0, 0, 0]), EPERM, "netlink protocol {proto}");
         }
         for nr in [libc::SYS_connect, libc::SYS_bind, libc::SYS_listen, libc::SYS_accept, libc::SYS_accept4] {
             assert_eq!(act(nr, [3, 0, 0, 0, 0, 0]), RET_ALLOW);

@@ -84,6 +84,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v.push(prot(P::SysvIpc, Enforced, sb, "SysV IPC operations are denied by default; POSIX semaphores are allowed"));
     v.push(prot(P::NamespacesMount, Enforced, "platform", "macOS has no namespaces; mounting needs root"));
     v.push(prot(P::KernelSurface, Degraded, sb, "the default deny covers kernel extensions, sysctl writes and IOKit user clients, but not every system call as a seccomp filter does"));
+    v.push(prot(P::KernelInfo, Degraded, sb, "sysctl reads (kernel version, hardware, the host's network interfaces) are allowed: tools need them"));
     v.push(prot(P::PidIsolation, Degraded, "none", "ps lists the host's processes (sysctl); other processes' information and arguments are denied by process-info"));
     v.push(prot(P::InheritedFds, Enforced, "helper", "every fd above 2 is closed before exec"));
     v.push(prot(P::EnvSecrets, Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env.dropped.len())));

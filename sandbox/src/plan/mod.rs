@@ -91,6 +91,8 @@ pub enum ProtectionId {
     NamespacesMount,
     /// `kernel-surface`.
     KernelSurface,
+    /// `kernel-info`.
+    KernelInfo,
     /// `pid-isolation`.
     PidIsolation,
     /// `inherited-fds`.
@@ -117,7 +119,7 @@ pub enum ProtectionId {
 
 impl ProtectionId {
     /// Every id, in table order.
-    pub const ALL: &'static [ProtectionId] = &[ProtectionId::FsWriteOutside, ProtectionId::FsReadCredentials, ProtectionId::FsReadSystemSecrets, ProtectionId::ConfigCredentials, ProtectionId::FsTruncateOutside, ProtectionId::FsLinkRenameOut, ProtectionId::FsDeviceIoctl, ProtectionId::FsReadOutside, ProtectionId::FsMetadataOutside, ProtectionId::FsStatSecrets, ProtectionId::HomePrivate, ProtectionId::WorkspacePersistence, ProtectionId::TmpPrivate, ProtectionId::Network, ProtectionId::UnixSocketsOutside, ProtectionId::AbstractSocketsOutside, ProtectionId::SignalsOutside, ProtectionId::Ptrace, ProtectionId::SyscallAbi, ProtectionId::IoUring, ProtectionId::TtyInjection, ProtectionId::OtherTerminals, ProtectionId::Keyring, ProtectionId::SysvIpc, ProtectionId::NamespacesMount, ProtectionId::KernelSurface, ProtectionId::PidIsolation, ProtectionId::InheritedFds, ProtectionId::EnvSecrets, ProtectionId::Capabilities, ProtectionId::ProcessCount, ProtectionId::Memory, ProtectionId::FileSize, ProtectionId::OpenFiles, ProtectionId::CoreDumps, ProtectionId::TimeoutKillTree, ProtectionId::OutputCap];
+    pub const ALL: &'static [ProtectionId] = &[ProtectionId::FsWriteOutside, ProtectionId::FsReadCredentials, ProtectionId::FsReadSystemSecrets, ProtectionId::ConfigCredentials, ProtectionId::FsTruncateOutside, ProtectionId::FsLinkRenameOut, ProtectionId::FsDeviceIoctl, ProtectionId::FsReadOutside, ProtectionId::FsMetadataOutside, ProtectionId::FsStatSecrets, ProtectionId::HomePrivate, ProtectionId::WorkspacePersistence, ProtectionId::TmpPrivate, ProtectionId::Network, ProtectionId::UnixSocketsOutside, ProtectionId::AbstractSocketsOutside, ProtectionId::SignalsOutside, ProtectionId::Ptrace, ProtectionId::SyscallAbi, ProtectionId::IoUring, ProtectionId::TtyInjection, ProtectionId::OtherTerminals, ProtectionId::Keyring, ProtectionId::SysvIpc, ProtectionId::NamespacesMount, ProtectionId::KernelSurface, ProtectionId::KernelInfo, ProtectionId::PidIsolation, ProtectionId::InheritedFds, ProtectionId::EnvSecrets, ProtectionId::Capabilities, ProtectionId::ProcessCount, ProtectionId::Memory, ProtectionId::FileSize, ProtectionId::OpenFiles, ProtectionId::CoreDumps, ProtectionId::TimeoutKillTree, ProtectionId::OutputCap];
 
     /// The stable name.
     #[must_use]
@@ -149,6 +151,7 @@ impl ProtectionId {
             ProtectionId::SysvIpc => "sysv-ipc",
             ProtectionId::NamespacesMount => "namespaces-mount",
             ProtectionId::KernelSurface => "kernel-surface",
+            ProtectionId::KernelInfo => "kernel-info",
             ProtectionId::PidIsolation => "pid-isolation",
             ProtectionId::InheritedFds => "inherited-fds",
             ProtectionId::EnvSecrets => "env-secrets",
@@ -800,7 +803,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         Platform::Macos => crate::macos::protections::protections(&plan, caps),
         Platform::Linux | Platform::Windows => protections(&plan, caps),
     };
-    plan.warnings = warnings(&plan, caps);
+    plan.warnings = warnings(&plan, caps, policy);
     if let Some(given) = &policy.workspace_via_symlink {
         plan.warnings.insert(0, format!(
             "the workspace was given as {}, which goes through a symbolic link: the writable workspace is {}",
@@ -1020,6 +1023,13 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         "unshare, setns, namespace clone flags, clone3 and the mount family fail"));
     v.push(prot(ProtectionId::KernelSurface, Enforced, "seccomp", "bpf, perf_event_open, userfaultfd, open_by_handle_at, kexec, modules fail"));
     v.push(if ns.is_some() {
+        prot(ProtectionId::KernelInfo, Enforced, "/proc and /sys masks",
+            "the OCI runtime spec's default masked paths (kallsyms, kcore, keys, timer_list, sched_debug, interrupts, firmware, …) are hidden, /proc/sys, /proc/sysrq-trigger and the rest read-only; a fresh sysfs whose /sys/class/net lists only lo")
+    } else {
+        prot(ProtectionId::KernelInfo, Degraded, "none",
+            "no mount namespace at this level: /proc/kallsyms, /proc/timer_list, /proc/keys, /sys/firmware and /sys/class/net are the host's (Landlock grants /proc whole: its per-process entries cannot be listed ahead)")
+    });
+    v.push(if ns.is_some() {
         prot(ProtectionId::PidIsolation, Enforced, "PID namespace + fresh /proc", "ps shows only the sandbox's processes")
     } else {
         prot(ProtectionId::PidIsolation, Degraded, "none", format!(
@@ -1119,8 +1129,8 @@ pub fn kernel_at_least(release: &str, major: u32, minor: u32) -> bool {
     (ma, mi) >= (major, minor)
 }
 
-fn warnings(plan: &Plan, caps: &Capabilities) -> Vec<String> {
-    let mut w = Vec::new();
+fn warnings(plan: &Plan, caps: &Capabilities, policy: &SandboxPolicy) -> Vec<String> {
+    let mut w: Vec<String> = policy.skipped_grants.iter().map(|p| format!("{} does not exist: its grant is skipped for this run", p.display())).collect();
     match plan.level {
         SandboxLevel::None => w.push(if plan.mode == SandboxMode::FullAccess {
             "FULL ACCESS: this command runs with no sandbox at all (acknowledged with --dangerously-allow-full-access)".to_string()
@@ -1373,10 +1383,28 @@ mod tests {
             extra_read: vec![d.path().join("missing")],
             ..Default::default()
         };
-        // A missing user path is an input error when the policy is built…
+        // A missing user grant is skipped when the policy is built, and named in a warning…
+        let pol = build_sandbox_policy(&ws, &s).unwrap();
+        assert_eq!(pol.skipped_grants, vec![d.path().join("missing")]);
+        assert!(!pol.read_only_paths.contains(&d.path().join("missing")));
+        let p = make_plan(&pol, &caps(7, false), &RunContext::default()).unwrap();
+        assert!(p.warnings.iter().any(|w| w.contains("missing") && w.contains("skipped")), "{:?}", p.warnings);
+        // …a glob that matches nothing is an input error…
+        let s = SandboxSettings { home: Some(home.clone()), extra_deny: vec![ws.join("*.env")], ..Default::default() };
         let e = build_sandbox_policy(&ws, &s).unwrap_err();
-        assert!(e.is_usage() && e.to_string().contains("allow-read"), "{e}");
-        // …and still refused when the plan is made (the path vanished in between).
+        assert!(e.is_usage() && e.to_string().contains("glob"), "{e}");
+        // …and so are a grant inside a protected path and a denied file with other links.
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        std::fs::write(ws.join(".git/config"), "").unwrap();
+        let s = SandboxSettings { home: Some(home.clone()), extra_write: vec![ws.join(".git/config")], ..Default::default() };
+        let e = build_sandbox_policy(&ws, &s).unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("protected"), "{e}");
+        std::fs::write(ws.join("secret"), "S").unwrap();
+        std::fs::hard_link(ws.join("secret"), ws.join("alias")).unwrap();
+        let s = SandboxSettings { home: Some(home.clone()), extra_deny: vec![ws.join("secret")], ..Default::default() };
+        let e = build_sandbox_policy(&ws, &s).unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("hard links"), "{e}");
+        // A path that vanished after the policy was built is refused when the plan is made.
         let mut pol = build_sandbox_policy(&ws, &SandboxSettings { home: Some(home.clone()), ..Default::default() }).unwrap();
         pol.read_only_paths.push(d.path().join("missing"));
         assert!(make_plan(&pol, &caps(7, false), &RunContext::default()).is_err());
