@@ -914,3 +914,37 @@ for path, flags in (("/dev/tty", os.O_RDWR), (sys.argv[1], os.O_RDWR | os.O_NOCT
         bare.describe()
     );
 }
+
+/// A deny inside a read grant under /tmp holds at every level (at Full the grant is bound back
+/// into the private /tmp and the deny is masked on top of it), and a writable grant under /tmp
+/// does not make the rest of the host's /tmp writable (issue 20, item 4).
+#[test]
+fn grants_under_tmp_keep_denies_and_the_rest_of_tmp_private() {
+    let w = World::new();
+    let dir = tempfile::Builder::new().prefix("lg-tmpgrant-").tempdir_in("/tmp").unwrap();
+    let (t, b) = (dir.path().to_path_buf(), dir.path().join("b"));
+    std::fs::create_dir(&b).unwrap();
+    std::fs::write(b.join("s"), "TMP-DENIED-SECRET\n").unwrap();
+    std::fs::create_dir(t.join("out")).unwrap();
+    // chmod so that an unprivileged test user can use the grant at all.
+    for p in [&t, &b, &t.join("out")] {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    }
+    std::fs::set_permissions(b.join("s"), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let (ts, bs) = (t.display().to_string(), b.display().to_string());
+    assert_blocked_but_escapes_bare(&w, &["--allow-read", &ts, "--deny", &bs], &format!("cat {}/s", sh_quote(&b)), |o| o.stdout.contains("TMP-DENIED-SECRET"));
+    // Below Full, /tmp is the host's and writable by design (the tmp-private row says so).
+    if suite_level(&w) != "full" {
+        return;
+    }
+    let planted = std::path::PathBuf::from(format!("/tmp/lg-planted-{}", std::process::id()));
+    let _ = std::fs::remove_file(&planted);
+    let out = t.join("out").display().to_string();
+    let snippet = format!("echo x > {}; echo y > {}/ok", sh_quote(&planted), sh_quote(&t.join("out")));
+    assert_blocked_but_escapes_bare(&w, &["--allow-write", &out], &snippet, |_| planted.exists());
+    let _ = std::fs::remove_file(&planted);
+    // The grant itself is the host's.
+    let _ = std::fs::remove_file(t.join("out/ok"));
+    let sb = w.sandboxed_with(&["--allow-write", &out], &snippet);
+    assert!(t.join("out/ok").exists() && !planted.exists(), "the granted directory under /tmp was not written{}", sb.describe());
+}

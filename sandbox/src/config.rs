@@ -416,6 +416,15 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         settings.extra_write.iter().filter(|p| !skipped_grants.contains(p)).cloned().collect(),
     );
     refuse_protected_grants(&ws, &extra_write, &settings.protected_workspace_paths)?;
+    // The scratch directories themselves are already writable (private ones at Full): a grant
+    // of one would be ignored there without a word.
+    for w in &extra_write {
+        if t.scratch_write.iter().any(|s| std::fs::canonicalize(w).is_ok_and(|c| c == Path::new(s))) {
+            return Err(SandboxError::Policy(format!(
+                "allow-write {}: already writable — a private one for the run at Full level (discarded after it), the host's at Standard; to share files with the host, grant a directory in it (--allow-write {}/DIR)",
+                w.display(), w.display())));
+        }
+    }
     refuse_linked_denies(&settings.extra_deny)?;
     let mut read_only_paths: Vec<PathBuf> = t.system_read.iter().map(PathBuf::from).collect();
     let mut deny_paths = Vec::new();

@@ -91,6 +91,9 @@ pub struct NamespacePlan {
     /// Read-only grants under a private tmpfs, bound back into it read-only.
     #[serde(default)]
     pub tmpfs_ro_binds: Vec<PathBuf>,
+    /// Writable grants under a private tmpfs (a workspace in /tmp), bound back into it.
+    #[serde(default)]
+    pub tmpfs_rw_binds: Vec<PathBuf>,
     /// Masked credential paths.
     pub masks: Vec<Mask>,
     /// `$HOME` replaced by an empty read-only tmpfs that holds only the granted paths under it
@@ -155,17 +158,22 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
             }
         }
     }
-    // A fresh tmpfs would hide a writable path that lies under it (a workspace in /tmp): such a
-    // scratch dir stays the host's, bound read-write, and the plan reports /tmp as shared.
+    // A scratch dir that is itself granted writable (a workspace that is /tmp) stays the host's.
+    // Otherwise it is a fresh tmpfs, and the writable grants under it (a workspace in /tmp,
+    // --allow-write /tmp/x) are bound back into it: only they are the host's, the rest of the
+    // host's /tmp stays out of reach.
     let mut tmpfs = Vec::new();
+    let mut tmpfs_rw_binds = Vec::new();
     for t in &private_tmp {
         let (canon_t, is_dir) = match canon(t) {
             Some(c) => (c.path, c.kind == FileKind::Dir),
             None => (t.clone(), t.is_dir()),
         };
-        if rw_binds.iter().any(|b| b.starts_with(&canon_t)) {
-            rw_binds.insert(0, canon_t);
-        } else if is_dir {
+        if rw_binds.iter().any(|b| canon_t.starts_with(b)) {
+            continue;
+        }
+        if is_dir {
+            tmpfs_rw_binds.extend(rw_binds.iter().filter(|b| b.starts_with(&canon_t)).cloned());
             tmpfs.push(canon_t);
         }
     }
@@ -203,6 +211,7 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
         tmpfs_size_bytes: Some(tmp_bytes),
         tmpfs_inodes: Some(tmpfs_inodes_for(tmp_bytes)),
         tmpfs_ro_binds,
+        tmpfs_rw_binds,
         masks,
         home_view,
         config_overlays: Vec::new(),
@@ -359,14 +368,15 @@ mod tests {
                 }
             }
         }
-        // A fresh tmpfs would hide a writable path that lies under it (a workspace in /tmp): such a
-        // scratch dir stays the host's, bound read-write, and the plan reports /tmp as shared.
         let mut tmpfs = Vec::new();
+        let mut tmpfs_rw_binds = Vec::new();
         for t in &private_tmp {
             let canon_t = canon(t).unwrap_or_else(|| t.clone());
-            if rw_binds.iter().any(|b| b.starts_with(&canon_t)) {
-                rw_binds.insert(0, canon_t);
-            } else if canon_t.is_dir() {
+            if rw_binds.iter().any(|b| canon_t.starts_with(b)) {
+                continue;
+            }
+            if canon_t.is_dir() {
+                tmpfs_rw_binds.extend(rw_binds.iter().filter(|b| b.starts_with(&canon_t)).cloned());
                 tmpfs.push(canon_t);
             }
         }
@@ -409,6 +419,7 @@ mod tests {
             tmpfs_size_bytes: Some(1 << 30),
             tmpfs_inodes: Some(tmpfs_inodes_for(1 << 30)),
             tmpfs_ro_binds,
+            tmpfs_rw_binds,
             masks,
             home_view: None,
             config_overlays: Vec::new(),
@@ -474,13 +485,15 @@ mod tests {
     }
 
     #[test]
-    fn workspace_under_tmp_keeps_the_hosts_tmp() {
+    fn workspace_under_tmp_is_bound_into_a_private_tmp() {
         let d = tempfile::tempdir_in("/tmp").unwrap();
         let ws = std::fs::canonicalize(d.path()).unwrap();
         let policy = build_sandbox_policy(&ws, &SandboxSettings { home: None, ..Default::default() }).unwrap();
         let p = namespace_plan(&policy, 0, 0, 1 << 30);
-        assert!(!p.tmpfs.contains(&PathBuf::from("/tmp")));
-        assert_eq!(p.rw_binds[0], PathBuf::from("/tmp"));
+        // /tmp stays private; only the workspace in it is the host's.
+        assert!(p.tmpfs.contains(&PathBuf::from("/tmp")));
+        assert!(!p.rw_binds.contains(&PathBuf::from("/tmp")));
+        assert_eq!(p.tmpfs_rw_binds, vec![ws.clone()]);
         // A read-only grant under /tmp (e.g. the binary of a checkout in /tmp) is bound back.
         let ws2 = crate::test_dir();
         let policy = build_sandbox_policy(

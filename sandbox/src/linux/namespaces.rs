@@ -419,7 +419,9 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
         private_dev(ns)?;
     }
     crate::timing::stamp("init_dev");
-    // Hold the read-only grants a tmpfs is about to cover, then bind them back inside it.
+    // Hold the grants a tmpfs is about to cover, then bind them back inside it (the writable
+    // ones as they are, the read-only ones read-only).
+    let held_rw = ns.tmpfs_rw_binds.iter().map(|p| Held::open(p)).collect::<Result<Vec<_>, _>>()?;
     let held = ns.tmpfs_ro_binds.iter().map(|p| Held::open(p)).collect::<Result<Vec<_>, _>>()?;
     let mut tmpfs_opts = String::from("mode=1777");
     if let Some(size) = ns.tmpfs_size_bytes {
@@ -431,6 +433,9 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     for t in &ns.tmpfs {
         mount(Some("tmpfs"), t, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmpfs_opts))?;
     }
+    for h in &held_rw {
+        h.bind_back(libc::MS_BIND | libc::MS_REC)?;
+    }
     for h in &held {
         h.bind_back(libc::MS_BIND | libc::MS_REC)?;
         set_readonly(&h.path)?;
@@ -441,8 +446,9 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     }
     crate::timing::stamp("init_home");
     for m in &ns.masks {
-        if ns.tmpfs.iter().any(|t| m.path.starts_with(t)) {
-            continue; // already hidden by a fresh tmpfs
+        // Already hidden by a fresh tmpfs, unless a grant bound back into it holds it.
+        if ns.tmpfs.iter().any(|t| m.path.starts_with(t)) && !ns.tmpfs_ro_binds.iter().chain(&ns.tmpfs_rw_binds).any(|b| m.path.starts_with(b)) {
+            continue;
         }
         match m.kind {
             MaskKind::EmptyDir => mount(

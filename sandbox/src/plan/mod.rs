@@ -970,8 +970,11 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v.push(workspace_persistence(plan, caps));
     v.push(match ns {
         Some(n) if n.tmpfs.iter().any(|t| t == Path::new("/tmp")) => prot(ProtectionId::TmpPrivate, Enforced, "mount namespace (tmpfs)",
-            format!("/tmp and /dev/shm are private tmpfs mounts{}, discarded after the run",
-                n.tmpfs_size_bytes.map(|b| format!(" of at most {} MiB and {} inodes each", b >> 20, n.tmpfs_inodes.unwrap_or(0))).unwrap_or_default())),
+            format!("/tmp and /dev/shm are private tmpfs mounts{}, discarded after the run{}",
+                n.tmpfs_size_bytes.map(|b| format!(" of at most {} MiB and {} inodes each", b >> 20, n.tmpfs_inodes.unwrap_or(0))).unwrap_or_default(),
+                if n.tmpfs_rw_binds.is_empty() { String::new() } else {
+                    format!("; only the granted {} of the host's are bound into them", n.tmpfs_rw_binds.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))
+                })),
         Some(n) if plan.mode == SandboxMode::WorkspaceWrite => prot(ProtectionId::TmpPrivate, Degraded, "mount namespace",
             format!("a writable path lies under /tmp, so /tmp stays the host's (read-write); private: {}", n.tmpfs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
         Some(_) => prot(ProtectionId::TmpPrivate, Enforced, "read-only mounts", "/tmp and /dev/shm are read-only in read-only mode"),
