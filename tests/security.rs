@@ -940,7 +940,7 @@ fn grants_under_tmp_keep_denies_and_the_rest_of_tmp_private() {
     let planted = std::path::PathBuf::from(format!("/tmp/lg-planted-{}", std::process::id()));
     let _ = std::fs::remove_file(&planted);
     let out = t.join("out").display().to_string();
-    let snippet = format!("echo x > {}; echo y > {}/ok", sh_quote(&planted), sh_quote(&t.join("out")));
+    let snippet = format!("echo x > {}; echo y > {}/ok", sh_quote(&planted), sh_quote(t.join("out")));
     assert_blocked_but_escapes_bare(&w, &["--allow-write", &out], &snippet, |_| planted.exists());
     let _ = std::fs::remove_file(&planted);
     // The grant itself is the host's.

@@ -89,13 +89,40 @@ pub fn hooks_path(ws: &Path, home: Option<&Path>) -> Option<PathBuf> {
     Some(if p.is_absolute() { p } else { ws.join(p) })
 }
 
-/// The protected paths of `policy`'s workspace (workspace-write mode only), and the configured
-/// ones that cannot be protected.
+/// The protected paths of `policy`'s workspace and of every other writable root (workspace-write
+/// mode only), and the configured ones that cannot be protected.
 ///
-/// `.git` and any `.git/…` entry of the configured list stand for the whole git directory.
+/// `.git` and any `.git/…` entry of the configured list stand for the whole git directory. A
+/// writable root other than the workspace (`--allow-write DIR`, not the scratch directories)
+/// gets the same names: `--allow-write $T -- "echo x > $T/.git/config"` is a change to a
+/// repository's config like any other.
 #[must_use]
 pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
-    let ws = &policy.workspace_path;
+    let (mut out, mut bad) = protected_in(resolver, policy, &policy.workspace_path, true);
+    let scratch = crate::defaults::tables(policy.platform).scratch_write;
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for w in &policy.writable_paths {
+        if scratch.iter().any(|s| Path::new(s) == w) {
+            continue;
+        }
+        let Ok(c) = resolver.canonicalize(w) else { continue };
+        if c.kind != FileKind::Dir || c.path.starts_with(&policy.workspace_path) || roots.contains(&c.path) {
+            continue;
+        }
+        roots.push(c.path);
+    }
+    for root in roots {
+        let (o, b) = protected_in(resolver, policy, &root, false);
+        let taken: Vec<PathBuf> = out.iter().map(|p| p.path.clone()).collect();
+        out.extend(o.into_iter().filter(|p| !taken.iter().any(|q| p.path.starts_with(q) || q.starts_with(&p.path))));
+        bad.extend(b);
+    }
+    (out, bad)
+}
+
+/// The protected names of one writable root (`hooks` adds `core.hooksPath`'s directory: the
+/// workspace's).
+fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, hooks: bool) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
     let mut names: Vec<(PathBuf, String)> = Vec::new();
     let add = |rel: PathBuf, reason: String, names: &mut Vec<(PathBuf, String)>| {
         if !names.iter().any(|(r, _)| *r == rel) {
@@ -110,7 +137,7 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (
         let why = entry(&rel).map_or_else(|| "configured".to_string(), |e| e.why.clone());
         add(rel, why, &mut names);
     }
-    if let Some(h) = hooks_path(ws, policy.home.as_deref()) {
+    if let Some(h) = hooks.then(|| hooks_path(ws, policy.home.as_deref())).flatten() {
         if let Ok(rel) = h.strip_prefix(ws) {
             if !rel.as_os_str().is_empty() && !rel.starts_with(".git") {
                 add(rel.to_path_buf(), format!("core.hooksPath = {}", h.display()), &mut names);
