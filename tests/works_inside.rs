@@ -480,3 +480,37 @@ fn keep_env_passes_a_variable_through() {
     assert_ok(&o);
     assert_eq!(o.stdout, "kept-value-3e9\n", "{}", o.describe());
 }
+
+/// In a subdirectory of a git repository, git finds the repository (its root is granted
+/// read-only) and tools find their configs in the workspace's ancestors; nothing above the
+/// workspace becomes writable (issue 19, item 4).
+#[test]
+fn the_repository_around_the_workspace_is_readable_not_writable() {
+    let w = World::new();
+    let git_ok = std::process::Command::new("git").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !git_ok {
+        skip("the_repository_around_the_workspace_is_readable_not_writable", "no git here");
+        return;
+    }
+    let repo = w.ws.join("outer");
+    let sub = repo.join("pkg/member");
+    fs::create_dir_all(&sub).unwrap();
+    fs::write(repo.join(".editorconfig"), "root = true\n").unwrap();
+    fs::write(repo.join("top.txt"), "top\n").unwrap();
+    let g = |args: &[&str]| {
+        let o = std::process::Command::new("git").arg("-C").arg(&repo).args(args).output().unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    g(&["init", "-q"]);
+    g(&["add", "-A"]);
+    g(&["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"]);
+    let ws = sub.display().to_string();
+    let o = run(
+        w.sandbox_cmd(&["--workspace", &ws], &["bash", "-c", "git rev-parse --show-toplevel && git log --oneline | wc -l && cat ../../.editorconfig && (echo x > ../../top.txt) 2>/dev/null; echo done"]),
+        "git in a repository subdirectory",
+    );
+    assert_ok(&o);
+    let top = fs::canonicalize(&repo).unwrap().display().to_string();
+    assert_eq!(o.stdout, format!("{top}\n1\nroot = true\ndone\n"), "{}", o.describe());
+    assert_eq!(fs::read_to_string(repo.join("top.txt")).unwrap(), "top\n", "the repository root must stay read-only");
+}

@@ -427,6 +427,8 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
     }
     refuse_linked_denies(&settings.extra_deny)?;
     let mut read_only_paths: Vec<PathBuf> = t.system_read.iter().map(PathBuf::from).collect();
+    let context_reads = if settings.mode == SandboxMode::FullAccess { Vec::new() } else { context_reads(&ws, home.as_deref()) };
+    read_only_paths.extend(context_reads.iter().map(|(p, _)| p.clone()));
     let mut deny_paths = Vec::new();
     if let Some(h) = &home {
         read_only_paths.extend(t.home_toolchains.iter().map(|x| h.join(x)));
@@ -471,9 +473,44 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         protected_workspace_paths: settings.protected_workspace_paths.clone(),
         unconfined_acknowledged: settings.dangerously_allow_full_access,
         skipped_grants,
+        context_reads,
     };
     // Validated where every plan is made (`make_plan`), once per run.
     Ok(policy)
+}
+
+/// Read-only grants for where the workspace lies: the root of the git repository around it
+/// (when the workspace has no `.git` of its own), so that `git status` in a subdirectory and a
+/// Cargo or npm workspace member work; and the tool configs ([`crate::defaults::UPWARD_CONFIGS`])
+/// that exist in its ancestors. Never `/`, `$HOME` or an ancestor of `$HOME` as a repository
+/// (a dotfiles repository in `$HOME` would open all of it); deny rules still win inside.
+fn context_reads(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, String)> {
+    let mut out: Vec<(PathBuf, String)> = Vec::new();
+    let too_wide = |d: &Path| d == Path::new("/") || home.is_some_and(|h| h.starts_with(d));
+    let own_git = std::fs::symlink_metadata(ws.join(".git")).is_ok();
+    let mut repo: Option<PathBuf> = None;
+    for d in ws.ancestors().skip(1) {
+        if !own_git && repo.is_none() && std::fs::symlink_metadata(d.join(".git")).is_ok() {
+            if !too_wide(d) {
+                out.push((d.to_path_buf(), "the git repository around the workspace (read-only: git status in a subdirectory, workspace members)".into()));
+            }
+            repo = Some(d.to_path_buf());
+        }
+        // Tool configs up to $HOME (included), or up to / outside $HOME; inside a granted
+        // repository they are covered already.
+        if repo.as_deref().is_none_or(|r| !d.starts_with(r) || too_wide(r)) && d != Path::new("/") {
+            for name in crate::defaults::UPWARD_CONFIGS {
+                let f = d.join(name);
+                if std::fs::metadata(&f).is_ok_and(|m| m.is_file()) {
+                    out.push((f, "a tool config in an ancestor of the workspace (read-only)".into()));
+                }
+            }
+        }
+        if home.is_some_and(|h| d == h) {
+            break;
+        }
+    }
+    out
 }
 
 /// An explicit writable grant inside a protected workspace path (`--allow-write .git/config`)
@@ -518,6 +555,29 @@ fn refuse_linked_denies(denies: &[PathBuf]) -> Result<(), SandboxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn context_reads_the_repository_around_but_never_home() {
+        let d = crate::test_dir();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let home = root.join("home");
+        let repo = home.join("code/repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("crates/a")).unwrap();
+        std::fs::write(home.join(".editorconfig"), "root = true\n").unwrap();
+        std::fs::write(home.join(".npmrc"), "//registry/:_authToken=SECRET\n").unwrap();
+        let got = context_reads(&repo.join("crates/a"), Some(&home));
+        let paths: Vec<&Path> = got.iter().map(|(p, _)| p.as_path()).collect();
+        assert!(paths.contains(&repo.as_path()), "{paths:?}");
+        assert!(paths.contains(&home.join(".editorconfig").as_path()), "{paths:?}");
+        assert!(!paths.iter().any(|p| p.ends_with(".npmrc") || *p == home.as_path()), "{paths:?}");
+        // A workspace with its own .git needs no repository above it.
+        assert!(!context_reads(&repo, Some(&home)).iter().any(|(p, _)| p == &repo));
+        // A dotfiles repository in $HOME is never granted whole.
+        std::fs::create_dir_all(home.join(".git")).unwrap();
+        let got = context_reads(&home.join("notes"), Some(&home));
+        assert!(!got.iter().any(|(p, _)| p == &home), "{got:?}");
+    }
 
     #[test]
     fn unknown_key_is_named() {

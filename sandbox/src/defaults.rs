@@ -43,6 +43,19 @@ pub const DEVICE_PATHS: &[&str] = &[
 /// for POSIX semaphores, which Python multiprocessing needs).
 pub const SCRATCH_WRITE_DIRS: &[&str] = &["/tmp", "/dev/shm"];
 
+/// Tool configs that tools look for upward from the working directory (editors, formatters,
+/// version managers, workspace manifests): where one exists in an ancestor of the workspace it
+/// is granted read-only, so a tool in the workspace finds what it finds outside.
+pub const UPWARD_CONFIGS: &[&str] = &[
+    ".editorconfig", ".prettierrc", ".prettierrc.json", ".prettierrc.yaml", ".prettierrc.yml", ".prettierrc.js", ".prettierrc.cjs",
+    "prettier.config.js", ".eslintrc", ".eslintrc.json", ".eslintrc.js", ".eslintrc.cjs", "eslint.config.js", "eslint.config.mjs",
+    "rustfmt.toml", ".rustfmt.toml", "clippy.toml", ".clippy.toml", "rust-toolchain", "rust-toolchain.toml", "Cargo.toml", "Cargo.lock",
+    ".nvmrc", ".node-version", ".tool-versions", ".python-version", ".ruby-version", "pyproject.toml", "setup.cfg", "ruff.toml", ".ruff.toml",
+    "package.json", "package-lock.json", "pnpm-workspace.yaml", "pnpm-lock.yaml", "yarn.lock", "lerna.json", "nx.json", "turbo.json",
+    "tsconfig.json", "tsconfig.base.json", "go.mod", "go.work", "go.sum", ".gitignore", ".gitattributes", ".clang-format", ".clang-tidy",
+    "deno.json", "biome.json",
+];
+
 /// One entry of `data/protected-paths.toml`: a workspace name that makes programs run later,
 /// outside the sandbox.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

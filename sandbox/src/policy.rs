@@ -236,6 +236,11 @@ pub struct SandboxPolicy {
     /// exist when the policy was built: skipped, and each named in one warning.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_grants: Vec<PathBuf>,
+    /// Read-only grants added because of where the workspace lies (also in
+    /// `read_only_paths`), each with why: the git repository around it, tool configs in its
+    /// ancestors ([`crate::defaults::UPWARD_CONFIGS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context_reads: Vec<(PathBuf, String)>,
     /// The platform whose default tables the policy was built with (a plan is only made for
     /// the same platform).
     #[serde(default)]
@@ -387,6 +392,7 @@ mod tests {
             protected_workspace_paths: default_protected(),
             unconfined_acknowledged: false,
             skipped_grants: Vec::new(),
+            context_reads: Vec::new(),
             platform: crate::platform::Platform::Linux,
         }
     }

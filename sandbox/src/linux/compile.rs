@@ -165,7 +165,12 @@ fn landlock_plan(
         let access = if p == Path::new("/proc") || p == Path::new("/sys") { read_only(handled_abi) } else { read_exec(handled_abi) };
         push(std::slice::from_ref(p), access, "system or toolchain (read + execute)", false);
     }
+    let (context, user_read): (Vec<PathBuf>, Vec<PathBuf>) = user_read.into_iter().partition(|p| policy.context_reads.iter().any(|(c, _)| c == p));
     push(&user_read, read_exec(handled_abi), "allow_paths.read (read + execute)", true);
+    for p in &context {
+        let why = policy.context_reads.iter().find(|(c, _)| c == p).map_or("", |(_, w)| w.as_str());
+        push(std::slice::from_ref(p), read_exec(handled_abi), &format!("{why} (read + execute)"), false);
+    }
     push(config_reads, read_only(handled_abi), "toolchain config (credentials removed)", false);
     push(&policy.device_paths, device(handled_abi), "device node", false);
     let (scratch_dirs, user_write): (Vec<PathBuf>, Vec<PathBuf>) = policy

@@ -457,7 +457,10 @@ impl Access {
             .iter()
             .map(|p| {
                 let default = t.system_read.iter().any(|s| Path::new(s) == p) || home_toolchains.contains(p);
-                rule(p, if default { "system or toolchain" } else { "allow_paths.read" })
+                match policy.context_reads.iter().find(|(c, _)| c == p) {
+                    Some((_, why)) => rule(p, why),
+                    None => rule(p, if default { "system or toolchain" } else { "allow_paths.read" }),
+                }
             })
             .collect();
         let mut write: Vec<AccessRule> = policy
