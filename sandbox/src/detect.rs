@@ -412,7 +412,19 @@ pub fn predict_userns_from(read: impl Fn(&str) -> Option<String>, root: bool) ->
         return Feature { available: false, detail: "kernel.unprivileged_userns_clone = 0".into() };
     }
     if !root && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
-        return Feature { available: false, detail: "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)".into() };
+        // Ubuntu 23.10 and later: only programs whose AppArmor profile has the `userns` rule may
+        // create one. A process with a profile attached (its label is not `unconfined`) may have
+        // that rule: the helper's unshare decides then.
+        let label = read("/proc/self/attr/apparmor/current").or_else(|| read("/proc/self/attr/current")).unwrap_or_default();
+        let label = label.trim_end_matches('\0').trim();
+        if label.is_empty() || label == "unconfined" {
+            return Feature {
+                available: false,
+                detail: format!(
+                    "AppArmor restricts unprivileged user namespaces (sysctl kernel.apparmor_restrict_unprivileged_userns = 1) and this binary runs without an AppArmor profile that allows them (label {:?}): install the profile shipped in packaging/apparmor (README: AppArmor on Ubuntu) to get Full",
+                    if label.is_empty() { "none" } else { label })
+            };
+        }
     }
     if max.is_none() && read("/proc/self/ns/user").is_none() {
         return Feature { available: false, detail: "kernel built without user namespaces".into() };
@@ -538,7 +550,12 @@ mod tests {
         assert!(!predict_userns_from(with(&[("max_user_namespaces", "9"), ("unprivileged_userns_clone", "0")]), false).available);
         assert!(predict_userns_from(with(&[("max_user_namespaces", "9"), ("unprivileged_userns_clone", "0")]), true).available);
         let a = predict_userns_from(with(&[("max_user_namespaces", "9"), ("apparmor_restrict_unprivileged_userns", "1")]), false);
-        assert!(!a.available && a.detail.contains("AppArmor"));
+        assert!(!a.available && a.detail.contains("AppArmor") && a.detail.contains("apparmor_restrict_unprivileged_userns = 1") && a.detail.contains("packaging/apparmor"), "{}", a.detail);
+        let a = predict_userns_from(with(&[("max_user_namespaces", "9"), ("apparmor_restrict_unprivileged_userns", "1"), ("attr/apparmor/current", "unconfined")]), false);
+        assert!(!a.available, "{}", a.detail);
+        // The shipped profile attached: the helper's unshare decides.
+        let a = predict_userns_from(with(&[("max_user_namespaces", "9"), ("apparmor_restrict_unprivileged_userns", "1"), ("attr/apparmor/current", "localgpt (unconfined)")]), false);
+        assert!(a.available, "{}", a.detail);
         assert!(!predict_userns_from(with(&[]), false).available);
     }
 

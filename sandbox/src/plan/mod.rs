@@ -770,6 +770,16 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
             e.vars.retain(|(n, _)| n != k);
             e.vars.push((k.clone(), v.clone()));
         }
+        // A TMPDIR the command cannot write (outside every writable grant) would make mktemp
+        // and every temporary file fail: it points to /tmp instead, as at Full.
+        if policy.mode == SandboxMode::WorkspaceWrite {
+            let writable = |d: &Path| d.starts_with(&policy.workspace_path) || policy.writable_paths.iter().any(|w| d.starts_with(w));
+            if e.vars.iter().any(|(k, v)| k == "TMPDIR" && !writable(Path::new(v))) {
+                e.vars.retain(|(k, _)| k != "TMPDIR");
+                e.vars.push(("TMPDIR".into(), "/tmp".into()));
+                e.redirected.push("TMPDIR".into());
+            }
+        }
         e
     } else {
         EnvPlan { vars: ctx.caller_env.clone(), dropped: Vec::new(), redirected: Vec::new() }
@@ -1480,6 +1490,13 @@ mod tests {
         let mut pol = pol;
         pol.level = LevelSetting::Exactly(SandboxLevel::Standard);
         assert!(make_plan(&pol, &c, &RunContext::default()).unwrap().namespaces().is_none());
+        // At Standard a TMPDIR outside every writable grant points to /tmp (mktemp would fail);
+        // one inside the workspace is kept.
+        let ctx = |t: &Path| RunContext { caller_env: vec![("TMPDIR".into(), t.display().to_string())], ..RunContext::default() };
+        let ps = make_plan(&pol, &c, &ctx(Path::new("/var/lib/elsewhere"))).unwrap();
+        assert!(ps.env.vars.contains(&("TMPDIR".into(), "/tmp".into())) && ps.env.redirected.contains(&"TMPDIR".to_string()), "{:?}", ps.env.vars);
+        let ps = make_plan(&pol, &c, &ctx(&ws.join("tmp"))).unwrap();
+        assert!(ps.env.vars.contains(&("TMPDIR".into(), ws.join("tmp").display().to_string())), "{:?}", ps.env.vars);
     }
 
     #[test]
