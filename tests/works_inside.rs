@@ -514,3 +514,22 @@ fn the_repository_around_the_workspace_is_readable_not_writable() {
     assert_eq!(o.stdout, format!("{top}\n1\nroot = true\ndone\n"), "{}", o.describe());
     assert_eq!(fs::read_to_string(repo.join("top.txt")).unwrap(), "top\n", "the repository root must stay read-only");
 }
+
+/// A sandbox inside a sandbox (an agent starting a sub-agent) runs at the best level the outer
+/// one leaves and says which (issue 19, item 8): the inner one cannot make a user namespace or
+/// a cgroup there, and falls back instead of failing.
+#[test]
+fn a_sandbox_inside_a_sandbox_runs() {
+    let w = World::new();
+    let bin = localgpt_bin();
+    let dir = bin.parent().unwrap().display().to_string();
+    // `--level auto`: the suite's config may ask for a level explicitly, and an explicit level
+    // the outer sandbox leaves no room for is refused (as it should be), not lowered.
+    let inner = format!("{} sandbox run --json --level auto -- echo inner-ok", sh_quote(&bin));
+    let o = run(w.sandbox_cmd(&["--allow-read", &dir], &["bash", "-c", &inner]), "nested run");
+    assert_ok(&o);
+    let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).unwrap_or_else(|e| panic!("inner --json: {e}{}", o.describe()));
+    assert_eq!(v["stdout"].as_str(), Some("inner-ok\n"), "{}", o.describe());
+    let level = v["level"].as_str().unwrap_or_default();
+    assert!(["standard", "minimal"].contains(&level), "the inner run says its level: {level:?}{}", o.describe());
+}

@@ -59,6 +59,9 @@ pub struct SandboxSettings {
     pub workspace_root: Option<PathBuf>,
     /// Accept a workspace that is `/`, a system directory, `$HOME` or one of its ancestors.
     pub force_workspace: bool,
+    /// The config file these settings were read from ([`SandboxSettings::load`]): granted
+    /// read-only, so that a sandbox started inside the sandbox reads the same settings.
+    pub config_file: Option<PathBuf>,
 }
 
 impl Default for SandboxSettings {
@@ -84,6 +87,7 @@ impl Default for SandboxSettings {
             protected_workspace_paths: crate::defaults::default_protected_names(),
             workspace_root: None,
             force_workspace: false,
+            config_file: None,
         }
     }
 }
@@ -182,6 +186,7 @@ impl SandboxSettings {
         };
         settings.apply_require_env(std::env::var("LOCALGPT_REQUIRE_SANDBOX").ok().as_deref())?;
         let used = path.filter(|p| p.exists());
+        settings.config_file.clone_from(&used);
         Ok((settings, used))
     }
 
@@ -427,7 +432,12 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
     }
     refuse_linked_denies(&settings.extra_deny)?;
     let mut read_only_paths: Vec<PathBuf> = t.system_read.iter().map(PathBuf::from).collect();
-    let context_reads = if settings.mode == SandboxMode::FullAccess { Vec::new() } else { context_reads(&ws, home.as_deref()) };
+    let mut context_reads = if settings.mode == SandboxMode::FullAccess { Vec::new() } else { context_reads(&ws, home.as_deref()) };
+    if let Some(c) = settings.config_file.as_ref().filter(|_| settings.mode != SandboxMode::FullAccess) {
+        if let Ok(c) = std::fs::canonicalize(c) {
+            context_reads.push((c, "this tool's own config (read-only: a sandbox started inside the sandbox reads the same settings)".into()));
+        }
+    }
     read_only_paths.extend(context_reads.iter().map(|(p, _)| p.clone()));
     let mut deny_paths = Vec::new();
     if let Some(h) = &home {

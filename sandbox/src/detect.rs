@@ -434,6 +434,14 @@ pub fn predict_userns_from(read: impl Fn(&str) -> Option<String>, root: bool) ->
 
 static USERNS_FAILURE: OnceLock<String> = OnceLock::new();
 
+static CGROUP_FAILURE: OnceLock<String> = OnceLock::new();
+
+/// Remembers, for this process, that creating the per-run cgroup failed (and why): later
+/// detections report no usable cgroup.
+pub fn record_cgroup_failure(why: &str) {
+    let _ = CGROUP_FAILURE.set(why.to_string());
+}
+
 /// Remembers, for this process, that creating a user namespace failed (and why).
 pub fn record_userns_failure(why: &str) {
     let _ = USERNS_FAILURE.set(why.to_string());
@@ -453,8 +461,8 @@ pub fn detect_quick() -> Capabilities {
         landlock: detect_landlock(),
         seccomp: detect_seccomp(),
         user_namespaces: linux.then(predict_user_namespaces),
-        cgroup_pids: sources.as_ref().and_then(|(m, o)| detect_cgroup(m, o, "pids")),
-        cgroup_memory: sources.as_ref().and_then(|(m, o)| detect_cgroup(m, o, "memory")),
+        cgroup_pids: sources.as_ref().filter(|_| CGROUP_FAILURE.get().is_none()).and_then(|(m, o)| detect_cgroup(m, o, "pids")),
+        cgroup_memory: sources.as_ref().filter(|_| CGROUP_FAILURE.get().is_none()).and_then(|(m, o)| detect_cgroup(m, o, "memory")),
         mem_total_bytes: mem_total_bytes(),
         overlay_fs: linux && has_filesystem("overlay"),
         is_root: cfg!(unix) && uid == 0,

@@ -27,6 +27,11 @@ pub enum SandboxError {
     /// level `auto` falls back to Standard on this.
     #[error("user namespaces are unavailable: {0}")]
     NamespacesUnavailable(String),
+    /// The per-run cgroup could not be created although the cgroup looked writable (inside
+    /// another sandbox, whose Landlock rules `access(2)` does not see); nothing was executed. A
+    /// run falls back to the limits that need no cgroup on this, and says so.
+    #[error("the per-run cgroup cannot be created here: {0}")]
+    CgroupUnavailable(String),
     /// An OS error in the parent (spawn, pipes, wait).
     #[error("{context}: {source}")]
     Io {

@@ -403,10 +403,20 @@ impl Expand<'_> {
         if depth >= MAX_EXPAND_DEPTH {
             return Err(format!("{}: too deep to expand around denied paths", canon.display()));
         }
+        let entries = match std::fs::read_dir(canon) {
+            Ok(e) => e,
+            // A default grant (a toolchain dir) that cannot be listed here — inside another
+            // sandbox, whose own expansion left it unlistable — is not granted at all: less
+            // access, never more.
+            Err(e) if !g.must_exist && e.kind() == std::io::ErrorKind::PermissionDenied => {
+                self.out.skipped.push(SkippedPath { path: canon.to_path_buf(), reason: format!("cannot be listed to expand around a denied path ({e}): not granted") });
+                return Ok(());
+            }
+            Err(e) => return Err(format!("{}: {e}", canon.display())),
+        };
         for d in &inner {
             self.out.expanded.push((canon.to_path_buf(), (*d).clone()));
         }
-        let entries = std::fs::read_dir(canon).map_err(|e| format!("{}: {e}", canon.display()))?;
         // The listing gives each entry's type (no `stat`, except on filesystems that do not
         // report it): an entry that is not a symlink is canonical as it is.
         let mut kids: Vec<_> = entries.filter_map(Result::ok).map(|e| (e.file_name(), e.file_type().ok())).collect();

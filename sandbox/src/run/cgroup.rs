@@ -51,6 +51,11 @@ impl RunCgroup {
                         return Ok(dir);
                     }
                 }
+                // Refused although it looked writable: inside another sandbox (Landlock, a
+                // read-only mount). The runner falls back to limits without a cgroup.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM | libc::EROFS)) => {
+                    return Err(SandboxError::CgroupUnavailable(format!("create {}: {e}", dir.display())));
+                }
                 Err(e) => return Err(SandboxError::io(format!("create cgroup {}", dir.display()), e)),
             }
         }

@@ -247,6 +247,15 @@ impl PreparedRun {
                 r.warnings.insert(0, format!("Full level unavailable ({msg}); ran at {}", r.level));
                 Ok(r)
             }
+            // The per-run cgroup was refused (a sandbox inside a sandbox): nothing ran. Plan
+            // again without cgroups (process count by RLIMIT_NPROC, memory unbounded: the new
+            // plan's protection table says so) and say why.
+            Err(SandboxError::CgroupUnavailable(msg)) => {
+                crate::detect::record_cgroup_failure(&msg);
+                let mut r = prepare(&self.policy)?.run(argv, opts, sink)?;
+                r.warnings.insert(0, format!("no per-run cgroup here ({msg}): ran at {} with the limits that need none (see the protection table)", r.level));
+                Ok(r)
+            }
             other => other,
         }
     }
