@@ -365,7 +365,7 @@ pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, rea
         let (upper, _, file) = crate::linux::namespaces::staging_of(&staging.dir, i);
         match p.kind {
             ProtectedKind::File => {
-                let (Ok(new), Ok(old)) = (std::fs::read(&file), std::fs::read(&p.path)) else { continue };
+                let (Ok(new), Ok(old)) = (read_regular(&file), read_regular(&p.path)) else { continue };
                 if new != old {
                     let mode = std::fs::metadata(&p.path).map_or(0o644, |m| m.mode() & 0o777);
                     let why = file_why(p);
@@ -427,6 +427,21 @@ fn walk_review(root: &Path, git: bool) -> Vec<(PathBuf, std::fs::Metadata)> {
     out
 }
 
+/// Reads a regular file without following a link and without blocking: a FIFO, socket or device
+/// the command left where a protected file was is refused, not opened (opening a FIFO for reading
+/// waits for a writer: the runner would hang after the run).
+pub(crate) fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW).open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut v = Vec::new();
+    f.read_to_end(&mut v)?;
+    Ok(v)
+}
+
 fn state_of(path: &Path, m: &std::fs::Metadata, keep: bool, budget: &mut usize) -> State {
     if m.file_type().is_symlink() {
         return State::Link(std::fs::read_link(path).unwrap_or_default());
@@ -434,8 +449,12 @@ fn state_of(path: &Path, m: &std::fs::Metadata, keep: bool, budget: &mut usize) 
     if m.is_dir() {
         return State::Dir;
     }
+    // A FIFO, socket or device: its type is in the mode, so it never compares equal to a file.
+    if !m.is_file() {
+        return State::File(m.mode(), None);
+    }
     let content = if keep && (m.len() as usize) <= *budget {
-        std::fs::read(path).ok().inspect(|c| *budget -= c.len())
+        read_regular(path).ok().inspect(|c| *budget -= c.len())
     } else {
         None
     };
@@ -532,7 +551,7 @@ impl Reviewer<'_> {
     /// Keeps `new` (the command's version, or its removal) as pending and restores `old`.
     fn take_back(&mut self, target: &Path, old: Option<&State>, new: Option<&State>, why: &str) {
         match new {
-            Some(State::File(mode, _)) => match std::fs::read(target) {
+            Some(State::File(mode, _)) => match read_regular(target) {
                 Ok(d) => self.keep(target, PendingAction::Write { mode: *mode }, why, Some(&d)),
                 Err(e) => self.out.notes.push(format!("{}: unreadable ({e})", self.rel(target))),
             },
@@ -587,7 +606,7 @@ impl Reviewer<'_> {
                 if matches!(new, Some(State::Dir)) && old.is_none() {
                     for (r, st) in now.iter().filter(|(r, _)| r.starts_with(&rel) && *r != rel) {
                         if let State::File(mode, _) = st {
-                            if let Ok(d) = std::fs::read(p.path.join(r)) {
+                            if let Ok(d) = read_regular(&p.path.join(r)) {
                                 self.keep(&p.path.join(r), PendingAction::Write { mode: *mode }, &format!("a file in {} (its files can run code later, outside the sandbox)", self.rel(&p.path)), Some(&d));
                             }
                         }
