@@ -431,6 +431,7 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         }
     }
     refuse_linked_denies(&settings.extra_deny)?;
+    refuse_grants_inside_denies(&ws, &extra_read, &extra_write, &settings.extra_deny)?;
     let mut read_only_paths: Vec<PathBuf> = t.system_read.iter().map(PathBuf::from).collect();
     let mut context_reads = if settings.mode == SandboxMode::FullAccess { Vec::new() } else { context_reads(&ws, home.as_deref()) };
     if let Some(c) = settings.config_file.as_ref().filter(|_| settings.mode != SandboxMode::FullAccess) {
@@ -493,10 +494,19 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
 /// (when the workspace has no `.git` of its own), so that `git status` in a subdirectory and a
 /// Cargo or npm workspace member work; and the tool configs ([`crate::defaults::UPWARD_CONFIGS`])
 /// that exist in its ancestors. Never `/`, `$HOME` or an ancestor of `$HOME` as a repository
-/// (a dotfiles repository in `$HOME` would open all of it); deny rules still win inside.
+/// (a dotfiles repository in `$HOME` would open all of it), nor a directory the caller does not
+/// own or that others may write (a `.git` planted in `/var/tmp` by another user must not open
+/// `/var/tmp`: git's own `safe.directory` ownership rule); deny rules still win inside.
 fn context_reads(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, String)> {
     let mut out: Vec<(PathBuf, String)> = Vec::new();
-    let too_wide = |d: &Path| d == Path::new("/") || home.is_some_and(|h| h.starts_with(d));
+    #[cfg(unix)]
+    let foreign = |d: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(d).map_or(true, |m| m.uid() != crate::detect::effective_ids().0 || m.mode() & 0o002 != 0)
+    };
+    #[cfg(not(unix))]
+    let foreign = |_: &Path| false;
+    let too_wide = |d: &Path| d == Path::new("/") || home.is_some_and(|h| h.starts_with(d)) || foreign(d);
     let own_git = std::fs::symlink_metadata(ws.join(".git")).is_ok();
     let mut repo: Option<PathBuf> = None;
     for d in ws.ancestors().skip(1) {
@@ -537,6 +547,29 @@ fn refuse_protected_grants(ws: &Path, writes: &[PathBuf], protected: &[String]) 
                 return Err(SandboxError::Policy(format!(
                     "allow-write {}: inside the protected workspace path {} (its changes are reviewed after the run: `localgpt sandbox pending`); to grant it, remove {name} from [sandbox] protected_workspace_paths",
                     w.display(), ws.join(top).display())));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The rule between grants and denies: **a deny covers everything inside it**, whatever is
+/// granted there. Landlock cannot grant inside a denied directory (a rule on the deny's parent
+/// would be needed, which the deny forbids), so a grant inside a deny, and a workspace inside a
+/// deny, are refused with the reason instead of being silently ineffective.
+fn refuse_grants_inside_denies(ws: &Path, reads: &[PathBuf], writes: &[PathBuf], denies: &[PathBuf]) -> Result<(), SandboxError> {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    for d in denies {
+        let dc = canon(d);
+        if ws.starts_with(&dc) {
+            return Err(SandboxError::Policy(format!("deny {}: the workspace {} lies inside it (a deny covers everything inside it)", d.display(), ws.display())));
+        }
+        for (what, g) in reads.iter().map(|g| ("allow-read", g)).chain(writes.iter().map(|g| ("allow-write", g))) {
+            let gc = canon(g);
+            if gc != dc && gc.starts_with(&dc) {
+                return Err(SandboxError::Policy(format!(
+                    "{what} {}: inside the denied {} (a deny covers everything inside it); narrow the deny to what must stay hidden",
+                    g.display(), d.display())));
             }
         }
     }
@@ -587,6 +620,22 @@ mod tests {
         std::fs::create_dir_all(home.join(".git")).unwrap();
         let got = context_reads(&home.join("notes"), Some(&home));
         assert!(!got.iter().any(|(p, _)| p == &home), "{got:?}");
+        // A grant inside a deny, or a workspace inside one, is refused: a deny covers all of it.
+        let s = SandboxSettings { home: Some(home.clone()), extra_deny: vec![root.clone()], ..Default::default() };
+        assert!(build_sandbox_policy(&repo, &s).unwrap_err().to_string().contains("lies inside it"));
+        let other = root.join("other");
+        std::fs::create_dir_all(other.join("b/a")).unwrap();
+        let s = SandboxSettings { home: Some(home.clone()), extra_write: vec![other.clone(), other.join("b/a")], extra_deny: vec![other.join("b")], ..Default::default() };
+        let e = build_sandbox_policy(&repo, &s).unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("inside the denied"), "{e}");
+        // Nor a repository root others may write (a .git planted in a shared directory).
+        let shared = root.join("shared");
+        std::fs::create_dir_all(shared.join(".git")).unwrap();
+        std::fs::create_dir_all(shared.join("w")).unwrap();
+        std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+        assert!(!context_reads(&shared.join("w"), Some(&home)).iter().any(|(p, _)| p == &shared));
+        std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        assert!(context_reads(&shared.join("w"), Some(&home)).iter().any(|(p, _)| p == &shared));
     }
 
     #[test]

@@ -75,10 +75,18 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
     // read-only grant it can only appear by a concurrent host write, a race the README documents.
     // At Standard every deny inside a grant is expanded around.
     let masked: Vec<PathBuf> = if namespaces.is_some() {
+        let writable_paths: Vec<PathBuf> = policy.writable_paths.iter().map(|w| resolver.canonicalize_lenient(w).path).collect();
         let writable = |d: &Path| {
-            (policy.mode == crate::policy::SandboxMode::WorkspaceWrite && d.starts_with(&policy.workspace_path)) || policy.writable_paths.iter().any(|w| d.starts_with(w))
+            (policy.mode == crate::policy::SandboxMode::WorkspaceWrite && d.starts_with(&policy.workspace_path)) || writable_paths.iter().any(|w| d.starts_with(w))
         };
-        policy.deny_paths.iter().filter(|d| std::fs::symlink_metadata(d).is_ok() || !writable(d)).cloned().collect()
+        let mut masked = Vec::new();
+        for d in &policy.deny_paths {
+            // Resolved leniently: a denied path named through a symbolic link to the workspace.
+            if std::fs::symlink_metadata(d).is_ok() || !writable(&resolver.canonicalize_lenient(d).path) {
+                masked.push(d.clone());
+            }
+        }
+        masked
     } else {
         Vec::new()
     };
