@@ -123,6 +123,9 @@ pub enum WorldKind {
     HooksPath,
     /// A plain directory, no repository.
     NoGit,
+    /// A repository with another repository nested in `sub/repo` (a monorepo's vendored or
+    /// checked-out project), and a `.vscode` in `sub`.
+    NestedRepo,
 }
 
 /// The attempt itself.

@@ -136,6 +136,12 @@ fn make_workspace(ws: &Path, outside: &Path, kind: localgpt_corpus::WorldKind) -
             fs::write(ws.join(".git"), format!("gitdir: {}\n", wt.display()))?;
         }
         WorldKind::NoGit => {}
+        WorldKind::NestedRepo => {
+            make_git_dir(&ws.join(".git"), config)?;
+            make_git_dir(&ws.join("sub/repo/.git"), config)?;
+            fs::create_dir_all(ws.join("sub/.vscode"))?;
+            fs::write(ws.join("sub/.vscode/settings.json"), "{}\n")?;
+        }
     }
     fs::write(ws.join("notes.txt"), "workspace file\n")
 }

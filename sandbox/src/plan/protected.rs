@@ -117,6 +117,77 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (
         out.extend(o.into_iter().filter(|p| !taken.iter().any(|q| p.path.starts_with(q) || q.starts_with(&p.path))));
         bad.extend(b);
     }
+    // Nested copies in the workspace (a repository in a subdirectory, `sub/.vscode`), present at
+    // launch, found by a bounded walk.
+    let (nested, nbad) = nested_protected(policy);
+    let taken: Vec<PathBuf> = out.iter().map(|p| p.path.clone()).collect();
+    out.extend(nested.into_iter().filter(|p| !taken.iter().any(|q| p.path.starts_with(q))));
+    bad.extend(nbad);
+    (out, bad)
+}
+
+/// How deep below the workspace nested protected names are looked for (`a/b/c/.git` is depth 3).
+pub const NESTED_DEPTH: usize = 4;
+
+/// How many directory entries the nested walk reads at most (its cost is one `read_dir` per
+/// directory, names only: no `stat`).
+pub const NESTED_ENTRIES: usize = 50_000;
+
+/// Directories the nested walk does not enter: dependency and build trees (their own `.git` or
+/// `.vscode` are not the user's).
+pub const NESTED_SKIP: &[&str] = &["node_modules", "target", "vendor", ".venv", "venv", "__pycache__", "dist", "build", ".cache", ".tox", ".mypy_cache", ".gradle", ".next"];
+
+/// The table's names present in the workspace's subdirectories (depth 1 to [`NESTED_DEPTH`]),
+/// each protected as what it is. A walk that runs out of its budget is reported (the rest of
+/// the workspace is not looked at).
+fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
+    let ws = &policy.workspace_path;
+    let table = crate::defaults::protected_table();
+    let names: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
+    let mut out = Vec::new();
+    let mut bad = Vec::new();
+    let mut budget = NESTED_ENTRIES;
+    // Top-level names are the roots' own entries (handled above): start below them.
+    let mut queue: Vec<(PathBuf, usize)> = Vec::new();
+    let Ok(top) = std::fs::read_dir(ws) else { return (out, bad) };
+    for e in top.flatten() {
+        let name = e.file_name();
+        let n = name.to_string_lossy();
+        if e.file_type().is_ok_and(|t| t.is_dir()) && !names.contains(&n.as_ref()) && !NESTED_SKIP.contains(&n.as_ref()) {
+            queue.push((e.path(), 1));
+        }
+    }
+    while let Some((dir, depth)) = queue.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            if budget == 0 {
+                bad.push(Unprotectable { path: dir.clone(), why: format!("the nested walk stopped after {NESTED_ENTRIES} entries: protected names deeper in the workspace were not looked for") });
+                return (out, bad);
+            }
+            budget -= 1;
+            let name = e.file_name();
+            let n = name.to_string_lossy();
+            let Ok(ft) = e.file_type() else { continue };
+            if names.contains(&n.as_ref()) {
+                let path = e.path();
+                let why = table.iter().find(|t| t.name == n).map_or_else(|| "configured".to_string(), |t| t.why.clone());
+                let reason = format!("nested copy: {why}");
+                if ft.is_symlink() {
+                    bad.push(Unprotectable { path, why: "a symbolic link: a mount would land on its target, and the link itself can be replaced".into() });
+                } else if ft.is_dir() {
+                    let kind = if n == ".git" { ProtectedKind::GitDir } else { ProtectedKind::Dir };
+                    out.push(ProtectedPath { path, kind, absent: false, private: false, reason });
+                } else if ft.is_file() {
+                    out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, private: false, reason });
+                }
+                continue;
+            }
+            if ft.is_dir() && depth < NESTED_DEPTH && !NESTED_SKIP.contains(&n.as_ref()) {
+                queue.push((e.path(), depth + 1));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
     (out, bad)
 }
 
@@ -213,6 +284,26 @@ mod tests {
         std::fs::create_dir_all(ws.join(".husky")).unwrap();
         let (p, _) = protected_paths(&mut PathResolver::new(), &policy);
         assert!(p.iter().any(|x| x.path == ws.join(".husky/_") && x.absent && x.reason.contains("hooksPath")));
+    }
+
+    #[test]
+    fn nested_repositories_and_copies_are_protected() {
+        let d = crate::test_dir();
+        let ws = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir_all(ws.join("sub/repo/.git/hooks")).unwrap();
+        std::fs::create_dir_all(ws.join("a/.vscode")).unwrap();
+        std::fs::write(ws.join("a/.bashrc"), "x\n").unwrap();
+        std::fs::create_dir_all(ws.join("node_modules/pkg/.git")).unwrap();
+        std::fs::create_dir_all(ws.join("d1/d2/d3/d4/d5/.git")).unwrap();
+        let policy = build_sandbox_policy(&ws, &SandboxSettings { home: None, ..Default::default() }).unwrap();
+        let (p, _) = protected_paths(&mut PathResolver::new(), &policy);
+        let got = |rel: &str| p.iter().find(|x| x.path == ws.join(rel)).map(|x| (x.kind, x.absent));
+        assert_eq!(got("sub/repo/.git"), Some((ProtectedKind::GitDir, false)));
+        assert_eq!(got("a/.vscode"), Some((ProtectedKind::Dir, false)));
+        assert_eq!(got("a/.bashrc"), Some((ProtectedKind::File, false)));
+        assert_eq!(got("node_modules/pkg/.git"), None, "dependency trees are not walked");
+        assert_eq!(got("d1/d2/d3/d4/d5/.git"), None, "deeper than NESTED_DEPTH");
+        assert!(p.iter().find(|x| x.path == ws.join("sub/repo/.git")).unwrap().reason.starts_with("nested copy"));
     }
 
     #[test]
