@@ -142,7 +142,6 @@ pub const NESTED_SKIP: &[&str] = &["node_modules", "target", "vendor", ".venv", 
 /// the workspace is not looked at).
 fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
     let ws = &policy.workspace_path;
-    let table = crate::defaults::protected_table();
     let names: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
     let mut out = Vec::new();
     let mut bad = Vec::new();
@@ -170,10 +169,9 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
             let Ok(ft) = e.file_type() else { continue };
             if names.contains(&n.as_ref()) {
                 let path = e.path();
-                let why = table.iter().find(|t| t.name == n).map_or_else(|| "configured".to_string(), |t| t.why.clone());
-                let reason = format!("nested copy: {why}");
+                let reason = format!("nested copy: {}", table_why(Path::new(n.as_ref())));
                 if ft.is_symlink() {
-                    bad.push(Unprotectable { path, why: "a symbolic link: a mount would land on its target, and the link itself can be replaced".into() });
+                    bad.push(Unprotectable { path, why: SYMLINK_WHY.into() });
                 } else if ft.is_dir() {
                     let kind = if n == ".git" { ProtectedKind::GitDir } else { ProtectedKind::Dir };
                     out.push(ProtectedPath { path, kind, absent: false, private: false, reason });
@@ -191,6 +189,14 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
     (out, bad)
 }
 
+/// Why a protected path that is a symbolic link cannot be protected.
+const SYMLINK_WHY: &str = "a symbolic link: a mount would land on its target, and the link itself can be replaced";
+
+/// The table's reason for a protected name (relative), or `configured` for a name the user added.
+fn table_why(rel: &Path) -> String {
+    crate::defaults::protected_table().iter().find(|e| Path::new(&e.name) == rel).map_or_else(|| "configured".to_string(), |e| e.why.clone())
+}
+
 /// The protected names of one writable root (`hooks` adds `core.hooksPath`'s directory: the
 /// workspace's).
 fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, hooks: bool) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
@@ -205,7 +211,7 @@ fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, 
     for rel in &policy.protected_workspace_paths {
         let p = Path::new(rel);
         let rel = if p.starts_with(".git") { PathBuf::from(".git") } else { p.to_path_buf() };
-        let why = entry(&rel).map_or_else(|| "configured".to_string(), |e| e.why.clone());
+        let why = table_why(&rel);
         add(rel, why, &mut names);
     }
     if let Some(h) = hooks.then(|| hooks_path(ws, policy.home.as_deref())).flatten() {
@@ -223,7 +229,7 @@ fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, 
         match std::fs::symlink_metadata(&path) {
             Ok(m) if m.file_type().is_symlink() => bad.push(Unprotectable {
                 path,
-                why: "a symbolic link: a mount would land on its target, and the link itself can be replaced".into(),
+                why: SYMLINK_WHY.into(),
             }),
             Ok(m) if m.is_dir() => out.push(ProtectedPath { path, kind: if git { ProtectedKind::GitDir } else { ProtectedKind::Dir }, absent: false, private: false, reason }),
             Ok(m) if m.is_file() => out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, private: false, reason }),
