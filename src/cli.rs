@@ -501,6 +501,9 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
             }
             eprintln!("  apply one with `localgpt sandbox pending apply ID`, drop it with `localgpt sandbox pending drop ID`");
         }
+        for n in r.protected_review.iter().flat_map(|v| &v.notes) {
+            eprintln!("⚠ protected paths: {}", escape_controls(n));
+        }
         r
     };
     Ok(result.exit_code)

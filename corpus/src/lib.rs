@@ -224,6 +224,14 @@ pub enum Check {
         /// Size bound.
         bytes: u64,
     },
+    /// The file, if it exists, does not contain this text (a key planted in a config file that
+    /// the run may create or keep).
+    FileLacks {
+        /// Path (placeholders allowed).
+        path: String,
+        /// The text.
+        text: String,
+    },
     /// The command's captured stdout is at most this many bytes.
     OutputAtMost(u64),
     /// Nothing was injected into the input queue of the world's pseudo-terminal.
@@ -264,7 +272,7 @@ impl Check {
             | Check::NoSetidFile(s)
             | Check::SysctlUnchanged(s)
             | Check::NoCoreFile(s) => vec![s.as_str()],
-            Check::FileSizeAtMost { path, .. } => vec![path.as_str()],
+            Check::FileSizeAtMost { path, .. } | Check::FileLacks { path, .. } => vec![path.as_str()],
             _ => Vec::new(),
         }
     }

@@ -728,6 +728,11 @@ impl Suite {
                 let r = out.monitor.max_rss_kb * 1024;
                 some(r > *b, format!("the probe held {} MiB resident (bound {} MiB)", r >> 20, b >> 20))
             }
+            Check::FileLacks { path, text } => {
+                let p = w.subst(path);
+                let has = fs::read(&p).is_ok_and(|c| c.windows(text.len().max(1)).any(|x| x == text.as_bytes()));
+                some(has, format!("{p} contains {text:?}"))
+            }
             Check::FileSizeAtMost { path, bytes } => {
                 let p = w.subst(path);
                 let sz = fs::metadata(&p).map(|m| m.len()).unwrap_or(0);

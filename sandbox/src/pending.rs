@@ -36,6 +36,9 @@ pub enum PendingAction {
         /// The key changes.
         changes: Vec<KeyChange>,
     },
+    /// Put back the directory stored whole under `tree` (what the command left in place of a
+    /// protected directory it renamed or replaced). Refused while the target exists.
+    Tree,
 }
 
 /// One pending change.
@@ -63,6 +66,7 @@ impl PendingChange {
             PendingAction::Write { .. } => "write".to_string(),
             PendingAction::Symlink { to } => format!("symlink to {}", to.display()),
             PendingAction::Delete => "delete".to_string(),
+            PendingAction::Tree => "a directory, kept whole".to_string(),
             PendingAction::ConfigKeys { changes } => {
                 format!("set {}", changes.iter().map(|c| format!("{} = {:?}", c.name(), c.new.iter().map(|v| v.clone().unwrap_or_else(|| "true".into())).collect::<Vec<_>>())).collect::<Vec<_>>().join(", "))
             }
@@ -93,6 +97,30 @@ fn io(ctx: String) -> impl FnOnce(std::io::Error) -> SandboxError {
 /// # Errors
 /// [`SandboxError::Io`] when the store cannot be written.
 pub fn keep(workspace: &Path, target: &Path, action: PendingAction, why: &str, content: Option<&[u8]>) -> Result<PendingChange, SandboxError> {
+    let (change, cdir) = new_change(workspace, target, action, why)?;
+    if let Some(c) = content {
+        std::fs::write(cdir.join("content"), c).map_err(io(format!("write {}/content", cdir.display())))?;
+    }
+    record(change, &cdir)
+}
+
+/// Keeps the directory `target` whole (moved into the store: renamed, or copied and removed
+/// across filesystems) as a [`PendingAction::Tree`] change.
+///
+/// # Errors
+/// [`SandboxError::Io`] when the store cannot be written or the directory cannot be moved (it
+/// then stays where it is).
+pub fn keep_tree(workspace: &Path, target: &Path, why: &str) -> Result<PendingChange, SandboxError> {
+    let (change, cdir) = new_change(workspace, target, PendingAction::Tree, why)?;
+    if let Err(e) = move_tree(target, &cdir.join("tree")) {
+        let _ = std::fs::remove_dir_all(&cdir);
+        return Err(e);
+    }
+    record(change, &cdir)
+}
+
+/// A new change directory in the store, and the change (not yet recorded).
+fn new_change(workspace: &Path, target: &Path, action: PendingAction, why: &str) -> Result<(PendingChange, PathBuf), SandboxError> {
     use std::os::unix::fs::DirBuilderExt;
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let dir = store_dir();
@@ -103,13 +131,42 @@ pub fn keep(workspace: &Path, target: &Path, action: PendingAction, why: &str, c
     let id = format!("{created}-{}-{}-{:02x}{:02x}{:02x}", std::process::id(), SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst), random[0], random[1], random[2]);
     let cdir = dir.join(&id);
     std::fs::DirBuilder::new().mode(0o700).create(&cdir).map_err(io(format!("create {}", cdir.display())))?;
-    let change = PendingChange { id, created, workspace: workspace.to_path_buf(), target: target.to_path_buf(), action, why: why.to_string() };
-    if let Some(c) = content {
-        std::fs::write(cdir.join("content"), c).map_err(io(format!("write {}/content", cdir.display())))?;
-    }
+    Ok((PendingChange { id, created, workspace: workspace.to_path_buf(), target: target.to_path_buf(), action, why: why.to_string() }, cdir))
+}
+
+/// Writes `change.json` (the change exists from then on).
+fn record(change: PendingChange, cdir: &Path) -> Result<PendingChange, SandboxError> {
     let json = serde_json::to_vec_pretty(&change).map_err(|e| SandboxError::Plan(e.to_string()))?;
     std::fs::write(cdir.join("change.json"), json).map_err(io(format!("write {}/change.json", cdir.display())))?;
     Ok(change)
+}
+
+/// Moves a directory tree: a rename, or across filesystems a copy (directories, regular files,
+/// symbolic links, with their permission bits) and then removal of the source.
+fn move_tree(from: &Path, to: &Path) -> Result<(), SandboxError> {
+    match std::fs::rename(from, to) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
+        Err(e) => return Err(SandboxError::io(format!("move {} to {}", from.display(), to.display()), e)),
+    }
+    fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
+        let m = std::fs::symlink_metadata(from)?;
+        if m.file_type().is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(from)?, to)
+        } else if m.is_dir() {
+            std::fs::create_dir(to)?;
+            for e in std::fs::read_dir(from)? {
+                let e = e?;
+                copy(&e.path(), &to.join(e.file_name()))?;
+            }
+            std::fs::set_permissions(to, m.permissions())
+        } else if m.is_file() {
+            std::fs::copy(from, to).map(|_| ())
+        } else {
+            Ok(())
+        }
+    }
+    copy(from, to).and_then(|()| std::fs::remove_dir_all(from)).map_err(io(format!("move {} to {}", from.display(), to.display())))
 }
 
 /// Every pending change, oldest first.
@@ -188,6 +245,15 @@ pub fn apply(id: &str) -> Result<PendingChange, SandboxError> {
             Ok(_) => std::fs::remove_file(&c.target).map_err(io(format!("remove {}", c.target.display())))?,
             Err(_) => {}
         },
+        PendingAction::Tree => {
+            if std::fs::symlink_metadata(&c.target).is_ok() {
+                return Err(SandboxError::Policy(format!(
+                    "{} exists: move it away first, then apply {id} to put the kept directory there",
+                    c.target.display()
+                )));
+            }
+            move_tree(&cdir.join("tree"), &c.target)?;
+        }
         PendingAction::ConfigKeys { changes } => {
             let mut text = std::fs::read_to_string(&c.target).unwrap_or_default();
             for k in changes {

@@ -229,10 +229,83 @@ fn no_links_below(base: &Path, p: &Path) -> bool {
     true
 }
 
+/// The deepest existing ancestor of `target`'s parent is a directory reached without a symbolic
+/// link (its canonical path is itself), and the missing ones are created: a write to `target`
+/// lands where it says. (The command and everything it started are gone when the review runs,
+/// so nothing changes the path between this check and the write.)
+fn safe_parent(target: &Path) -> std::io::Result<()> {
+    let parent = target.parent().ok_or_else(|| std::io::Error::other("no parent directory"))?;
+    let mut anc = parent;
+    loop {
+        match std::fs::symlink_metadata(anc) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => return Err(std::io::Error::other(format!("{} is not a directory", anc.display()))),
+            Err(_) => anc = anc.parent().ok_or_else(|| std::io::Error::other("no existing parent directory"))?,
+        }
+    }
+    if std::fs::canonicalize(anc)? != anc {
+        return Err(std::io::Error::other(format!("a symbolic link on the way ({} leads elsewhere)", anc.display())));
+    }
+    std::fs::create_dir_all(parent)
+}
+
+/// `p` is an existing directory whose canonical path is itself (no symbolic link on the way).
+fn real_dir_path(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()) && std::fs::canonicalize(p).is_ok_and(|c| c == p)
+}
+
+/// Removes what is at `p` (a directory with its content; a link itself, not its target).
+fn remove_any(p: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
+        Ok(_) => std::fs::remove_file(p),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Most directory entries [`find_inode`] reads.
+const FIND_ENTRIES: usize = 200_000;
+
+/// Where the directory with inode `ino` on device `dev` is now, looked for in `p`'s parent and
+/// then in the workspace (breadth first, no links followed, at most [`FIND_ENTRIES`] entries).
+fn find_inode(ws: &Path, p: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
+    use std::os::unix::fs::DirEntryExt;
+    let mut budget = FIND_ENTRIES;
+    let mut queue: std::collections::VecDeque<PathBuf> = p.parent().into_iter().map(Path::to_path_buf).collect();
+    if p.parent() != Some(ws) {
+        queue.push_back(ws.to_path_buf());
+    }
+    let mut seen_parent = false;
+    while let Some(dir) = queue.pop_front() {
+        let first = !seen_parent;
+        seen_parent = true;
+        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            budget = budget.checked_sub(1)?;
+            let Ok(ft) = e.file_type() else { continue };
+            if !ft.is_dir() {
+                continue;
+            }
+            let path = e.path();
+            if e.ino() == ino && std::fs::symlink_metadata(&path).is_ok_and(|m| m.dev() == dev && m.ino() == ino) {
+                return Some(path);
+            }
+            // The parent is searched first on its own; the breadth-first walk starts at the
+            // workspace.
+            if !first || dir == ws {
+                queue.push_back(path);
+            }
+        }
+    }
+    None
+}
+
 struct Reviewer<'a> {
     ws: &'a Path,
     start: SystemTime,
     out: ProtectedReview,
+    /// Directories the in-place review re-created (a link or file stood there).
+    recreated: Vec<PathBuf>,
 }
 
 impl Reviewer<'_> {
@@ -322,12 +395,12 @@ impl Reviewer<'_> {
         }
     }
 
-    fn review(&mut self, protected: &ProtectedPath, upper: &Path) {
+    fn review(&mut self, protected: &ProtectedPath, root: &Path, upper: &Path) {
         let entries = walk_upper(upper);
         // Under an opaque (replaced) directory every entry is new: ancestors first, which the
         // sort gives.
         for (rel, u) in &entries {
-            let target = protected.path.join(rel);
+            let target = root.join(rel);
             if protected.kind == ProtectedKind::Dir {
                 // .vscode, .idea, the agent's config, the hooks directory: their files run code.
                 if !matches!(u, Upper::Dir(_) | Upper::Opaque) {
@@ -344,7 +417,7 @@ impl Reviewer<'_> {
             match review::git_verdict(rel, matches!(u, Upper::Symlink(_)), matches!(u, Upper::Deleted), existed, text.as_deref()) {
                 Verdict::Drop => {}
                 _ if conflict => self.keep_upper(&target, u, "changed on the host during the run too: kept aside instead of overwriting it"),
-                Verdict::Accept => self.apply(&protected.path, &target, u),
+                Verdict::Accept => self.apply(root, &target, u),
                 Verdict::Config => self.config(&target, u),
                 Verdict::Pending(why) => self.keep_upper(&target, u, why),
             }
@@ -355,8 +428,8 @@ impl Reviewer<'_> {
 /// Reviews the private copies of a finished run (see the module docs). `read_only` lists the
 /// indexes of protected paths that were bound read-only instead (nothing to review).
 #[must_use]
-pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, read_only: &[usize], start: SystemTime) -> ProtectedReview {
-    let mut r = Reviewer { ws, start, out: ProtectedReview::default() };
+pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, snapshot: &Snapshot, read_only: &[usize], start: SystemTime) -> ProtectedReview {
+    let mut r = Reviewer { ws, start, out: ProtectedReview::default(), recreated: Vec::new() };
     for (i, p) in protected.iter().enumerate() {
         if read_only.contains(&i) {
             r.out.read_only.push(r.rel(&p.path));
@@ -372,7 +445,28 @@ pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, rea
                     r.keep(&p.path, PendingAction::Write { mode }, &why, Some(&new));
                 }
             }
-            ProtectedKind::Dir | ProtectedKind::GitDir => r.review(p, &upper),
+            ProtectedKind::Dir | ProtectedKind::GitDir => {
+                // The directory cannot be renamed or replaced (a mount point), but a parent can
+                // be moved, maybe with a link left in its place: the changes go where the
+                // directory is now, never through a link.
+                let id = snapshot.1.iter().find(|(q, ..)| *q == p.path).map(|(_, d, i)| (*d, *i));
+                let here = id.is_some_and(|(d, i)| std::fs::symlink_metadata(&p.path).is_ok_and(|m| m.dev() == d && m.ino() == i))
+                    && p.path.parent().is_some_and(real_dir_path);
+                let root = if here {
+                    Some(p.path.clone())
+                } else {
+                    id.and_then(|(d, i)| find_inode(ws, &p.path, d, i)).filter(|at| at.parent().is_some_and(real_dir_path))
+                };
+                match root {
+                    Some(root) => {
+                        if root != p.path {
+                            r.out.notes.push(format!("{} was moved with a parent directory during the run: its changes are reviewed where it is now, {}", r.rel(&p.path), r.rel(&root)));
+                        }
+                        r.review(p, &root, &upper);
+                    }
+                    None => r.out.notes.push(format!("{}: a parent directory was moved or replaced during the run and the directory is not in the workspace any more: the command's changes to it were not applied", r.rel(&p.path))),
+                }
+            }
         }
     }
     r.out
@@ -485,18 +579,33 @@ struct Snap {
     entries: Vec<(PathBuf, State)>,
     /// The file itself (`ProtectedKind::File`).
     file: Option<State>,
+    /// A directory present at launch: its device and inode (what the command sees as the path
+    /// can be renamed, or replaced by a link, a file or another directory).
+    id: Option<(u64, u64)>,
+    /// Mode and times of its directories (relative path, mode, atime, mtime), to put back on one
+    /// the review has to re-create.
+    dirs: Vec<(PathBuf, u32, libc::timespec, libc::timespec)>,
 }
 
-/// Snapshots of the protected paths reviewed in place, taken before the run.
-pub struct Snapshot(Vec<Snap>);
+/// A directory's mode and access and modification times.
+fn dir_meta(rel: PathBuf, m: &std::fs::Metadata) -> (PathBuf, u32, libc::timespec, libc::timespec) {
+    (rel, m.mode() & 0o7777, libc::timespec { tv_sec: m.atime(), tv_nsec: m.atime_nsec() }, libc::timespec { tv_sec: m.mtime(), tv_nsec: m.mtime_nsec() })
+}
+
+/// Snapshots of the protected paths reviewed in place, taken before the run, and the device and
+/// inode of each private directory (to find it after the run if the command moved a parent).
+pub struct Snapshot(Vec<Snap>, Vec<(PathBuf, u64, u64)>);
 
 impl Snapshot {
     /// Takes the snapshot of every protected path of `plan` that is not private for the run.
     #[must_use]
     pub fn take(plan: &crate::plan::Plan) -> Snapshot {
         let mut v = Vec::new();
+        let ids = plan.protected.iter().filter(|p| p.private && p.kind != ProtectedKind::File).filter_map(|p| std::fs::symlink_metadata(&p.path).ok().map(|m| (p.path.clone(), m.dev(), m.ino()))).collect();
         for p in plan.protected.iter().filter(|p| !p.private) {
             let mut budget = SNAPSHOT_BYTES;
+            let mut dirs = Vec::new();
+            let mut id = None;
             let (entries, file) = if p.absent {
                 (Vec::new(), None)
             } else if p.kind == ProtectedKind::File {
@@ -504,9 +613,16 @@ impl Snapshot {
                 (Vec::new(), f)
             } else {
                 let git = p.kind == ProtectedKind::GitDir;
+                if let Ok(m) = std::fs::symlink_metadata(&p.path) {
+                    id = Some((m.dev(), m.ino()));
+                    dirs.push(dir_meta(PathBuf::new(), &m));
+                }
                 let e = walk_review(&p.path, git)
                     .into_iter()
                     .map(|(r, m)| {
+                        if m.is_dir() {
+                            dirs.push(dir_meta(r.clone(), &m));
+                        }
                         let keep = worth_keeping(p.kind, &r);
                         let st = state_of(&p.path.join(&r), &m, keep, &mut budget);
                         (r, st)
@@ -514,35 +630,35 @@ impl Snapshot {
                     .collect();
                 (e, None)
             };
-            v.push(Snap { p: p.clone(), entries, file });
+            v.push(Snap { p: p.clone(), entries, file, id, dirs });
         }
-        Snapshot(v)
+        Snapshot(v, ids)
     }
 
     /// Nothing to review.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.is_empty() && self.1.is_empty()
     }
 }
 
 impl Reviewer<'_> {
-    /// Puts `old` back at `target` (or removes what is there when it did not exist).
+    /// Puts `old` back at `target` (or removes what is there when it did not exist). Nothing is
+    /// written through a symbolic link ([`safe_parent`]): the command may have left one on the
+    /// way to lead the (unconfined) runner elsewhere.
     fn restore(&mut self, target: &Path, old: Option<&State>) {
-        let r = match old {
-            None => match std::fs::symlink_metadata(target) {
-                Ok(m) if m.is_dir() => std::fs::remove_dir_all(target),
-                Ok(_) => std::fs::remove_file(target),
-                Err(_) => Ok(()),
-            },
+        let r = safe_parent(target).and_then(|()| match old {
+            None => remove_any(target),
             Some(State::File(mode, Some(content))) => pending::write_atomic(target, content, *mode).map_err(|e| std::io::Error::other(e.to_string())),
             Some(State::File(_, None)) => Err(std::io::Error::other("its content before the run was too large to keep")),
-            Some(State::Link(to)) => {
-                let _ = std::fs::remove_file(target);
-                std::os::unix::fs::symlink(to, target)
-            }
-            Some(State::Dir) => std::fs::create_dir_all(target),
-        };
+            Some(State::Link(to)) => remove_any(target).and_then(|()| std::os::unix::fs::symlink(to, target)),
+            Some(State::Dir) => match std::fs::symlink_metadata(target) {
+                Ok(m) if m.is_dir() => Ok(()),
+                // A link, a file or nothing where a directory was: the directory comes back
+                // (its mode and times are put back at the end of the review).
+                _ => remove_any(target).and_then(|()| std::fs::create_dir(target)).inspect(|()| self.recreated.push(target.to_path_buf())),
+            },
+        });
         if let Err(e) = r {
             self.out.notes.push(format!("{}: could not be restored ({e}): the command's version is live", self.rel(target)));
         }
@@ -550,6 +666,10 @@ impl Reviewer<'_> {
 
     /// Keeps `new` (the command's version, or its removal) as pending and restores `old`.
     fn take_back(&mut self, target: &Path, old: Option<&State>, new: Option<&State>, why: &str) {
+        if let Err(e) = safe_parent(target) {
+            self.out.notes.push(format!("{}: not reviewed ({e})", self.rel(target)));
+            return;
+        }
         match new {
             Some(State::File(mode, _)) => match read_regular(target) {
                 Ok(d) => self.keep(target, PendingAction::Write { mode: *mode }, why, Some(&d)),
@@ -562,26 +682,131 @@ impl Reviewer<'_> {
         self.restore(target, old);
     }
 
+    /// Takes whatever stands at `target` (a link, a file, a directory) out of the workspace into
+    /// a pending change.
+    fn quarantine(&mut self, target: &Path, m: &std::fs::Metadata, why: &str) {
+        if m.file_type().is_symlink() || m.is_file() {
+            let new = state_of(target, m, true, &mut usize::MAX.clone());
+            return self.take_back(target, None, Some(&new), why);
+        }
+        if m.is_dir() {
+            match pending::keep_tree(self.ws, target, why) {
+                Ok(c) => self.out.pending.push(c),
+                Err(e) => self.out.notes.push(format!("{}: could not be kept aside ({e}): the command's version is live", self.rel(target))),
+            }
+            return;
+        }
+        if let Err(e) = remove_any(target) {
+            self.out.notes.push(format!("{}: {e}: the command's version is live", self.rel(target)));
+        } else {
+            self.out.notes.push(format!("{}: removed (neither a file, a link nor a directory; it stood where a protected path was)", self.rel(target)));
+        }
+    }
+
+    /// Where to review the protected directory of `snap` (`None`: nowhere). It is still the one
+    /// of the launch at its path (or, absent at launch, a real directory or nothing) in the
+    /// ordinary case. Otherwise, found by its inode in the workspace:
+    ///
+    /// * renamed or replaced in place (its parent is still there): what stands at the path now
+    ///   (a link, a file, another directory) is kept aside as a pending change and the original
+    ///   is moved back;
+    /// * moved with an ancestor (`mv sub sub2`, maybe with a link left as `sub`): reviewed where
+    ///   it is now, and nothing is written at the old path.
+    fn locate(&mut self, snap: &Snap) -> Option<PathBuf> {
+        let p = &snap.p;
+        let cur = std::fs::symlink_metadata(&p.path).ok();
+        let same = match (&cur, snap.id) {
+            (Some(m), Some((dev, ino))) => m.is_dir() && m.dev() == dev && m.ino() == ino,
+            (Some(m), None) => m.is_dir(),
+            (None, id) => id.is_none(),
+        };
+        if same && real_dir_path(p.path.parent()?) {
+            return cur.map(|_| p.path.clone());
+        }
+        let what = self.rel(&p.path);
+        let found = snap.id.and_then(|(dev, ino)| find_inode(self.ws, &p.path, dev, ino));
+        if !real_dir_path(p.path.parent()?) {
+            return match found {
+                Some(at) => {
+                    self.out.notes.push(format!("{what} was moved with a parent directory during the run: reviewed where it is now, {}", self.rel(&at)));
+                    Some(at)
+                }
+                None => {
+                    self.out.notes.push(format!("{what}: a parent directory was moved or replaced during the run, and the directory is not in the workspace any more: not reviewed"));
+                    None
+                }
+            };
+        }
+        if let Some(m) = cur {
+            let why = if snap.id.is_some() {
+                format!("it stood where the protected {what} was (the command replaced or renamed {what} during the run)")
+            } else {
+                format!("made where the protected {what} (absent at launch) would be: only a real directory is reviewed there")
+            };
+            self.quarantine(&p.path, &m, &why);
+        }
+        snap.id?;
+        match found {
+            Some(from) => match std::fs::rename(&from, &p.path) {
+                Ok(()) => {
+                    self.out.notes.push(format!("{what} was renamed to {} during the run: moved back", self.rel(&from)));
+                    Some(p.path.clone())
+                }
+                Err(e) => {
+                    self.out.notes.push(format!("{what} was renamed to {} during the run and could not be moved back ({e})", self.rel(&from)));
+                    None
+                }
+            },
+            None => {
+                self.out.notes.push(format!("{what} was removed or moved out of the workspace during the run: not put back"));
+                None
+            }
+        }
+    }
+
+    /// Puts the mode and times of the snapshot back on the directories the review re-created
+    /// (deepest first, after everything inside them was restored).
+    fn put_back_dir_meta(&mut self, snap: &Snap, root: &Path) {
+        let mut recreated = std::mem::take(&mut self.recreated);
+        recreated.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        for target in recreated {
+            let Some((_, mode, atime, mtime)) = snap.dirs.iter().find(|(r, ..)| root.join(r) == target) else { continue };
+            let _ = std::fs::set_permissions(&target, std::fs::Permissions::from_mode(*mode));
+            if let Ok(c) = std::ffi::CString::new(target.as_os_str().as_encoded_bytes()) {
+                // SAFETY: a valid C string and two timespecs; AT_SYMLINK_NOFOLLOW (it was just made a directory).
+                unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [*atime, *mtime].as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+            }
+        }
+    }
+
     fn in_place(&mut self, snap: &Snap) {
         let p = &snap.p;
         if p.kind == ProtectedKind::File {
+            if let Some(m) = std::fs::symlink_metadata(&p.path).ok().filter(std::fs::Metadata::is_dir) {
+                // A directory where the file was (or was to be): kept aside whole.
+                let what = self.rel(&p.path);
+                self.quarantine(&p.path, &m, &format!("a directory made where the protected file {what} was (or could be)"));
+            }
             let new = std::fs::symlink_metadata(&p.path).ok().map(|m| state_of(&p.path, &m, true, &mut usize::MAX.clone()));
             if new != snap.file {
                 self.take_back(&p.path, snap.file.as_ref(), new.as_ref(), &file_why(p));
             }
             return;
         }
+        let Some(root) = self.locate(snap) else { return };
+        self.in_place_dir(snap, &root);
+        self.put_back_dir_meta(snap, &root);
+    }
+
+    fn in_place_dir(&mut self, snap: &Snap, root: &Path) {
+        let p = &snap.p;
         let git = p.kind == ProtectedKind::GitDir;
         let mut budget = usize::MAX;
-        let now: Vec<(PathBuf, State)> = if std::fs::symlink_metadata(&p.path).is_ok_and(|m| m.is_dir()) {
-            walk_review(&p.path, git).into_iter().map(|(r, m)| {
-                let keep = worth_keeping(p.kind, &r) && !m.is_dir();
-                let st = state_of(&p.path.join(&r), &m, keep, &mut budget);
-                (r, st)
-            }).collect()
-        } else {
-            Vec::new()
-        };
+        let now: Vec<(PathBuf, State)> = walk_review(root, git).into_iter().map(|(r, m)| {
+            let keep = worth_keeping(p.kind, &r) && !m.is_dir();
+            let st = state_of(&root.join(&r), &m, keep, &mut budget);
+            (r, st)
+        }).collect();
         let find = |v: &[(PathBuf, State)], r: &Path| v.iter().find(|(x, _)| x == r).map(|(_, s)| s.clone());
         let mut rels: Vec<PathBuf> = snap.entries.iter().map(|(r, _)| r.clone()).chain(now.iter().map(|(r, _)| r.clone())).collect();
         rels.sort();
@@ -594,20 +819,20 @@ impl Reviewer<'_> {
             let (old, new) = (find(&snap.entries, &rel), find(&now, &rel));
             let same = match (&old, &new) {
                 (Some(State::File(_, Some(a))), Some(State::File(_, Some(b)))) => a == b,
-                (Some(State::File(m1, None)), Some(State::File(m2, _))) => m1 == m2 && !changed_since(&p.path.join(&rel), self.start),
+                (Some(State::File(m1, None)), Some(State::File(m2, _))) => m1 == m2 && !changed_since(&root.join(&rel), self.start),
                 (a, b) => a == b,
             };
             if same {
                 continue;
             }
-            let target = p.path.join(&rel);
+            let target = root.join(&rel);
             if !git {
                 // A new directory of .vscode and the like goes whole (its files with it).
                 if matches!(new, Some(State::Dir)) && old.is_none() {
                     for (r, st) in now.iter().filter(|(r, _)| r.starts_with(&rel) && *r != rel) {
                         if let State::File(mode, _) = st {
-                            if let Ok(d) = read_regular(&p.path.join(r)) {
-                                self.keep(&p.path.join(r), PendingAction::Write { mode: *mode }, &format!("a file in {} (its files can run code later, outside the sandbox)", self.rel(&p.path)), Some(&d));
+                            if let Ok(d) = read_regular(&root.join(r)) {
+                                self.keep(&root.join(r), PendingAction::Write { mode: *mode }, &format!("a file in {} (its files can run code later, outside the sandbox)", self.rel(&p.path)), Some(&d));
                             }
                         }
                     }
@@ -616,6 +841,11 @@ impl Reviewer<'_> {
                     continue;
                 }
                 self.take_back(&target, old.as_ref(), new.as_ref(), &format!("a file in {} (its files can run code later, outside the sandbox)", self.rel(&p.path)));
+                continue;
+            }
+            // A new directory in git's: its files are reviewed one by one (a new `hooks` of a
+            // `git init` keeps its samples; a hook in it is pending on its own).
+            if matches!(new, Some(State::Dir)) && old.is_none() {
                 continue;
             }
             let text = match &new {
@@ -642,7 +872,8 @@ impl Reviewer<'_> {
                                 let safe = if exec.len() == changes.len() { Ok(old_text.clone()) } else { review::safe_config(text.as_deref().unwrap_or(""), &changes) };
                                 match safe {
                                     Ok(safe) => {
-                                        if let Err(e) = pending::write_atomic(&target, safe.as_bytes(), mode) {
+                                        let written = safe_parent(&target).map_err(|e| e.to_string()).and_then(|()| pending::write_atomic(&target, safe.as_bytes(), mode).map_err(|e| e.to_string()));
+                                        if let Err(e) = written {
                                             self.out.notes.push(format!("{}: executable keys could not be taken back ({e}): live", self.rel(&target)));
                                         }
                                         let why = exec.iter().map(|c| format!("{}: {}", c.name(), c.executable.clone().unwrap_or_default())).collect::<Vec<_>>().join("; ");
@@ -667,13 +898,69 @@ impl Reviewer<'_> {
 /// Reviews the protected paths of `snapshot` in place after the run (see above), adding to
 /// `out`.
 pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &mut ProtectedReview) {
-    let mut r = Reviewer { ws, start, out: std::mem::take(out) };
+    let mut r = Reviewer { ws, start, out: std::mem::take(out), recreated: Vec::new() };
     for s in &snapshot.0 {
         r.in_place(s);
         // An absent directory the command created, now emptied by the review, goes too (git's
         // directory is not taken back whole: `git init` in the workspace is ordinary work).
         if s.p.absent && s.p.kind == ProtectedKind::Dir {
             let _ = std::fs::remove_dir(&s.p.path);
+        }
+    }
+    *out = r.out;
+}
+
+/// After the run: the protected names the command created in the workspace's subdirectories (a
+/// `git init child` and its hook, `sub/.vscode/tasks.json`, a `sub/.git` link), found by the same
+/// bounded walk as at launch ([`crate::plan::protected::walk_nested`]), are reviewed as paths
+/// absent at launch: what could run code is taken back out and kept as a pending change. A
+/// directory that was protected at launch and moved (found by its inode) is not new. When the
+/// launch walk ran out of its budget nothing is taken back (a name it did not reach may be the
+/// user's); either walk running out is noted.
+pub fn review_new_nested(plan: &crate::plan::Plan, snapshot: &Snapshot, start: SystemTime, out: &mut ProtectedReview) {
+    use crate::plan::protected::{nested_kind, walk_nested, NESTED_ENTRIES, NESTED_STOPPED};
+    let ws = &plan.workspace;
+    if plan.unprotectable.iter().any(|u| u.why.starts_with(NESTED_STOPPED)) {
+        out.notes.push(format!("the launch walk for nested protected names stopped after {NESTED_ENTRIES} entries: names created in subdirectories during the run were not reviewed"));
+        return;
+    }
+    let mut names: Vec<String> = plan
+        .protected
+        .iter()
+        .map(|p| p.path.as_path())
+        .chain(plan.unprotectable.iter().map(|u| u.path.as_path()))
+        .filter(|p| p.parent() == Some(ws.as_path()))
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    names.dedup();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    if names.is_empty() {
+        return;
+    }
+    let (found, stopped) = walk_nested(ws, &names, NESTED_ENTRIES);
+    if let Some(d) = stopped {
+        out.notes.push(format!(
+            "the walk for protected names created during the run stopped after {NESTED_ENTRIES} entries (in {}): deeper ones were not reviewed",
+            d.strip_prefix(ws).unwrap_or(&d).display()
+        ));
+    }
+    let known: Vec<(u64, u64)> = snapshot.0.iter().filter_map(|s| s.id).chain(snapshot.1.iter().map(|(_, d, i)| (*d, *i))).collect();
+    let mut r = Reviewer { ws, start, out: std::mem::take(out), recreated: Vec::new() };
+    for (path, ft) in found {
+        if plan.protected.iter().any(|p| p.path == path) || plan.unprotectable.iter().any(|u| u.path == path) {
+            continue;
+        }
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| known.contains(&(m.dev(), m.ino()))) {
+            continue;
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let kind = nested_kind(&name, ft);
+        let reason = format!("created during the run: {}", crate::defaults::protected_table().iter().find(|e| e.name == name).map_or("configured", |e| e.why.as_str()));
+        let snap = Snap { p: ProtectedPath { path, kind, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new() };
+        r.in_place(&snap);
+        if kind == ProtectedKind::Dir {
+            let _ = std::fs::remove_dir(&snap.p.path);
         }
     }
     *out = r.out;

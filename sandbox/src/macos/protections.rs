@@ -65,7 +65,11 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     } else {
         prot(P::HomePrivate, Off, "none", "level minimal: reads are not confined")
     });
-    v.push(workspace_persistence(plan));
+    let wp = workspace_persistence(plan);
+    // Seatbelt denies the writes in place: what holds after the run holds during it.
+    let live = prot(ProtectionId::WorkspacePersistenceLive, wp.state, "seatbelt", "the protected paths are denied in place: the host never sees a change");
+    v.push(wp);
+    v.push(live);
     v.push(prot(P::TmpPrivate, Degraded, "none", "/private/tmp is shared with the host (read-write in workspace-write mode); macOS has no private /tmp"));
     v.push(prot(P::Network, Enforced, sb, "every network operation is denied: TCP, UDP, DNS and unix sockets"));
     v.push(prot(P::UnixSocketsOutside, Enforced, sb, "connecting to or binding a unix socket is a network operation, denied"));

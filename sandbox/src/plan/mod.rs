@@ -63,6 +63,8 @@ pub enum ProtectionId {
     HomePrivate,
     /// `workspace-persistence`.
     WorkspacePersistence,
+    /// `workspace-persistence-live`.
+    WorkspacePersistenceLive,
     /// `tmp-private`.
     TmpPrivate,
     /// `network`.
@@ -119,7 +121,7 @@ pub enum ProtectionId {
 
 impl ProtectionId {
     /// Every id, in table order.
-    pub const ALL: &'static [ProtectionId] = &[ProtectionId::FsWriteOutside, ProtectionId::FsReadCredentials, ProtectionId::FsReadSystemSecrets, ProtectionId::ConfigCredentials, ProtectionId::FsTruncateOutside, ProtectionId::FsLinkRenameOut, ProtectionId::FsDeviceIoctl, ProtectionId::FsReadOutside, ProtectionId::FsMetadataOutside, ProtectionId::FsStatSecrets, ProtectionId::HomePrivate, ProtectionId::WorkspacePersistence, ProtectionId::TmpPrivate, ProtectionId::Network, ProtectionId::UnixSocketsOutside, ProtectionId::AbstractSocketsOutside, ProtectionId::SignalsOutside, ProtectionId::Ptrace, ProtectionId::SyscallAbi, ProtectionId::IoUring, ProtectionId::TtyInjection, ProtectionId::OtherTerminals, ProtectionId::Keyring, ProtectionId::SysvIpc, ProtectionId::NamespacesMount, ProtectionId::KernelSurface, ProtectionId::KernelInfo, ProtectionId::PidIsolation, ProtectionId::InheritedFds, ProtectionId::EnvSecrets, ProtectionId::Capabilities, ProtectionId::ProcessCount, ProtectionId::Memory, ProtectionId::FileSize, ProtectionId::OpenFiles, ProtectionId::CoreDumps, ProtectionId::TimeoutKillTree, ProtectionId::OutputCap];
+    pub const ALL: &'static [ProtectionId] = &[ProtectionId::FsWriteOutside, ProtectionId::FsReadCredentials, ProtectionId::FsReadSystemSecrets, ProtectionId::ConfigCredentials, ProtectionId::FsTruncateOutside, ProtectionId::FsLinkRenameOut, ProtectionId::FsDeviceIoctl, ProtectionId::FsReadOutside, ProtectionId::FsMetadataOutside, ProtectionId::FsStatSecrets, ProtectionId::HomePrivate, ProtectionId::WorkspacePersistence, ProtectionId::WorkspacePersistenceLive, ProtectionId::TmpPrivate, ProtectionId::Network, ProtectionId::UnixSocketsOutside, ProtectionId::AbstractSocketsOutside, ProtectionId::SignalsOutside, ProtectionId::Ptrace, ProtectionId::SyscallAbi, ProtectionId::IoUring, ProtectionId::TtyInjection, ProtectionId::OtherTerminals, ProtectionId::Keyring, ProtectionId::SysvIpc, ProtectionId::NamespacesMount, ProtectionId::KernelSurface, ProtectionId::KernelInfo, ProtectionId::PidIsolation, ProtectionId::InheritedFds, ProtectionId::EnvSecrets, ProtectionId::Capabilities, ProtectionId::ProcessCount, ProtectionId::Memory, ProtectionId::FileSize, ProtectionId::OpenFiles, ProtectionId::CoreDumps, ProtectionId::TimeoutKillTree, ProtectionId::OutputCap];
 
     /// The stable name.
     #[must_use]
@@ -137,6 +139,7 @@ impl ProtectionId {
             ProtectionId::FsStatSecrets => "fs-stat-secrets",
             ProtectionId::HomePrivate => "home-private",
             ProtectionId::WorkspacePersistence => "workspace-persistence",
+            ProtectionId::WorkspacePersistenceLive => "workspace-persistence-live",
             ProtectionId::TmpPrivate => "tmp-private",
             ProtectionId::Network => "network",
             ProtectionId::UnixSocketsOutside => "unix-sockets-outside",
@@ -980,7 +983,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         None => prot(ProtectionId::HomePrivate, Degraded, if ll { "landlock (partial)" } else { "none" },
             "Landlock refuses to list or read $HOME but does not control inotify or stat(): a watch on $HOME sees the names of the files the user creates and opens; Full level gives a private $HOME"),
     });
-    v.push(workspace_persistence(plan, caps));
+    v.extend(workspace_persistence(plan, caps));
     v.push(match ns {
         Some(n) if n.tmpfs.iter().any(|t| t == Path::new("/tmp")) => prot(ProtectionId::TmpPrivate, Enforced, "mount namespace (tmpfs)",
             format!("/tmp and /dev/shm are private tmpfs mounts{}, discarded after the run{}",
@@ -1097,25 +1100,35 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v
 }
 
-/// The `workspace-persistence` row: private copies at Full, a review after the run otherwise.
-fn workspace_persistence(plan: &Plan, caps: &Capabilities) -> Protection {
+/// The `workspace-persistence` rows. `workspace-persistence`: after the run, nothing the command
+/// planted in a protected path (present or absent at launch, at the top of a writable root or
+/// nested, or made during the run) is left on the host — private copies at Full, the review
+/// after the run everywhere. `workspace-persistence-live`: during the run too, for the paths
+/// present at launch — only private copies (or read-only binds) give that; a path reviewed in
+/// place is the host's until the run ends.
+fn workspace_persistence(plan: &Plan, caps: &Capabilities) -> [Protection; 2] {
     use ProtectionState::{Degraded, Enforced};
     if plan.mode != SandboxMode::WorkspaceWrite {
-        return prot(ProtectionId::WorkspacePersistence, Enforced, if plan.namespaces().is_some() { "read-only mounts" } else { "landlock" }, "the workspace is read-only");
+        let mech = if plan.namespaces().is_some() { "read-only mounts" } else { "landlock" };
+        return [
+            prot(ProtectionId::WorkspacePersistence, Enforced, mech, "the workspace is read-only"),
+            prot(ProtectionId::WorkspacePersistenceLive, Enforced, mech, "the workspace is read-only"),
+        ];
     }
     let rel = |p: &Path| p.strip_prefix(&plan.workspace).unwrap_or(p).display().to_string();
     let private: Vec<String> = plan.protected.iter().filter(|p| p.private).map(|p| rel(&p.path)).collect();
     let in_place: Vec<String> = plan.protected.iter().filter(|p| !p.private).map(|p| {
         if p.absent { format!("{} (absent)", rel(&p.path)) } else { rel(&p.path) }
     }).collect();
+    let present_in_place: Vec<String> = plan.protected.iter().filter(|p| !p.private && !p.absent).map(|p| rel(&p.path)).collect();
     let bad = plan.unprotectable.iter().map(|u| format!("{} ({})", rel(&u.path), u.why)).collect::<Vec<_>>().join("; ");
-    let review = "after the run harmless changes are applied and code-running ones (hooks, executable git keys, redirection files, editor tasks and settings) are kept as pending changes (`localgpt sandbox pending`)";
+    let review = "after the run harmless changes are applied and code-running ones (hooks, executable git keys, redirection files, editor tasks and settings) are kept as pending changes (`localgpt sandbox pending`); a protected directory renamed or replaced by a link, a file or another directory is put back (what replaced it is kept as a pending change), one moved with a parent is reviewed where it went, nothing is written through a link, and the names created in subdirectories during the run (a new repository's hooks) are reviewed too";
     let mut detail = Vec::new();
     if !private.is_empty() {
         detail.push(format!("private copies for the run (overlay; cannot be renamed or removed): {}", private.join(", ")));
     }
     if !in_place.is_empty() {
-        detail.push(format!("reviewed in place after the run (live for host processes until it ends): {}", in_place.join(", ")));
+        detail.push(format!("reviewed in place after the run: {}", in_place.join(", ")));
     }
     detail.push(review.to_string());
     if !bad.is_empty() {
@@ -1128,13 +1141,22 @@ fn workspace_persistence(plan: &Plan, caps: &Capabilities) -> Protection {
             private.join(", ")
         ));
     }
-    let detail = detail.join("; ");
-    let present_in_place = plan.protected.iter().any(|p| !p.private && !p.absent);
-    if !bad.is_empty() || present_in_place || no_overlay {
-        let mech = if plan.namespaces().is_some() { "private copies + review after the run" } else { "review after the run" };
-        return prot(ProtectionId::WorkspacePersistence, Degraded, mech, detail);
-    }
-    prot(ProtectionId::WorkspacePersistence, Enforced, "private copies (overlay) + review after the run", detail)
+    let mech = if private.is_empty() { "review after the run" } else { "private copies (overlay) + review after the run" };
+    let after = prot(ProtectionId::WorkspacePersistence, if bad.is_empty() { Enforced } else { Degraded }, mech, detail.join("; "));
+    let absent_note = "names absent at launch are created on the host and reviewed after the run, at every level";
+    let live = if present_in_place.is_empty() {
+        prot(ProtectionId::WorkspacePersistenceLive, Enforced, if private.is_empty() { "nothing present to protect" } else { "private copies (overlay)" },
+            format!("every protected path present at launch is private for the run (the host sees none of the command's changes until the review); {absent_note}"))
+    } else {
+        let why = if plan.namespaces().is_some() {
+            "files are reviewed in place (a bound copy breaks `sed -i` and `git submodule add`)"
+        } else {
+            "no mount namespace at this level, so no private copies: Landlock cannot keep a path inside the writable workspace unwritable without making the workspace's own top level unwritable"
+        };
+        prot(ProtectionId::WorkspacePersistenceLive, Degraded, "review after the run",
+            format!("present at launch and the host's until the run ends (a host process that reads them meanwhile, an editor or a git command in another terminal, sees the command's changes): {} ({why}); {absent_note}", present_in_place.join(", ")))
+    };
+    [after, live]
 }
 
 /// `release` (`uname -r`) is at least `major.minor`.
@@ -1463,20 +1485,24 @@ mod tests {
         for id in ["fs-metadata-outside", "fs-stat-secrets", "tmp-private", "pid-isolation", "process-count"] {
             assert_eq!(state(id), ProtectionState::Enforced, "{id}");
         }
-        // Every present protected path is private: enforced. A kernel without overlay mounts in
-        // a user namespace (< 5.11) reviews them in place instead: degraded.
+        // Every present protected path is private: enforced, during the run too. A kernel
+        // without overlay mounts in a user namespace (< 5.11) reviews them in place instead:
+        // what is left after the run is still enforced, the host's view during it degraded.
         assert_eq!(state("workspace-persistence"), ProtectionState::Enforced);
+        assert_eq!(state("workspace-persistence-live"), ProtectionState::Enforced);
         let mut old_kernel = c.clone();
         old_kernel.kernel = "5.10.0-46-cloud-amd64".into();
         let p510 = make_plan(&pol, &old_kernel, &RunContext::default()).unwrap();
-        assert_eq!(p510.protections.iter().find(|x| x.id == "workspace-persistence").unwrap().state, ProtectionState::Degraded);
+        let st510 = |id: &str| p510.protections.iter().find(|x| x.id == id).unwrap().state;
+        assert_eq!((st510("workspace-persistence"), st510("workspace-persistence-live")), (ProtectionState::Enforced, ProtectionState::Degraded));
         assert!(p510.namespaces().unwrap().protected.is_empty() && p510.protected.iter().all(|x| !x.private));
         // Without overlayfs loaded the mount will fail and the path be read-only: said beforehand.
         let mut no_overlay = c.clone();
         no_overlay.overlay_fs = false;
         let pno = make_plan(&pol, &no_overlay, &RunContext::default()).unwrap();
         let wp = pno.protections.iter().find(|x| x.id == "workspace-persistence").unwrap();
-        assert_eq!(wp.state, ProtectionState::Degraded);
+        // Read-only is stricter than a private copy (only git commits inside fail): enforced.
+        assert_eq!(wp.state, ProtectionState::Enforced);
         assert!(wp.detail.contains("overlayfs is not loaded") && wp.detail.contains(".git"), "{}", wp.detail);
         assert!(p.env.vars.contains(&("TMPDIR".into(), "/tmp".into())));
         assert!(p.helper_plan(1, Vec::new()).namespaces.is_some());

@@ -137,18 +137,19 @@ pub const NESTED_ENTRIES: usize = 50_000;
 /// `.vscode` are not the user's).
 pub const NESTED_SKIP: &[&str] = &["node_modules", "target", "vendor", ".venv", "venv", "__pycache__", "dist", "build", ".cache", ".tox", ".mypy_cache", ".gradle", ".next"];
 
-/// The table's names present in the workspace's subdirectories (depth 1 to [`NESTED_DEPTH`]),
-/// each protected as what it is. A walk that runs out of its budget is reported (the rest of
-/// the workspace is not looked at).
-fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
-    let ws = &policy.workspace_path;
-    let names: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
+/// What [`NESTED_STOPPED`] starts with: the nested walk ran out of its budget.
+pub const NESTED_STOPPED: &str = "the nested walk stopped after";
+
+/// The entries named as one of `names` in `ws`'s subdirectories (depth 1 to [`NESTED_DEPTH`];
+/// not inside such an entry, nor in [`NESTED_SKIP`] directories), with their types, and the
+/// directory where the walk ran out of its `budget` of entries, if it did.
+#[must_use]
+pub fn walk_nested(ws: &Path, names: &[&str], budget: usize) -> (Vec<(PathBuf, std::fs::FileType)>, Option<PathBuf>) {
     let mut out = Vec::new();
-    let mut bad = Vec::new();
-    let mut budget = NESTED_ENTRIES;
-    // Top-level names are the roots' own entries (handled above): start below them.
+    let mut budget = budget;
+    // Top-level names are the roots' own entries: start below them.
     let mut queue: Vec<(PathBuf, usize)> = Vec::new();
-    let Ok(top) = std::fs::read_dir(ws) else { return (out, bad) };
+    let Ok(top) = std::fs::read_dir(ws) else { return (out, None) };
     for e in top.flatten() {
         let name = e.file_name();
         let n = name.to_string_lossy();
@@ -160,24 +161,14 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
         let Ok(rd) = std::fs::read_dir(&dir) else { continue };
         for e in rd.flatten() {
             if budget == 0 {
-                bad.push(Unprotectable { path: dir.clone(), why: format!("the nested walk stopped after {NESTED_ENTRIES} entries: protected names deeper in the workspace were not looked for") });
-                return (out, bad);
+                return (out, Some(dir));
             }
             budget -= 1;
             let name = e.file_name();
             let n = name.to_string_lossy();
             let Ok(ft) = e.file_type() else { continue };
             if names.contains(&n.as_ref()) {
-                let path = e.path();
-                let reason = format!("nested copy: {}", table_why(Path::new(n.as_ref())));
-                if ft.is_symlink() {
-                    bad.push(Unprotectable { path, why: SYMLINK_WHY.into() });
-                } else if ft.is_dir() {
-                    let kind = if n == ".git" { ProtectedKind::GitDir } else { ProtectedKind::Dir };
-                    out.push(ProtectedPath { path, kind, absent: false, private: false, reason });
-                } else if ft.is_file() {
-                    out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, private: false, reason });
-                }
+                out.push((e.path(), ft));
                 continue;
             }
             if ft.is_dir() && depth < NESTED_DEPTH && !NESTED_SKIP.contains(&n.as_ref()) {
@@ -185,7 +176,44 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
             }
         }
     }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    (out, None)
+}
+
+/// The protected kind of a nested entry named `name` that is a directory (`.git`: git's).
+#[must_use]
+pub fn nested_kind(name: &str, ft: std::fs::FileType) -> ProtectedKind {
+    if ft.is_dir() {
+        if name == ".git" { ProtectedKind::GitDir } else { ProtectedKind::Dir }
+    } else if name == ".git" {
+        ProtectedKind::GitDir
+    } else {
+        crate::defaults::protected_table().iter().find(|e| e.name == name).map_or(ProtectedKind::Dir, |e| e.kind)
+    }
+}
+
+/// The table's names present in the workspace's subdirectories (depth 1 to [`NESTED_DEPTH`]),
+/// each protected as what it is. A walk that runs out of its budget is reported (the rest of
+/// the workspace is not looked at).
+fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
+    let names: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
+    let (found, stopped) = walk_nested(&policy.workspace_path, &names, NESTED_ENTRIES);
+    let mut out = Vec::new();
+    let mut bad = Vec::new();
+    for (path, ft) in found {
+        let n = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let reason = format!("nested copy: {}", table_why(Path::new(&n)));
+        if ft.is_symlink() {
+            bad.push(Unprotectable { path, why: SYMLINK_WHY.into() });
+        } else if ft.is_dir() {
+            out.push(ProtectedPath { path, kind: nested_kind(&n, ft), absent: false, private: false, reason });
+        } else if ft.is_file() {
+            out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, private: false, reason });
+        }
+    }
+    if let Some(dir) = stopped {
+        bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {NESTED_ENTRIES} entries: protected names deeper in the workspace were not looked for") });
+    }
     (out, bad)
 }
 

@@ -30,8 +30,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::detect::Capabilities;
 use crate::error::SandboxError;
-#[cfg(target_os = "linux")]
-use crate::plan::ProtectionState;
 use crate::plan::{Plan, Protection, RunContext};
 use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};
 use cgroup::RunCgroup;
@@ -387,13 +385,15 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
             })
             .collect();
         let mut review = match &staging {
-            Some(st) => crate::linux::protect::review_run(&plan.workspace, &protected, st, &read_only, started),
+            Some(st) => crate::linux::protect::review_run(&plan.workspace, &protected, st, &snapshot, &read_only, started),
             None => crate::linux::protect::ProtectedReview::default(),
         };
         crate::linux::protect::review_in_place(&plan.workspace, &snapshot, started, &mut review);
+        crate::linux::protect::review_new_nested(plan, &snapshot, started, &mut review);
         if !read_only.is_empty() {
+            // Read-only instead of a private copy: stricter (git commits inside fail), so the
+            // row stays as it was and says so.
             for p in r.protections.iter_mut().filter(|p| p.id == crate::plan::ProtectionId::WorkspacePersistence) {
-                p.state = ProtectionState::Degraded;
                 p.detail = format!("{} (this run: {} read-only, no private copy)", p.detail, review.read_only.join(", "));
             }
         }
