@@ -290,4 +290,8 @@ pub struct ProtectedReview {
     /// What could not be reviewed or applied (the change is then pending, or the note says why
     /// nothing was lost).
     pub notes: Vec<String>,
+    /// Where the protected directories were reviewed (their paths after the run): the walk for
+    /// names created during the run does not take them for new ones.
+    #[serde(skip)]
+    pub reviewed: Vec<PathBuf>,
 }

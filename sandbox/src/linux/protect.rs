@@ -459,6 +459,7 @@ pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, sna
                 };
                 match root {
                     Some(root) => {
+                        r.out.reviewed.push(root.clone());
                         if root != p.path {
                             r.out.notes.push(format!("{} was moved with a parent directory during the run: its changes are reviewed where it is now, {}", r.rel(&p.path), r.rel(&root)));
                         }
@@ -724,7 +725,8 @@ impl Reviewer<'_> {
             return cur.map(|_| p.path.clone());
         }
         let what = self.rel(&p.path);
-        let found = snap.id.and_then(|(dev, ino)| find_inode(self.ws, &p.path, dev, ino));
+        let mut found = snap.id.and_then(|(dev, ino)| find_inode(self.ws, &p.path, dev, ino));
+        let went = found.as_ref().map(|f| self.rel(f));
         if !real_dir_path(p.path.parent()?) {
             return match found {
                 Some(at) => {
@@ -736,6 +738,19 @@ impl Reviewer<'_> {
                     None
                 }
             };
+        }
+        // The original moved inside what replaced it (`mv .git x; mkdir .git; mv x .git/in`):
+        // out of it first, beside it.
+        if let Some(from) = found.take() {
+            if from.starts_with(&p.path) {
+                let aside = p.path.with_file_name(format!(".localgpt-putback-{}", std::process::id()));
+                found = std::fs::rename(&from, &aside).ok().map(|()| aside);
+                if found.is_none() {
+                    self.out.notes.push(format!("{what} was moved into what replaced it ({}) and could not be moved out", self.rel(&from)));
+                }
+            } else {
+                found = Some(from);
+            }
         }
         if let Some(m) = cur {
             let why = if snap.id.is_some() {
@@ -749,11 +764,11 @@ impl Reviewer<'_> {
         match found {
             Some(from) => match std::fs::rename(&from, &p.path) {
                 Ok(()) => {
-                    self.out.notes.push(format!("{what} was renamed to {} during the run: moved back", self.rel(&from)));
+                    self.out.notes.push(format!("{what} was renamed to {} during the run: moved back", went.unwrap_or_default()));
                     Some(p.path.clone())
                 }
                 Err(e) => {
-                    self.out.notes.push(format!("{what} was renamed to {} during the run and could not be moved back ({e})", self.rel(&from)));
+                    self.out.notes.push(format!("{what} was renamed to {} during the run and could not be moved back ({e})", went.unwrap_or_default()));
                     None
                 }
             },
@@ -794,6 +809,7 @@ impl Reviewer<'_> {
             return;
         }
         let Some(root) = self.locate(snap) else { return };
+        self.out.reviewed.push(root.clone());
         self.in_place_dir(snap, &root);
         self.put_back_dir_meta(snap, &root);
     }
@@ -914,10 +930,10 @@ pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &
 /// `git init child` and its hook, `sub/.vscode/tasks.json`, a `sub/.git` link), found by the same
 /// bounded walk as at launch ([`crate::plan::protected::walk_nested`]), are reviewed as paths
 /// absent at launch: what could run code is taken back out and kept as a pending change. A
-/// directory that was protected at launch and moved (found by its inode) is not new. When the
+/// directory that was protected at launch and reviewed where it moved to is not new. When the
 /// launch walk ran out of its budget nothing is taken back (a name it did not reach may be the
 /// user's); either walk running out is noted.
-pub fn review_new_nested(plan: &crate::plan::Plan, snapshot: &Snapshot, start: SystemTime, out: &mut ProtectedReview) {
+pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut ProtectedReview) {
     use crate::plan::protected::{nested_kind, walk_nested, NESTED_ENTRIES, NESTED_STOPPED};
     let ws = &plan.workspace;
     if plan.unprotectable.iter().any(|u| u.why.starts_with(NESTED_STOPPED)) {
@@ -945,13 +961,10 @@ pub fn review_new_nested(plan: &crate::plan::Plan, snapshot: &Snapshot, start: S
             d.strip_prefix(ws).unwrap_or(&d).display()
         ));
     }
-    let known: Vec<(u64, u64)> = snapshot.0.iter().filter_map(|s| s.id).chain(snapshot.1.iter().map(|(_, d, i)| (*d, *i))).collect();
     let mut r = Reviewer { ws, start, out: std::mem::take(out), recreated: Vec::new() };
     for (path, ft) in found {
-        if plan.protected.iter().any(|p| p.path == path) || plan.unprotectable.iter().any(|u| u.path == path) {
-            continue;
-        }
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| known.contains(&(m.dev(), m.ino()))) {
+        // Reviewed already: at its own path, or where a protected directory moved to.
+        if plan.protected.iter().any(|p| p.path == path) || plan.unprotectable.iter().any(|u| u.path == path) || r.out.reviewed.contains(&path) {
             continue;
         }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

@@ -983,7 +983,10 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         None => prot(ProtectionId::HomePrivate, Degraded, if ll { "landlock (partial)" } else { "none" },
             "Landlock refuses to list or read $HOME but does not control inotify or stat(): a watch on $HOME sees the names of the files the user creates and opens; Full level gives a private $HOME"),
     });
-    v.extend(workspace_persistence(plan, caps));
+    // Every descendant is killed when the command ends (the after-run review of the protected
+    // paths relies on it: a survivor could write after the review).
+    let tree_killed = ns.is_some() || matches!(plan.process_limit(), ProcessLimit::Cgroup { .. }) || abi >= 6;
+    v.extend(workspace_persistence(plan, caps, tree_killed));
     v.push(match ns {
         Some(n) if n.tmpfs.iter().any(|t| t == Path::new("/tmp")) => prot(ProtectionId::TmpPrivate, Enforced, "mount namespace (tmpfs)",
             format!("/tmp and /dev/shm are private tmpfs mounts{}, discarded after the run{}",
@@ -1088,7 +1091,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     let tree = if ns.is_some() {
         prot(ProtectionId::TimeoutKillTree, Enforced, "PID namespace (init) + supervisor",
             "the command runs under its own init; killing it kills every process in the namespace")
-    } else if matches!(plan.process_limit(), ProcessLimit::Cgroup { .. }) || abi >= 6 {
+    } else if tree_killed {
         prot(ProtectionId::TimeoutKillTree, Enforced, "supervisor subreaper (+ cgroup when available)",
             "every descendant, including setsid'd and double-forked ones, is killed at the timeout and when the command exits")
     } else {
@@ -1106,7 +1109,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
 /// after the run everywhere. `workspace-persistence-live`: during the run too, for the paths
 /// present at launch — only private copies (or read-only binds) give that; a path reviewed in
 /// place is the host's until the run ends.
-fn workspace_persistence(plan: &Plan, caps: &Capabilities) -> [Protection; 2] {
+fn workspace_persistence(plan: &Plan, caps: &Capabilities, tree_killed: bool) -> [Protection; 2] {
     use ProtectionState::{Degraded, Enforced};
     if plan.mode != SandboxMode::WorkspaceWrite {
         let mech = if plan.namespaces().is_some() { "read-only mounts" } else { "landlock" };
@@ -1142,7 +1145,11 @@ fn workspace_persistence(plan: &Plan, caps: &Capabilities) -> [Protection; 2] {
         ));
     }
     let mech = if private.is_empty() { "review after the run" } else { "private copies (overlay) + review after the run" };
-    let after = prot(ProtectionId::WorkspacePersistence, if bad.is_empty() { Enforced } else { Degraded }, mech, detail.join("; "));
+    let survivors = !tree_killed && plan.protected.iter().any(|p| !p.private);
+    if survivors {
+        detail.push("the review after the run cannot be trusted here: without a PID namespace, a cgroup or Landlock signal scoping (ABI 6), a process of the command can outlive it and write after the review".into());
+    }
+    let after = prot(ProtectionId::WorkspacePersistence, if bad.is_empty() && !survivors { Enforced } else { Degraded }, mech, detail.join("; "));
     let absent_note = "names absent at launch are created on the host and reviewed after the run, at every level";
     let live = if present_in_place.is_empty() {
         prot(ProtectionId::WorkspacePersistenceLive, Enforced, if private.is_empty() { "nothing present to protect" } else { "private copies (overlay)" },
