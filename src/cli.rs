@@ -573,7 +573,10 @@ pub fn explain(args: ExplainArgs) -> Result<i32, Failure> {
         Some(p) => Platform::parse(p).map_err(|e| usage(e.to_string()))?,
         None => Platform::current(),
     };
-    let policy = resolve_policy_for(&args.policy, platform)?;
+    let mut policy = resolve_policy_for(&args.policy, platform)?;
+    if platform == Platform::current() {
+        localgpt_sandbox::denied::follow(&mut policy);
+    }
     let caps = if platform == Platform::current() { localgpt_sandbox::detect_sandbox_capabilities() } else { localgpt_sandbox::detect::assumed_for(platform) };
     let ctx = localgpt_sandbox::plan::RunContext {
         caller_env: localgpt_sandbox::run::caller_env(),

@@ -948,3 +948,25 @@ fn grants_under_tmp_keep_denies_and_the_rest_of_tmp_private() {
     let sb = w.sandboxed_with(&["--allow-write", &out], &snippet);
     assert!(t.join("out/ok").exists() && !planted.exists(), "the granted directory under /tmp was not written{}", sb.describe());
 }
+
+/// Issue 20 item 4: a denied file whose ancestor is renamed (`mv base moved`) stays denied at its
+/// new place for the next run: each run records the denied paths' inodes, and the next one finds
+/// the file by its inode, denies it there and says so. Bare, the moved file is readable.
+#[test]
+fn denied_file_moved_with_an_ancestor_stays_denied() {
+    let w = World::new();
+    fs::create_dir_all(w.ws.join("base/d")).unwrap();
+    fs::write(w.ws.join("base/d/s"), "API_TOKEN=moved-deny-secret-5e1f\n").unwrap();
+    let deny = w.ws.join("base/d/s").to_string_lossy().into_owned();
+    // A first run under the rule records the file.
+    let first = w.sandboxed_with(&["--deny", &deny], "true");
+    assert_eq!(first.code(), Some(0), "the recording run failed{}", first.describe());
+    // Then the file moves with its parent (a command that could write there, or anything else).
+    fs::rename(w.ws.join("base"), w.ws.join("moved")).unwrap();
+    let (sb, _) = assert_blocked_but_escapes_bare(&w, &["--deny", &deny], "cat moved/d/s", |o| o.stdout.contains("moved-deny-secret-5e1f"));
+    assert!(
+        sb.stderr.contains("was moved since a previous run") && sb.stderr.contains("moved/d/s"),
+        "the run does not say where the denied file went{}",
+        sb.describe()
+    );
+}

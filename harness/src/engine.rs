@@ -400,13 +400,21 @@ impl Suite {
             _ => info.protections.clone(),
         };
         let sandboxed = sandboxed.map(|(e, _)| e);
+        // A protection the vector depends on and the table does not list is an error, never an
+        // excuse: every level lists every protection (a dropped row must not turn an escape
+        // into "not preventable").
+        let missing: Vec<&String> = v.protections.iter().filter(|p| !table.contains_key(*p)).collect();
+        if !missing.is_empty() {
+            set(&mut r, "error", format!("the run's protection table does not list {} at level {level}", missing.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")));
+            return r;
+        }
         let degraded: Vec<String> = v
             .protections
             .iter()
             .filter_map(|p| match table.get(p) {
                 Some(row) if row.state == "enforced" => None,
                 Some(row) => Some(format!("protection {p} is {} ({})", row.state, row.detail)),
-                None => Some(format!("protection {p} is not listed at level {level}")),
+                None => None,
             })
             .collect();
         match (bare, sandboxed) {

@@ -484,6 +484,7 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         protected_workspace_paths: settings.protected_workspace_paths.clone(),
         unconfined_acknowledged: settings.dangerously_allow_full_access,
         skipped_grants,
+        moved_denies: Vec::new(),
         context_reads,
     };
     // Validated where every plan is made (`make_plan`), once per run.

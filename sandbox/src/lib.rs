@@ -49,6 +49,8 @@ pub mod error;
 pub mod linux;
 pub mod paths;
 #[cfg(unix)]
+pub mod denied;
+#[cfg(unix)]
 pub mod pending;
 pub mod plan;
 pub mod platform;

@@ -208,7 +208,9 @@ pub fn write_atomic(target: &Path, data: &[u8], mode: u32) -> Result<(), Sandbox
     let dir = target.parent().ok_or_else(|| SandboxError::Policy(format!("{} has no parent", target.display())))?;
     std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.localgpt-{}.tmp", std::process::id()));
+    // Unique per process and call: threads of one host may write the same target at once.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let tmp = dir.join(format!(".{name}.localgpt-{}-{}.tmp", std::process::id(), SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     let _ = std::fs::remove_file(&tmp);
     let r = std::fs::OpenOptions::new()
         .write(true)

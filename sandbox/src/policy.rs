@@ -236,6 +236,10 @@ pub struct SandboxPolicy {
     /// exist when the policy was built: skipped, and each named in one warning.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_grants: Vec<PathBuf>,
+    /// Denied paths whose file was moved since a previous run recorded it (rule, where the file
+    /// is now): the new place is denied too (also in `deny_paths`); see [`crate::denied`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moved_denies: Vec<(PathBuf, PathBuf)>,
     /// Read-only grants added because of where the workspace lies (also in
     /// `read_only_paths`), each with why: the git repository around it, tool configs in its
     /// ancestors ([`crate::defaults::UPWARD_CONFIGS`]).
@@ -392,6 +396,7 @@ mod tests {
             protected_workspace_paths: default_protected(),
             unconfined_acknowledged: false,
             skipped_grants: Vec::new(),
+            moved_denies: Vec::new(),
             context_reads: Vec::new(),
             platform: crate::platform::Platform::Linux,
         }

@@ -934,9 +934,15 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
             format!("{} existing credential paths are masked (empty read-only tmpfs or /dev/null); without Landlock, ones created during the run are readable", n.masks.len())));
         v.push(prot(ProtectionId::FsTruncateOutside, Enforced, "read-only mounts", "everything outside the workspace and writable paths is mounted read-only"));
         v.push(prot(ProtectionId::FsLinkRenameOut, Enforced, "read-only mounts", "links and renames out of the workspace cross into read-only mounts and fail"));
+        if !n.private_dev {
+            v.push(fs_off(ProtectionId::FsDeviceIoctl, "device ioctls are not controlled"));
+        }
     } else {
         v.push(fs_off(ProtectionId::FsWriteOutside, "writes outside the workspace are not confined"));
         v.push(fs_off(ProtectionId::FsReadCredentials, "credentials are readable"));
+        v.push(fs_off(ProtectionId::FsTruncateOutside, "truncation outside the workspace is not confined"));
+        v.push(fs_off(ProtectionId::FsLinkRenameOut, "links and renames out of the workspace are not confined"));
+        v.push(fs_off(ProtectionId::FsDeviceIoctl, "device ioctls are not controlled"));
     }
     let scrubbed: Vec<String> = plan.configs.iter().filter(|(_, r)| !r.is_empty()).map(|(p, r)| format!("{} ({})", p.display(), r.join(", "))).collect();
     v.push(match (scrubbed.is_empty(), ns.is_some(), ll) {
@@ -959,6 +965,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     } else {
         prot(ProtectionId::FsReadOutside, Degraded, "none", "no Landlock: files outside the workspace (other than masked credentials) are readable")
     });
+    // (The private /dev row where Landlock does not control ioctls; the other cases are above.)
     if !ll || abi < 5 {
         if let Some(n) = ns.filter(|n| n.private_dev) {
             v.push(prot(ProtectionId::FsDeviceIoctl, Enforced, "private /dev",
@@ -1176,6 +1183,9 @@ pub fn kernel_at_least(release: &str, major: u32, minor: u32) -> bool {
 
 fn warnings(plan: &Plan, caps: &Capabilities, policy: &SandboxPolicy) -> Vec<String> {
     let mut w: Vec<String> = policy.skipped_grants.iter().map(|p| format!("{} does not exist: its grant is skipped for this run", p.display())).collect();
+    w.extend(policy.moved_denies.iter().map(|(rule, at)| {
+        format!("denied {} was moved since a previous run (same file, found by its inode): it is now at {}, denied there too", rule.display(), at.display())
+    }));
     match plan.level {
         SandboxLevel::None => w.push(if plan.mode == SandboxMode::FullAccess {
             "FULL ACCESS: this command runs with no sandbox at all (acknowledged with --dangerously-allow-full-access)".to_string()
@@ -1459,6 +1469,31 @@ mod tests {
         assert!(rule(&p, &home).is_none());
         assert!(rule(&p, &home.join("ws-other")).is_some());
         assert!(!p.landlock().unwrap().rules.iter().any(|r| r.path.starts_with(home.join(".ssh"))));
+    }
+
+    #[test]
+    fn every_level_lists_every_protection_once() {
+        // A row missing from the table would let an escape of that protection pass as "not
+        // listed": every plan lists each id exactly once, whatever the kernel offers.
+        let (_d, home, ws) = world();
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+            let pol = policy(mode, &home, &ws);
+            for abi in [0, 1, 3, 4, 7] {
+                for userns in [false, true] {
+                    for root in [false, true] {
+                        let mut c = caps(abi, root);
+                        c.user_namespaces = Some(Feature { available: userns, detail: String::new() });
+                        let Ok(p) = make_plan(&pol, &c, &RunContext::default()) else { continue };
+                        let mut got: Vec<String> = p.protections.iter().map(|x| x.id.to_string()).collect();
+                        got.sort();
+                        let mut want: Vec<String> = ProtectionId::ALL.iter().map(ToString::to_string).collect();
+                        want.sort();
+                        assert_eq!(got, want, "{mode:?} abi {abi} userns {userns} root {root}: level {}", p.level);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -186,6 +186,10 @@ pub struct PreparedRun {
 pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
     // Validated once and the level chosen once, for the scratch decision and the plan alike.
     policy.validate()?;
+    // A denied file moved since a previous run is denied where it is now.
+    let mut followed = policy.clone();
+    crate::denied::follow(&mut followed);
+    let policy = &followed;
     let caps = crate::detect::detect_quick();
     crate::timing::stamp("detected");
     let level = crate::plan::choose_level(policy, &caps)?;
@@ -207,7 +211,10 @@ pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
     crate::rand::fill(&mut id);
     let run_id: String = id.iter().map(|b| format!("{b:02x}")).collect();
     let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks, run_id: Some(run_id), helper_exe: None };
-    let plan = crate::plan::make_plan_at(policy, &caps, &ctx, level)?;
+    let mut plan = crate::plan::make_plan_at(policy, &caps, &ctx, level)?;
+    if let Err(e) = crate::denied::record(policy) {
+        plan.warnings.push(format!("the denied paths' inodes could not be recorded ({e}): if a command moves one, the next run's rule matches only its name"));
+    }
     // Standard: the scrubbed toolchain configs the plan points the tools at.
     for (dest, content) in &plan.config_copies {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
