@@ -268,6 +268,9 @@ fn json_of(out: &std::process::Output, what: &str) -> Result<serde_json::Value, 
     })
 }
 
+/// How a bare run in which some check saw nothing starts (see [`Suite::bare_effects`]).
+const SILENT_BARE: &str = "checks silent bare: ";
+
 fn table(v: &serde_json::Value) -> BTreeMap<String, ProtectionRow> {
     v.as_array()
         .map(|a| {
@@ -423,6 +426,8 @@ impl Suite {
             (Ok(b), Ok(s)) => {
                 if b.is_empty() {
                     set(&mut r, "invalid_probe", "the bare (unsandboxed) run had no effect, so a sandboxed result proves nothing".into());
+                } else if let Some(silent) = b.strip_prefix(SILENT_BARE) {
+                    set(&mut r, "invalid_probe", format!("a check saw no effect bare, so its silence sandboxed proves nothing: {silent}"));
                 } else if !degraded.is_empty() {
                     let how = if s.is_empty() { "no effect this run" } else { "escaped, as expected" };
                     set(&mut r, "not_preventable", format!("not preventable: {}; sandboxed: {how}", degraded.join("; ")));
@@ -436,11 +441,21 @@ impl Suite {
         r
     }
 
+    /// The bare run's effects. Every check must see its effect bare: a check that cannot fire
+    /// even without the sandbox proves nothing when it stays silent sandboxed (an error names it).
     fn bare_effects(&self, v: &Vector) -> Result<String, String> {
         if let Some(r) = self.bare_cache.lock().ok().and_then(|c| c.get(&v.name).cloned()) {
             return r;
         }
-        let r = self.effects(v, None).map(|(e, _)| e);
+        let r = self.effects(v, None).map(|(e, _)| {
+            let silent: Vec<String> = v.check.iter().zip(&e).filter(|(_, x)| x.is_none()).map(|(c, _)| format!("{c:?}")).collect();
+            let seen = e.into_iter().flatten().collect::<Vec<_>>().join("; ");
+            if seen.is_empty() || silent.is_empty() {
+                seen
+            } else {
+                format!("{SILENT_BARE}{}; seen: {seen}", silent.join(", "))
+            }
+        });
         if let Ok(mut c) = self.bare_cache.lock() {
             c.insert(v.name.clone(), r.clone());
         }
@@ -448,12 +463,13 @@ impl Suite {
     }
 
     fn sandboxed_effects(&self, v: &Vector, level: &str) -> Result<(String, Option<BTreeMap<String, ProtectionRow>>), String> {
-        self.effects(v, Some(level))
+        self.effects(v, Some(level)).map(|(e, t)| (e.into_iter().flatten().collect::<Vec<_>>().join("; "), t))
     }
 
     /// Runs `v` in a fresh world, bare (`level = None`) or sandboxed, and returns the effects
     /// seen from outside (empty: none).
-    fn effects(&self, v: &Vector, level: Option<&str>) -> Result<(String, Option<BTreeMap<String, ProtectionRow>>), String> {
+    /// One entry per check, in order: `Some(what was seen)` or `None`.
+    fn effects(&self, v: &Vector, level: Option<&str>) -> Result<(Vec<Option<String>>, Option<BTreeMap<String, ProtectionRow>>), String> {
         // Vectors that touch host-global state (host name, sysctls, the console, lo, the core
         // pattern, the host's shared memory) run one at a time across every harness process, so
         // their checks cannot see each other's effects.
@@ -630,13 +646,11 @@ impl Suite {
         let mut all = stdout.clone();
         all.extend_from_slice(&stderr);
         let all = String::from_utf8_lossy(&all).into_owned();
-        let mut effects: Vec<String> = Vec::new();
+        let mut effects: Vec<Option<String>> = Vec::new();
         for c in &v.check {
-            if let Some(e) = self.check(c, &mut w, &out, &all, stdout.len(), &survivors, hostname_before.as_deref(), kmsg_before)? {
-                effects.push(e);
-            }
+            effects.push(self.check(c, &mut w, &out, &all, stdout.len(), &survivors, hostname_before.as_deref(), kmsg_before)?);
         }
-        Ok((effects.join("; "), run_table))
+        Ok((effects, run_table))
     }
 
     #[allow(clippy::too_many_arguments)]
