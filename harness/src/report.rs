@@ -97,9 +97,16 @@ pub const MIN_VECTORS: usize = 60;
 /// Per vector: its source, and the verdict per (level, user).
 type VectorRow = (String, BTreeMap<(String, String), String>);
 
-/// Builds the security section from the results of one or more runs (one per user).
+/// Most skipped cases per (level, user) column: a skip is a case that proves nothing, so it is
+/// counted against the gate, and a run that skips more than this (about a tenth of the corpus)
+/// fails. (Here: 14 root-only vectors per level as the unprivileged user, 1 without the x32 ABI.)
+pub const MAX_SKIPPED_PER_COLUMN: usize = 16;
+
+/// Builds the security section from the results of one or more runs (one per user). `expected`
+/// names the corpus's vectors (empty: not checked): each must have a result in every (level,
+/// user) column that appears, and no other vector may.
 #[must_use]
-pub fn security_section(results: &[CaseResult]) -> Section {
+pub fn security_section(results: &[CaseResult], expected: &[String]) -> Section {
     let mut by_verdict: BTreeMap<String, usize> = BTreeMap::new();
     let mut columns: BTreeSet<(String, String)> = BTreeSet::new();
     let mut rows: BTreeMap<(String, String), VectorRow> = BTreeMap::new();
@@ -136,6 +143,37 @@ pub fn security_section(results: &[CaseResult]) -> Section {
     if !has_unpriv {
         problems.push("no run as an unprivileged user".into());
     }
+    // Every cell present: a vector missing at one level or for one user is an unproven case.
+    let mut missing: Vec<String> = Vec::new();
+    for ((_, vector), (_, cells)) in &rows {
+        for c in &columns {
+            if !cells.contains_key(c) {
+                missing.push(format!("{vector} at {} as {}", c.0, c.1));
+            }
+        }
+    }
+    let names: BTreeSet<&str> = rows.keys().map(|(_, v)| v.as_str()).collect();
+    for e in expected {
+        if !names.contains(e.as_str()) {
+            missing.push(format!("{e} (no result at all)"));
+        }
+    }
+    let unknown: Vec<&str> = if expected.is_empty() { Vec::new() } else { names.iter().copied().filter(|n| !expected.iter().any(|e| e == n)).collect() };
+    if !missing.is_empty() {
+        problems.push(format!("{} missing case(s): {}", missing.len(), missing.join(", ")));
+    }
+    if !unknown.is_empty() {
+        problems.push(format!("results for vectors not in the corpus: {}", unknown.join(", ")));
+    }
+    let mut skipped_per: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in results.iter().filter(|r| r.verdict == "skipped") {
+        *skipped_per.entry((r.level.clone(), r.user.clone())).or_insert(0) += 1;
+    }
+    for ((l, u), n) in &skipped_per {
+        if *n > MAX_SKIPPED_PER_COLUMN {
+            problems.push(format!("{n} skipped cases at {l} as {u} (at most {MAX_SKIPPED_PER_COLUMN})"));
+        }
+    }
     let passed = problems.is_empty();
     let summary = if passed {
         format!(
@@ -155,6 +193,11 @@ pub fn security_section(results: &[CaseResult]) -> Section {
     let _ = writeln!(md, "| verdict | cases |\n|---|---|");
     for (k, n) in &by_verdict {
         let _ = writeln!(md, "| {k} | {n} |");
+    }
+    let _ = writeln!(md, "\nSkipped cases per level and user (at most {MAX_SKIPPED_PER_COLUMN} each; each with its reason below):\n");
+    let _ = writeln!(md, "| level | user | skipped |\n|---|---|---|");
+    for c in &columns {
+        let _ = writeln!(md, "| {} | {} | {} |", c.0, c.1, skipped_per.get(c).copied().unwrap_or(0));
     }
     if !escapes.is_empty() || !bad.is_empty() {
         let _ = writeln!(md, "\n### Failures\n");
@@ -307,24 +350,44 @@ mod tests {
 
     #[test]
     fn gate_passes_only_with_zero_escapes_both_users_and_enough_vectors() {
-        let s = security_section(&many(|_| "blocked"));
+        let s = security_section(&many(|_| "blocked"), &[]);
         assert!(s.gate.as_ref().unwrap().passed, "{:?}", s.gate);
-        let s = security_section(&many(|i| if i == 3 { "escaped" } else { "blocked" }));
+        let s = security_section(&many(|i| if i == 3 { "escaped" } else { "blocked" }), &[]);
         assert!(!s.gate.as_ref().unwrap().passed);
         assert!(s.markdown.contains("Failures"));
-        let s = security_section(&many(|i| if i == 3 { "invalid_probe" } else { "not_preventable" }));
+        let s = security_section(&many(|i| if i == 3 { "invalid_probe" } else { "not_preventable" }), &[]);
         assert!(!s.gate.as_ref().unwrap().passed);
         let root_only: Vec<_> = many(|_| "blocked").into_iter().filter(|x| x.user == "root").collect();
-        assert!(!security_section(&root_only).gate.unwrap().passed);
+        assert!(!security_section(&root_only, &[]).gate.unwrap().passed);
         let few: Vec<_> = many(|_| "blocked").into_iter().filter(|x| x.vector.len() < 3).collect();
-        assert!(!security_section(&few).gate.unwrap().passed);
+        assert!(!security_section(&few, &[]).gate.unwrap().passed);
+    }
+
+    #[test]
+    fn gate_needs_every_cell_the_whole_corpus_and_bounded_skips() {
+        // One case missing (v5 as lgtest): the gate fails and names it.
+        let holed: Vec<_> = many(|_| "blocked").into_iter().filter(|x| !(x.vector == "v5" && x.user == "lgtest")).collect();
+        let g = security_section(&holed, &[]).gate.unwrap();
+        assert!(!g.passed && g.summary.contains("v5 at standard as lgtest"), "{}", g.summary);
+        // A corpus vector with no result, and a result for a vector the corpus does not have.
+        let names: Vec<String> = (0..MIN_VECTORS).map(|i| format!("v{i}")).chain(["extra".to_string()]).collect();
+        let g = security_section(&many(|_| "blocked"), &names).gate.unwrap();
+        assert!(!g.passed && g.summary.contains("extra (no result at all)"), "{}", g.summary);
+        let g = security_section(&many(|_| "blocked"), &names[1..MIN_VECTORS]).gate.unwrap();
+        assert!(!g.passed && g.summary.contains("not in the corpus: v0"), "{}", g.summary);
+        assert!(security_section(&many(|_| "blocked"), &names[..MIN_VECTORS]).gate.unwrap().passed);
+        // Skips are counted: at most MAX_SKIPPED_PER_COLUMN per level and user.
+        let ok = security_section(&many(|i| if i < MAX_SKIPPED_PER_COLUMN { "skipped" } else { "blocked" }), &[]);
+        assert!(ok.gate.unwrap().passed);
+        let g = security_section(&many(|i| if i <= MAX_SKIPPED_PER_COLUMN { "skipped" } else { "blocked" }), &[]).gate.unwrap();
+        assert!(!g.passed && g.summary.contains("skipped cases"), "{}", g.summary);
     }
 
     #[test]
     fn merge_takes_any_section_and_fails_on_a_failed_gate() {
         let d = std::env::temp_dir().join(format!("lg-report-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
-        write_section(&d, &security_section(&many(|_| "blocked"))).unwrap();
+        write_section(&d, &security_section(&many(|_| "blocked"), &[])).unwrap();
         let latency = Section {
             name: "latency".into(),
             title: "Latency".into(),

@@ -31,7 +31,15 @@ fn main() {
             } else {
                 match report::read_results(&files) {
                     Ok(rs) => {
-                        let s = report::security_section(&rs);
+                        // Every vector of the embedded corpus must have a result in every column.
+                        let expected: Vec<String> = match localgpt_corpus::load_embedded() {
+                            Ok(c) => c.vectors.into_iter().map(|v| v.name).collect(),
+                            Err(e) => {
+                                eprintln!("release-report: the embedded corpus does not load ({e})");
+                                std::process::exit(1);
+                            }
+                        };
+                        let s = report::security_section(&rs, &expected);
                         match report::write_section(&dir, &s) {
                             Ok(p) => {
                                 println!("{}: {}", p.display(), s.gate.as_ref().map_or(String::new(), |g| g.summary.clone()));
