@@ -271,6 +271,9 @@ fn json_of(out: &std::process::Output, what: &str) -> Result<serde_json::Value, 
 /// How a bare run in which some check saw nothing starts (see [`Suite::bare_effects`]).
 const SILENT_BARE: &str = "checks silent bare: ";
 
+/// A run's protection table, by id.
+type Table = BTreeMap<String, ProtectionRow>;
+
 fn table(v: &serde_json::Value) -> BTreeMap<String, ProtectionRow> {
     v.as_array()
         .map(|a| {
@@ -469,7 +472,7 @@ impl Suite {
     /// Runs `v` in a fresh world, bare (`level = None`) or sandboxed, and returns the effects
     /// seen from outside (empty: none).
     /// One entry per check, in order: `Some(what was seen)` or `None`.
-    fn effects(&self, v: &Vector, level: Option<&str>) -> Result<(Vec<Option<String>>, Option<BTreeMap<String, ProtectionRow>>), String> {
+    fn effects(&self, v: &Vector, level: Option<&str>) -> Result<(Vec<Option<String>>, Option<Table>), String> {
         // Vectors that touch host-global state (host name, sysctls, the console, lo, the core
         // pattern, the host's shared memory) run one at a time across every harness process, so
         // their checks cannot see each other's effects.
