@@ -406,3 +406,27 @@ fn workspace_root_confines_the_workspace() {
     assert_usage_error(&o, &marker);
     assert!(o.stderr.contains("outside the trusted workspace root"), "{}", o.describe());
 }
+
+/// Issue 19: `--json` counts what the run wrote to storage (the whole tree's `write_bytes`), so
+/// disk use is visible without a per-file size limit killing writers.
+#[test]
+fn json_counts_the_bytes_the_run_wrote() {
+    let w = World::new();
+    // tmpfs pages are never written to storage: nothing to count there.
+    // SAFETY: statfs into a zeroed struct with a valid C path.
+    let on_tmpfs = unsafe {
+        let mut sf: libc::statfs = std::mem::zeroed();
+        let c = std::ffi::CString::new(w.ws.as_os_str().as_encoded_bytes()).unwrap();
+        libc::statfs(c.as_ptr(), &mut sf) == 0 && sf.f_type == 0x0102_1994
+    };
+    if on_tmpfs {
+        return skip("json_counts_the_bytes_the_run_wrote", "the test workspace is on tmpfs, whose writes reach no storage");
+    }
+    let (o, v) = w.sandboxed_json(&[], "head -c 6000000 /dev/zero > big && sync big; rm -f big");
+    assert_eq!(o.code(), Some(0), "{}", o.describe());
+    let n = v["bytes_written"].as_u64().unwrap_or_else(|| panic!("no bytes_written: {v:#}"));
+    assert!((6_000_000..7_000_000).contains(&n), "wrote 6 MB in a child of a child, counted {n}: {v:#}");
+    let (_, v) = w.sandboxed_json(&[], "true");
+    let n = v["bytes_written"].as_u64().unwrap_or_else(|| panic!("no bytes_written: {v:#}"));
+    assert!(n < 1_000_000, "a run that writes nothing counted {n}: {v:#}");
+}

@@ -137,6 +137,12 @@ pub struct RunResult {
     pub stdout_truncated: bool,
     /// stderr exceeded the cap.
     pub stderr_truncated: bool,
+    /// Bytes the command's processes caused to be written to storage (Linux: `write_bytes` of
+    /// `/proc/<pid>/io` for the whole tree, which the helper reaped: files on disk-backed
+    /// filesystems, counted when their pages are dirtied; tmpfs, pipes and sockets are not
+    /// counted). `None` where it could not be read.
+    #[serde(default)]
+    pub bytes_written: Option<u64>,
     /// Protections in force.
     pub protections: Vec<Protection>,
     /// Warnings (degraded level, unconfined run).

@@ -25,6 +25,48 @@ fn signal_tree(pid: i32, sig: i32) {
     }
 }
 
+/// Reaps our child `pid` (blocking or not) into `st`; returns what `waitpid` returns. On Linux
+/// it also learns the bytes the whole tree caused to be written to storage (`write_bytes`: the
+/// helper reaps every process of the tree, and a reaped child's I/O is folded into its parent's
+/// counters) into `written`: from the exited child's `/proc/<pid>/io` before it is reaped
+/// (`waitid(WNOWAIT)`; readable by root), else as the growth of this process's own counters
+/// across the reap (reaps are serialised, so two runs of one host never count each other; a host
+/// thread writing files during that one `waitpid` would be counted too).
+fn reap(pid: i32, block: bool, written: &mut Option<u64>, st: &mut i32) -> i32 {
+    #[cfg(target_os = "linux")]
+    {
+        fn write_bytes(who: &str) -> Option<u64> {
+            std::fs::read_to_string(format!("/proc/{who}/io")).ok()?.lines().find_map(|l| l.strip_prefix("write_bytes:").and_then(|v| v.trim().parse().ok()))
+        }
+        static REAP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        // SAFETY: a zeroed siginfo for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
+        // SAFETY: waitid on our own child with a valid siginfo pointer.
+        let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
+        // SAFETY: reading the pid field waitid filled (0 when nothing exited yet).
+        let exited = r == 0 && unsafe { info.si_pid() } == pid;
+        if exited {
+            if let Some(w) = write_bytes(&pid.to_string()) {
+                *written = Some(w);
+            } else {
+                let _g = REAP.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let before = write_bytes("self");
+                // SAFETY: reaping our own exited child with a valid status pointer.
+                let r = unsafe { libc::waitpid(pid, st, 0) };
+                *written = before.zip(write_bytes("self")).map(|(b, a)| a.saturating_sub(b));
+                return r;
+            }
+        } else if !block {
+            return 0;
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = &written;
+    // SAFETY: waiting for our own child with a valid status pointer.
+    unsafe { libc::waitpid(pid, st, if block { 0 } else { libc::WNOHANG }) }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn supervise_run(
     pid: i32,
@@ -56,6 +98,7 @@ pub(crate) fn supervise_run(
     let mut cancelled = false;
     let mut kill_deadline: Option<Instant> = None;
     let mut status: Option<i32> = None;
+    let mut written: Option<u64> = None;
     let mut drain_deadline: Option<Instant> = None;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -174,7 +217,7 @@ pub(crate) fn supervise_run(
         if status.is_none() {
             let mut st = 0;
             // SAFETY: non-blocking wait for our own child.
-            let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) };
+            let r = reap(pid, false, &mut written, &mut st);
             if r == pid {
                 status = Some(st);
                 // Elsewhere than Linux nothing inside reaps the tree: what the command left in its
@@ -205,8 +248,7 @@ pub(crate) fn supervise_run(
         Some(s) => s,
         None => {
             let mut st = 0;
-            // SAFETY: blocking wait for our own child.
-            unsafe { libc::waitpid(pid, &mut st, 0) };
+            reap(pid, true, &mut written, &mut st);
             st
         }
     };
@@ -280,6 +322,7 @@ pub(crate) fn supervise_run(
         stderr_bytes: streams[1].total,
         stdout_truncated: streams[0].total > cap,
         stderr_truncated: streams[1].total > cap,
+        bytes_written: written,
         protections: plan.protections.clone(),
         warnings: plan.warnings.iter().cloned().chain(reported.warnings.iter().map(|w| w.message().to_string())).collect(),
         applied,
