@@ -271,6 +271,52 @@ fn json_of(out: &std::process::Output, what: &str) -> Result<serde_json::Value, 
 /// How a bare run in which some check saw nothing starts (see [`Suite::bare_effects`]).
 const SILENT_BARE: &str = "checks silent bare: ";
 
+/// Where the world's planted secrets appear as file content: in the workspace (any file), and,
+/// with `since`, in the host's `/tmp` and `/dev/shm` (files changed since then, two levels
+/// deep). Bounded: at most 5000 files, each read up to 1 MiB. Each entry is `name at path`.
+fn secret_copies(w: &World, since: Option<std::time::SystemTime>) -> Vec<String> {
+    use std::io::Read;
+    let values: Vec<(&String, &String)> = w.secrets.iter().filter(|(_, v)| v.starts_with("lgsecret-")).collect();
+    let mut out = Vec::new();
+    let mut budget = 5000usize;
+    let mut roots: Vec<(PathBuf, usize, bool)> = vec![(w.ws.clone(), 8, false)];
+    if since.is_some() {
+        roots.push((PathBuf::from("/tmp"), 2, true));
+        roots.push((PathBuf::from("/dev/shm"), 2, true));
+    }
+    for (root, max_depth, recent_only) in roots {
+        let mut stack = vec![(root, 0usize)];
+        while let Some((dir, depth)) = stack.pop() {
+            let Ok(rd) = fs::read_dir(&dir) else { continue };
+            for e in rd.flatten() {
+                let Some(b) = budget.checked_sub(1) else { return out };
+                budget = b;
+                let Ok(m) = e.path().symlink_metadata() else { continue };
+                if m.is_dir() {
+                    if depth < max_depth {
+                        stack.push((e.path(), depth + 1));
+                    }
+                    continue;
+                }
+                if !m.is_file() || (recent_only && since.is_some_and(|t| m.modified().map_or(true, |mt| mt < t))) {
+                    continue;
+                }
+                let mut buf = Vec::new();
+                let Ok(f) = fs::File::open(e.path()) else { continue };
+                if f.take(1 << 20).read_to_end(&mut buf).is_err() {
+                    continue;
+                }
+                for (name, v) in &values {
+                    if buf.windows(v.len()).any(|x| x == v.as_bytes()) {
+                        out.push(format!("{name} at {}", e.path().display()));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A run's protection table, by id.
 type Table = BTreeMap<String, ProtectionRow>;
 
@@ -584,6 +630,8 @@ impl Suite {
         // The harness's own connection for a leaked TCP socket is not the probe's doing.
         let _ = w.observe_tcp();
         let naive_timeout = if level.is_none() && v.timeout.is_some() { Some(Duration::from_secs(timeout)) } else { None };
+        let secrets_before = secret_copies(&w, None);
+        let started_at = std::time::SystemTime::now();
         let out = execute(&argv, &env, &w.ws, fds, naive_timeout, v.needs_monitor().then(|| w.token.clone()))?;
         if v.victim {
             // The probe may have killed the victim (our direct child) while `sandbox run` is
@@ -652,6 +700,13 @@ impl Suite {
         let mut effects: Vec<Option<String>> = Vec::new();
         for c in &v.check {
             effects.push(self.check(c, &mut w, &out, &all, stdout.len(), &survivors, hostname_before.as_deref(), kmsg_before)?);
+        }
+        // Every run, whatever the vector checks: a planted secret copied into the workspace or
+        // the shared scratch is exfiltration too (after the declared checks, so that bare
+        // validity still counts those one by one).
+        let copies: Vec<String> = secret_copies(&w, Some(started_at)).into_iter().filter(|c| !secrets_before.contains(c)).collect();
+        if !copies.is_empty() {
+            effects.push(Some(format!("planted secret(s) copied: {}", copies.join(", "))));
         }
         Ok((effects, run_table))
     }

@@ -450,6 +450,11 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
         if ns.tmpfs.iter().any(|t| m.path.starts_with(t)) && !ns.tmpfs_ro_binds.iter().chain(&ns.tmpfs_rw_binds).any(|b| m.path.starts_with(b)) {
             continue;
         }
+        // Gone since the plan was made (a host process removed it): nothing left to hide, as
+        // for a path created after launch (Landlock still gives it no rule).
+        if std::fs::symlink_metadata(&m.path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+            continue;
+        }
         match m.kind {
             MaskKind::EmptyDir => mount(
                 Some("tmpfs"),
