@@ -430,3 +430,30 @@ fn json_counts_the_bytes_the_run_wrote() {
     let n = v["bytes_written"].as_u64().unwrap_or_else(|| panic!("no bytes_written: {v:#}"));
     assert!(n < 1_000_000, "a run that writes nothing counted {n}: {v:#}");
 }
+
+/// Issue 17: the timeout holds while the caller does not read the output. The runner hands
+/// output to the caller (here a pipe nobody reads, which fills up); the command must still be
+/// killed at its deadline, checked from outside in the process table.
+#[test]
+fn timeout_fires_while_the_caller_does_not_read() {
+    let w = World::new();
+    let token = format!("lgunread{}", unique_token());
+    let mut cmd = w.sandbox_cmd(&["--timeout", "2"], &[&format!("exec -a {token} yes")]);
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().expect("spawn localgpt");
+    let alive = || {
+        fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            // argv[0] is the token: the probe, not the runner (whose arguments contain it too).
+            fs::read(e.path().join("cmdline")).is_ok_and(|c| c.starts_with(token.as_bytes()))
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(alive(), "the probe did not start");
+    // Well past the 2 s deadline (and the 2 s grace before SIGKILL), still not reading.
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    let survived = alive();
+    drop(child.stdout.take());
+    let st = child.wait().expect("wait");
+    assert!(!survived, "the command outlived its timeout while the caller did not read its output");
+    assert_eq!(st.code(), Some(124), "timed out: exit 124");
+}

@@ -67,6 +67,73 @@ fn reap(pid: i32, block: bool, written: &mut Option<u64>, st: &mut i32) -> i32 {
     unsafe { libc::waitpid(pid, st, if block { 0 } else { libc::WNOHANG }) }
 }
 
+/// The timeout and cancellation of one run. They are enforced from the poll loop and, once the
+/// command has produced output, from a watchdog thread too: the loop hands output to the
+/// caller's sink, which may block (a CLI whose stdout nobody reads, a host that stopped
+/// polling), and the deadline must not wait for it. Both go through [`Enforcer::tick`]; the
+/// child is reaped under the same lock, so a signal never reaches a reused pid.
+struct Enforcer<'a> {
+    pid: i32,
+    deadline: Instant,
+    cancel: Option<&'static std::sync::atomic::AtomicBool>,
+    cgroup: Option<&'a RunCgroup>,
+    state: std::sync::Mutex<EnforceState>,
+}
+
+#[derive(Default)]
+struct EnforceState {
+    reaped: bool,
+    kill_deadline: Option<Instant>,
+    timed_out: bool,
+    cancelled: bool,
+}
+
+impl Enforcer<'_> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, EnforceState> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// SIGTERM at the deadline or on cancel, SIGKILL 2 s later (and the cgroup's kill each
+    /// time); returns when it next has something to do.
+    fn tick(&self) -> Instant {
+        let mut s = self.lock();
+        let now = Instant::now();
+        if s.reaped {
+            return now + Duration::from_secs(3600);
+        }
+        let cancel_now = self.cancel.is_some_and(|c| c.load(Ordering::SeqCst));
+        if (now >= self.deadline || cancel_now) && s.kill_deadline.is_none() {
+            s.timed_out = now >= self.deadline && !cancel_now;
+            s.cancelled = cancel_now;
+            signal_tree(self.pid, libc::SIGTERM);
+            if let Some(cg) = self.cgroup {
+                cg.kill_all();
+            }
+            s.kill_deadline = Some(now + Duration::from_secs(2));
+        }
+        if let Some(k) = s.kill_deadline {
+            if now >= k {
+                signal_tree(self.pid, libc::SIGKILL);
+                if let Some(cg) = self.cgroup {
+                    cg.kill_all();
+                }
+                s.kill_deadline = Some(now + Duration::from_secs(3600));
+            }
+        }
+        s.kill_deadline.unwrap_or(self.deadline)
+    }
+
+    /// Reaps the child (see [`reap`]) under the lock; marks it reaped.
+    fn reap(&self, block: bool, written: &mut Option<u64>, st: &mut i32) -> i32 {
+        let mut s = self.lock();
+        let r = reap(self.pid, block, written, st);
+        if r == self.pid {
+            s.reaped = true;
+        }
+        r
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn supervise_run(
     pid: i32,
@@ -94,240 +161,252 @@ pub(crate) fn supervise_run(
     #[cfg(not(target_os = "linux"))]
     let pidfd = -1;
     let deadline = start + Duration::from_secs(plan.timeout_secs);
-    let mut timed_out = false;
-    let mut cancelled = false;
-    let mut kill_deadline: Option<Instant> = None;
-    let mut status: Option<i32> = None;
-    let mut written: Option<u64> = None;
-    let mut drain_deadline: Option<Instant> = None;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        if status.is_some() && !streams.iter().any(|s| s.open) && !report_open {
-            break;
-        }
-        let now = Instant::now();
-        if status.is_none() {
-            let cancel_now = opts.cancel.as_ref().is_some_and(|c| c.load(Ordering::SeqCst));
-            if (now >= deadline || cancel_now) && kill_deadline.is_none() {
-                timed_out = now >= deadline && !cancel_now;
-                cancelled = cancel_now;
-                signal_tree(pid, libc::SIGTERM);
-                if let Some(cg) = cgroup {
-                    cg.kill_all();
+    let enforcer = Enforcer { pid, deadline, cancel: opts.cancel, cgroup, state: std::sync::Mutex::new(EnforceState::default()) };
+    let watchdog_stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let mut watchdog: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
+        let result = (|| {
+            let mut status: Option<i32> = None;
+            let mut written: Option<u64> = None;
+            let mut drain_deadline: Option<Instant> = None;
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                if status.is_some() && !streams.iter().any(|s| s.open) && !report_open {
+                    break;
                 }
-                kill_deadline = Some(now + Duration::from_secs(2));
-            }
-            if let Some(k) = kill_deadline {
-                if now >= k {
-                    signal_tree(pid, libc::SIGKILL);
-                    if let Some(cg) = cgroup {
-                        cg.kill_all();
-                    }
-                    kill_deadline = Some(now + Duration::from_secs(3600));
-                }
-            }
-        } else if let Some(d) = drain_deadline {
-            if now >= d {
-                break; // something outside our tree holds the pipes; stop reading
-            }
-        }
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
-        for s in streams.iter().filter(|s| s.open) {
-            fds.push(libc::pollfd { fd: s.fd, events: libc::POLLIN, revents: 0 });
-        }
-        if report_open {
-            fds.push(libc::pollfd { fd: rep.read, events: libc::POLLIN, revents: 0 });
-        }
-        if status.is_none() && pidfd >= 0 {
-            fds.push(libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 });
-        }
-        // stdin relay: read the caller's side while there is room, write while there is data.
-        let (mut relay_src, mut relay_dst) = (usize::MAX, usize::MAX);
-        if let Some(r) = relay.as_ref().filter(|r| status.is_none() && r.write >= 0) {
-            if r.src_open && r.buf.len() < StdinRelay::MAX_BUF {
-                relay_src = fds.len();
-                fds.push(libc::pollfd { fd: r.src, events: libc::POLLIN, revents: 0 });
-            }
-            if !r.buf.is_empty() {
-                relay_dst = fds.len();
-                fds.push(libc::pollfd { fd: r.write, events: libc::POLLOUT, revents: 0 });
-            }
-        }
-        let wait_ms: i32 = if status.is_none() && pidfd < 0 {
-            10
-        } else if opts.cancel.is_some() && status.is_none() {
-            100
-        } else {
-            let until = match (status, kill_deadline, drain_deadline) {
-                (None, Some(k), _) => k,
-                (None, None, _) => deadline,
-                (Some(_), _, Some(d)) => d,
-                (Some(_), _, None) => now + Duration::from_millis(100),
-            };
-            until.saturating_duration_since(now).as_millis().clamp(1, 1000) as i32
-        };
-        // SAFETY: fds is a valid array of pollfd.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(SandboxError::io("poll", e));
-        }
-        if let Some(r) = relay.as_mut() {
-            let src = fds.get(relay_src).is_some_and(|p| p.revents != 0);
-            let dst = fds.get(relay_dst).is_some_and(|p| p.revents != 0);
-            if src || dst {
-                r.pump(src, dst, &mut buf);
-            }
-        }
-        for (i, p) in fds.iter().enumerate() {
-            if p.revents == 0 || i == relay_src || i == relay_dst {
-                continue;
-            }
-            if p.fd == pidfd {
-                continue;
-            }
-            // SAFETY: reading into our buffer.
-            let got = unsafe { libc::read(p.fd, buf.as_mut_ptr().cast(), buf.len()) };
-            if p.fd == rep.read {
-                if got > 0 {
-                    if report.len() < 65536 {
-                        report.extend_from_slice(&buf[..got as usize]);
-                    }
+                let now = Instant::now();
+                let kill_deadline = if status.is_none() {
+                    enforcer.tick();
+                    enforcer.lock().kill_deadline
                 } else {
-                    report_open = false;
-                }
-                continue;
-            }
-            let Some(s) = streams.iter_mut().find(|s| s.fd == p.fd) else { continue };
-            if got > 0 {
-                let got = got as u64;
-                let room = cap.saturating_sub(s.total);
-                let keep = got.min(room) as usize;
-                if keep > 0 {
-                    sink.output(s.stream, &buf[..keep]);
-                }
-                s.total += got;
-            } else {
-                s.open = false;
-            }
-        }
-        if status.is_none() {
-            let mut st = 0;
-            // SAFETY: non-blocking wait for our own child.
-            let r = reap(pid, false, &mut written, &mut st);
-            if r == pid {
-                status = Some(st);
-                // Elsewhere than Linux nothing inside reaps the tree: what the command left in its
-                // session's process group goes with it. (The group, not the reaped pid, which may
-                // already be reused; a group's id is not reused while it has members.)
-                // SAFETY: signalling the process group our child led.
-                #[cfg(not(target_os = "linux"))]
-                unsafe {
-                    libc::kill(-pid, libc::SIGKILL)
+                    None
                 };
-                // The supervisor killed its whole tree before exiting. Something still holding
-                // the output pipes can only be in the cgroup (if at all): kill it there. With
-                // the pipes closed, the cgroup's removal (which kills anything left) is enough.
-                if let (Some(cg), true) = (cgroup, streams.iter().any(|s| s.open)) {
-                    cg.kill_all();
+                if status.is_some() && drain_deadline.is_some_and(|d| now >= d) {
+                    break; // something outside our tree holds the pipes; stop reading
                 }
-                drain_deadline = Some(Instant::now() + Duration::from_millis(500));
+                let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
+                for s in streams.iter().filter(|s| s.open) {
+                    fds.push(libc::pollfd { fd: s.fd, events: libc::POLLIN, revents: 0 });
+                }
+                if report_open {
+                    fds.push(libc::pollfd { fd: rep.read, events: libc::POLLIN, revents: 0 });
+                }
+                if status.is_none() && pidfd >= 0 {
+                    fds.push(libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 });
+                }
+                // stdin relay: read the caller's side while there is room, write while there is data.
+                let (mut relay_src, mut relay_dst) = (usize::MAX, usize::MAX);
+                if let Some(r) = relay.as_ref().filter(|r| status.is_none() && r.write >= 0) {
+                    if r.src_open && r.buf.len() < StdinRelay::MAX_BUF {
+                        relay_src = fds.len();
+                        fds.push(libc::pollfd { fd: r.src, events: libc::POLLIN, revents: 0 });
+                    }
+                    if !r.buf.is_empty() {
+                        relay_dst = fds.len();
+                        fds.push(libc::pollfd { fd: r.write, events: libc::POLLOUT, revents: 0 });
+                    }
+                }
+                let wait_ms: i32 = if status.is_none() && pidfd < 0 {
+                    10
+                } else if opts.cancel.is_some() && status.is_none() {
+                    100
+                } else {
+                    let until = match (status, kill_deadline, drain_deadline) {
+                        (None, Some(k), _) => k,
+                        (None, None, _) => deadline,
+                        (Some(_), _, Some(d)) => d,
+                        (Some(_), _, None) => now + Duration::from_millis(100),
+                    };
+                    until.saturating_duration_since(now).as_millis().clamp(1, 1000) as i32
+                };
+                // SAFETY: fds is a valid array of pollfd.
+                let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms) };
+                if n < 0 {
+                    let e = std::io::Error::last_os_error();
+                    if e.raw_os_error() == Some(libc::EINTR) {
+                        continue;
+                    }
+                    return Err(SandboxError::io("poll", e));
+                }
+                if let Some(r) = relay.as_mut() {
+                    let src = fds.get(relay_src).is_some_and(|p| p.revents != 0);
+                    let dst = fds.get(relay_dst).is_some_and(|p| p.revents != 0);
+                    if src || dst {
+                        r.pump(src, dst, &mut buf);
+                    }
+                }
+                for (i, p) in fds.iter().enumerate() {
+                    if p.revents == 0 || i == relay_src || i == relay_dst {
+                        continue;
+                    }
+                    if p.fd == pidfd {
+                        continue;
+                    }
+                    // SAFETY: reading into our buffer.
+                    let got = unsafe { libc::read(p.fd, buf.as_mut_ptr().cast(), buf.len()) };
+                    if p.fd == rep.read {
+                        if got > 0 {
+                            if report.len() < 65536 {
+                                report.extend_from_slice(&buf[..got as usize]);
+                            }
+                        } else {
+                            report_open = false;
+                        }
+                        continue;
+                    }
+                    let Some(s) = streams.iter_mut().find(|s| s.fd == p.fd) else { continue };
+                    if got > 0 {
+                        let got = got as u64;
+                        let room = cap.saturating_sub(s.total);
+                        let keep = got.min(room) as usize;
+                        if keep > 0 {
+                            // The sink may block: from now on a watchdog keeps the deadline.
+                            if watchdog.is_none() && status.is_none() {
+                                let (e, stop) = (&enforcer, &watchdog_stop);
+                                watchdog = Some(scope.spawn(move || {
+                                    while !stop.load(Ordering::SeqCst) {
+                                        let next = e.tick();
+                                        std::thread::park_timeout(next.saturating_duration_since(Instant::now()).clamp(Duration::from_millis(1), Duration::from_millis(100)));
+                                    }
+                                }));
+                            }
+                            sink.output(s.stream, &buf[..keep]);
+                        }
+                        s.total += got;
+                    } else {
+                        s.open = false;
+                    }
+                }
+                if status.is_none() {
+                    let mut st = 0;
+                    // SAFETY: non-blocking wait for our own child.
+                    let r = enforcer.reap(false, &mut written, &mut st);
+                    if r == pid {
+                        status = Some(st);
+                        // Elsewhere than Linux nothing inside reaps the tree: what the command left in its
+                        // session's process group goes with it. (The group, not the reaped pid, which may
+                        // already be reused; a group's id is not reused while it has members.)
+                        // SAFETY: signalling the process group our child led.
+                        #[cfg(not(target_os = "linux"))]
+                        unsafe {
+                            libc::kill(-pid, libc::SIGKILL)
+                        };
+                        // The supervisor killed its whole tree before exiting. Something still holding
+                        // the output pipes can only be in the cgroup (if at all): kill it there. With
+                        // the pipes closed, the cgroup's removal (which kills anything left) is enough.
+                        if let (Some(cg), true) = (cgroup, streams.iter().any(|s| s.open)) {
+                            cg.kill_all();
+                        }
+                        drain_deadline = Some(Instant::now() + Duration::from_millis(500));
+                    }
+                }
             }
+            if pidfd >= 0 {
+                close(pidfd);
+            }
+            if let Some(r) = relay.as_mut() {
+                r.close_write();
+            }
+            let st = match status {
+                Some(s) => s,
+                None => loop {
+                    // Not under a blocking wait: the deadline still applies meanwhile.
+                    let mut st = 0;
+                    if enforcer.reap(false, &mut written, &mut st) == pid {
+                        break st;
+                    }
+                    enforcer.tick();
+                    std::thread::sleep(Duration::from_millis(10));
+                },
+            };
+            let (timed_out, cancelled) = {
+                let s = enforcer.lock();
+                (s.timed_out, s.cancelled)
+            };
+            for s in &streams {
+                if s.total > cap {
+                    sink.truncated(s.stream, s.total - cap);
+                }
+            }
+            let reported = Reported::from_bytes(&report);
+            if let Some((step, message)) = &reported.setup_failed {
+                return Err(match step {
+                    SetupStep::UserNamespace => SandboxError::NamespacesUnavailable(message.clone()),
+                    SetupStep::Other => SandboxError::Setup(message.clone()),
+                });
+            }
+            // PID 1 cloned by a forking runner reports the command's raw wait status (it cannot die of
+            // the command's signal itself).
+            let st = reported.status.unwrap_or(st);
+            let (applied, exec_errno) = (reported.applied.clone(), reported.exec_errno);
+            if plan.level > SandboxLevel::None && applied.is_none() && exec_errno.is_none() && !timed_out && !cancelled {
+                return Err(SandboxError::Setup(format!("the helper ended without reporting its confinement (status {st:#x})")));
+            }
+            // The helper never execs without applying the whole plan; a report that says otherwise is
+            // not a result to relabel but an error.
+            if let Some(a) = &applied {
+                let missing: Vec<&str> = [
+                    (plan.landlock().is_some() && a.landlock != LANDLOCK_ENFORCED, "Landlock"),
+                    (plan.seccomp().is_some() && !a.seccomp, "seccomp"),
+                    (plan.namespaces().is_some() && !a.namespaces, "namespaces"),
+                    (plan.macos.is_some() && !a.seatbelt, "Seatbelt profile"),
+                ]
+                .into_iter()
+                .filter_map(|(m, name)| m.then_some(name))
+                .collect();
+                if !missing.is_empty() {
+                    return Err(SandboxError::Setup(format!("the helper reported the plan's {} not applied", missing.join(", "))));
+                }
+            }
+            let status = if libc::WIFSIGNALED(st) {
+                ExitKind::Signaled { signal: libc::WTERMSIG(st) }
+            } else {
+                ExitKind::Exited { code: libc::WEXITSTATUS(st) }
+            };
+            if let Some(e) = exec_errno {
+                let msg = format!("localgpt-sandbox: {}: {}\n", "exec", std::io::Error::from_raw_os_error(e));
+                sink.output(Stream::Stderr, msg.as_bytes());
+            }
+            let exit_code = if timed_out {
+                124
+            } else if cancelled {
+                130
+            } else {
+                match status {
+                    ExitKind::Exited { code } => code,
+                    ExitKind::Signaled { signal } => 128 + signal,
+                }
+            };
+            let result = RunResult {
+                command: Vec::new(),
+                workspace: plan.workspace.clone(),
+                level: plan.level,
+                mode: plan.mode,
+                status,
+                exit_code,
+                timed_out,
+                cancelled,
+                duration_ms: start.elapsed().as_secs_f64() * 1000.0,
+                stdout: String::new(),
+                stderr: String::new(),
+                stdout_bytes: streams[0].total,
+                stderr_bytes: streams[1].total,
+                stdout_truncated: streams[0].total > cap,
+                stderr_truncated: streams[1].total > cap,
+                bytes_written: written,
+                protections: plan.protections.clone(),
+                warnings: plan.warnings.iter().cloned().chain(reported.warnings.iter().map(|w| w.message().to_string())).collect(),
+                applied,
+                protected_review: None,
+                denials: Vec::new(),
+            };
+            Ok((result, reported))
+        })();
+        watchdog_stop.store(true, Ordering::SeqCst);
+        if let Some(w) = watchdog {
+            w.thread().unpark();
+            let _ = w.join();
         }
-    }
-    if pidfd >= 0 {
-        close(pidfd);
-    }
-    if let Some(r) = relay.as_mut() {
-        r.close_write();
-    }
-    let st = match status {
-        Some(s) => s,
-        None => {
-            let mut st = 0;
-            reap(pid, true, &mut written, &mut st);
-            st
-        }
-    };
-    for s in &streams {
-        if s.total > cap {
-            sink.truncated(s.stream, s.total - cap);
-        }
-    }
-    let reported = Reported::from_bytes(&report);
-    if let Some((step, message)) = &reported.setup_failed {
-        return Err(match step {
-            SetupStep::UserNamespace => SandboxError::NamespacesUnavailable(message.clone()),
-            SetupStep::Other => SandboxError::Setup(message.clone()),
-        });
-    }
-    // PID 1 cloned by a forking runner reports the command's raw wait status (it cannot die of
-    // the command's signal itself).
-    let st = reported.status.unwrap_or(st);
-    let (applied, exec_errno) = (reported.applied.clone(), reported.exec_errno);
-    if plan.level > SandboxLevel::None && applied.is_none() && exec_errno.is_none() && !timed_out && !cancelled {
-        return Err(SandboxError::Setup(format!("the helper ended without reporting its confinement (status {st:#x})")));
-    }
-    // The helper never execs without applying the whole plan; a report that says otherwise is
-    // not a result to relabel but an error.
-    if let Some(a) = &applied {
-        let missing: Vec<&str> = [
-            (plan.landlock().is_some() && a.landlock != LANDLOCK_ENFORCED, "Landlock"),
-            (plan.seccomp().is_some() && !a.seccomp, "seccomp"),
-            (plan.namespaces().is_some() && !a.namespaces, "namespaces"),
-            (plan.macos.is_some() && !a.seatbelt, "Seatbelt profile"),
-        ]
-        .into_iter()
-        .filter_map(|(m, name)| m.then_some(name))
-        .collect();
-        if !missing.is_empty() {
-            return Err(SandboxError::Setup(format!("the helper reported the plan's {} not applied", missing.join(", "))));
-        }
-    }
-    let status = if libc::WIFSIGNALED(st) {
-        ExitKind::Signaled { signal: libc::WTERMSIG(st) }
-    } else {
-        ExitKind::Exited { code: libc::WEXITSTATUS(st) }
-    };
-    if let Some(e) = exec_errno {
-        let msg = format!("localgpt-sandbox: {}: {}\n", "exec", std::io::Error::from_raw_os_error(e));
-        sink.output(Stream::Stderr, msg.as_bytes());
-    }
-    let exit_code = if timed_out {
-        124
-    } else if cancelled {
-        130
-    } else {
-        match status {
-            ExitKind::Exited { code } => code,
-            ExitKind::Signaled { signal } => 128 + signal,
-        }
-    };
-    let result = RunResult {
-        command: Vec::new(),
-        workspace: plan.workspace.clone(),
-        level: plan.level,
-        mode: plan.mode,
-        status,
-        exit_code,
-        timed_out,
-        cancelled,
-        duration_ms: start.elapsed().as_secs_f64() * 1000.0,
-        stdout: String::new(),
-        stderr: String::new(),
-        stdout_bytes: streams[0].total,
-        stderr_bytes: streams[1].total,
-        stdout_truncated: streams[0].total > cap,
-        stderr_truncated: streams[1].total > cap,
-        bytes_written: written,
-        protections: plan.protections.clone(),
-        warnings: plan.warnings.iter().cloned().chain(reported.warnings.iter().map(|w| w.message().to_string())).collect(),
-        applied,
-        protected_review: None,
-        denials: Vec::new(),
-    };
-    Ok((result, reported))
+        result
+    })
 }
