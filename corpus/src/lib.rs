@@ -126,6 +126,13 @@ pub enum WorldKind {
     /// A repository with another repository nested in `sub/repo` (a monorepo's vendored or
     /// checked-out project), and a `.vscode` in `sub`.
     NestedRepo,
+    /// A repository with a submodule checked out in `sub`: `sub/.git` is a file pointing to
+    /// `.git/modules/sub`, which has its own hooks and config.
+    Submodule,
+    /// The workspace is `$HOME` (an agent started in the home directory, a dotfiles
+    /// repository): the home's files (`.bashrc`, `.profile`, the credentials) are in it, and it
+    /// is a repository.
+    HomeWorkspace,
 }
 
 /// The attempt itself.

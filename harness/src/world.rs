@@ -136,6 +136,14 @@ fn make_workspace(ws: &Path, outside: &Path, kind: localgpt_corpus::WorldKind) -
             fs::write(ws.join(".git"), format!("gitdir: {}\n", wt.display()))?;
         }
         WorldKind::NoGit => {}
+        WorldKind::Submodule => {
+            make_git_dir(&ws.join(".git"), &format!("{config}[submodule \"sub\"]\n\turl = ../sub.git\n\tactive = true\n"))?;
+            make_git_dir(&ws.join(".git/modules/sub"), &format!("{config}\tworktree = ../../../sub\n"))?;
+            fs::create_dir_all(ws.join("sub"))?;
+            fs::write(ws.join("sub/.git"), "gitdir: ../.git/modules/sub\n")?;
+            fs::write(ws.join(".gitmodules"), "[submodule \"sub\"]\n\tpath = sub\n\turl = ../sub.git\n")?;
+        }
+        WorldKind::HomeWorkspace => make_git_dir(&ws.join(".git"), config)?,
         WorldKind::NestedRepo => {
             make_git_dir(&ws.join(".git"), config)?;
             make_git_dir(&ws.join("sub/repo/.git"), config)?;
@@ -244,7 +252,7 @@ impl World {
         let token = root.file_name().map(|n| n.to_string_lossy().trim_start_matches("lgw-").to_string()).unwrap_or_default();
         let ws = root.join("ws");
         let outside = root.join("outside");
-        let home = root.join("home");
+        let home = if v.world == localgpt_corpus::WorldKind::HomeWorkspace { ws.clone() } else { root.join("home") };
         let xdg = root.join("xdg");
         for d in [&ws, &outside, &home, &xdg, &outside.join("dbus"), &outside.join("systemd"), &outside.join("repo/.git/hooks")] {
             fs::create_dir_all(d).map_err(|x| e("mkdir", x))?;
