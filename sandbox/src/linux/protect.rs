@@ -954,7 +954,8 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
     if names.is_empty() {
         return;
     }
-    let (found, stopped) = walk_nested(ws, &names, NESTED_ENTRIES);
+    let walk = walk_nested(ws, &names, NESTED_ENTRIES, Some((&plan.nested_dirs, start)));
+    let (found, stopped) = (walk.found, walk.stopped);
     if let Some(d) = stopped {
         out.notes.push(format!(
             "the walk for protected names created during the run stopped after {NESTED_ENTRIES} entries (in {}): deeper ones were not reviewed",

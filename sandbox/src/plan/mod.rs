@@ -386,6 +386,10 @@ pub struct Plan {
     /// Protected names that could not be protected, and why.
     #[serde(default)]
     pub unprotectable: Vec<protected::Unprotectable>,
+    /// The directories the launch walk for nested protected names read, with their depths
+    /// (the walk after the run reads only those changed since; not serialised).
+    #[serde(skip)]
+    pub nested_dirs: Vec<(PathBuf, usize)>,
     /// Toolchain config files and the credential keys removed from the command's copy of each.
     #[serde(default)]
     pub configs: Vec<(PathBuf, Vec<String>)>,
@@ -702,10 +706,10 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
     let mut resolver = resolve::PathResolver::new();
-    let (mut protected, unprotectable) = if confined && policy.mode == SandboxMode::WorkspaceWrite {
+    let (mut protected, unprotectable, nested_dirs) = if confined && policy.mode == SandboxMode::WorkspaceWrite {
         protected::protected_paths(&mut resolver, policy)
     } else {
-        (Vec::new(), Vec::new())
+        (Vec::new(), Vec::new(), Vec::new())
     };
     // Overlays in a user namespace from 5.11. Where overlayfs is not loaded (the sandbox cannot
     // load its module) the mount fails and the path is bound read-only for the run instead: the
@@ -808,6 +812,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         system_secrets,
         protected,
         unprotectable,
+        nested_dirs,
         configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
         config_copies,
         protections: Vec::new(),

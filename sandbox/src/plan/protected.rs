@@ -97,7 +97,7 @@ pub fn hooks_path(ws: &Path, home: Option<&Path>) -> Option<PathBuf> {
 /// gets the same names: `--allow-write $T -- "echo x > $T/.git/config"` is a change to a
 /// repository's config like any other.
 #[must_use]
-pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
+pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>, Vec<(PathBuf, usize)>) {
     let (mut out, mut bad) = protected_in(resolver, policy, &policy.workspace_path, true);
     let scratch = crate::defaults::tables(policy.platform).scratch_write;
     let mut roots: Vec<PathBuf> = Vec::new();
@@ -119,11 +119,11 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (
     }
     // Nested copies in the workspace (a repository in a subdirectory, `sub/.vscode`), present at
     // launch, found by a bounded walk.
-    let (nested, nbad) = nested_protected(policy);
+    let (nested, nbad, dirs) = nested_protected(policy);
     let taken: Vec<PathBuf> = out.iter().map(|p| p.path.clone()).collect();
     out.extend(nested.into_iter().filter(|p| !taken.iter().any(|q| p.path.starts_with(q))));
     bad.extend(nbad);
-    (out, bad)
+    (out, bad, dirs)
 }
 
 /// How deep below the workspace nested protected names are looked for (`a/b/c/.git` is depth 3).
@@ -140,44 +140,76 @@ pub const NESTED_SKIP: &[&str] = &["node_modules", "target", "vendor", ".venv", 
 /// What [`NESTED_STOPPED`] starts with: the nested walk ran out of its budget.
 pub const NESTED_STOPPED: &str = "the nested walk stopped after";
 
+/// What [`walk_nested`] found.
+#[derive(Default)]
+pub struct NestedWalk {
+    /// The entries named as a protected name, with their types.
+    pub found: Vec<(PathBuf, std::fs::FileType)>,
+    /// The directory where the walk ran out of its budget, if it did.
+    pub stopped: Option<PathBuf>,
+    /// Every directory it read, with its depth (the workspace itself at 0).
+    pub dirs: Vec<(PathBuf, usize)>,
+}
+
 /// The entries named as one of `names` in `ws`'s subdirectories (depth 1 to [`NESTED_DEPTH`];
-/// not inside such an entry, nor in [`NESTED_SKIP`] directories), with their types, and the
-/// directory where the walk ran out of its `budget` of entries, if it did.
+/// not inside such an entry, nor in [`NESTED_SKIP`] directories), reading at most `budget`
+/// entries. With `known` (the directories an earlier walk read, and when it started), only the
+/// directories changed since then are read — a new or renamed entry changes its directory's
+/// ctime, which no command can set back — and the directories they hold that the earlier walk
+/// did not read (new, or moved in), whole.
 #[must_use]
-pub fn walk_nested(ws: &Path, names: &[&str], budget: usize) -> (Vec<(PathBuf, std::fs::FileType)>, Option<PathBuf>) {
-    let mut out = Vec::new();
+pub fn walk_nested(ws: &Path, names: &[&str], budget: usize, known: Option<(&[(PathBuf, usize)], std::time::SystemTime)>) -> NestedWalk {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = NestedWalk::default();
     let mut budget = budget;
-    // Top-level names are the roots' own entries: start below them.
-    let mut queue: Vec<(PathBuf, usize)> = Vec::new();
-    let Ok(top) = std::fs::read_dir(ws) else { return (out, None) };
-    for e in top.flatten() {
-        let name = e.file_name();
-        let n = name.to_string_lossy();
-        if e.file_type().is_ok_and(|t| t.is_dir()) && !names.contains(&n.as_ref()) && !NESTED_SKIP.contains(&n.as_ref()) {
-            queue.push((e.path(), 1));
+    // (directory, depth, read whole below it)
+    let mut queue: Vec<(PathBuf, usize, bool)> = Vec::new();
+    let mut seen: std::collections::HashSet<&Path> = std::collections::HashSet::new();
+    match known {
+        None => queue.push((ws.to_path_buf(), 0, true)),
+        Some((dirs, since)) => {
+            // File times come from a coarse clock that may lag the one `since` was read from by a
+            // tick or more: a margin, so that a change right after `since` is never missed.
+            let since = since.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()).saturating_sub(2_000_000_000);
+            for (d, depth) in dirs {
+                seen.insert(d.as_path());
+                let changed = std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir() && (m.ctime() as i128 * 1_000_000_000 + i128::from(m.ctime_nsec())) as u128 >= since);
+                if changed {
+                    queue.push((d.clone(), *depth, false));
+                }
+            }
         }
     }
-    while let Some((dir, depth)) = queue.pop() {
+    while let Some((dir, depth, whole)) = queue.pop() {
         let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        out.dirs.push((dir.clone(), depth));
         for e in rd.flatten() {
             if budget == 0 {
-                return (out, Some(dir));
+                out.stopped = Some(dir);
+                return out;
             }
             budget -= 1;
             let name = e.file_name();
             let n = name.to_string_lossy();
             let Ok(ft) = e.file_type() else { continue };
             if names.contains(&n.as_ref()) {
-                out.push((e.path(), ft));
+                // Top-level names are the roots' own entries (handled elsewhere).
+                if depth > 0 {
+                    out.found.push((e.path(), ft));
+                }
                 continue;
             }
             if ft.is_dir() && depth < NESTED_DEPTH && !NESTED_SKIP.contains(&n.as_ref()) {
-                queue.push((e.path(), depth + 1));
+                let p = e.path();
+                // A directory the earlier walk read is looked at through its own ctime.
+                if whole || !seen.contains(p.as_path()) {
+                    queue.push((p, depth + 1, true));
+                }
             }
         }
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    (out, None)
+    out.found.sort_by(|a, b| a.0.cmp(&b.0));
+    out
 }
 
 /// The protected kind of a nested entry named `name` that is a directory (`.git`: git's).
@@ -195,9 +227,9 @@ pub fn nested_kind(name: &str, ft: std::fs::FileType) -> ProtectedKind {
 /// The table's names present in the workspace's subdirectories (depth 1 to [`NESTED_DEPTH`]),
 /// each protected as what it is. A walk that runs out of its budget is reported (the rest of
 /// the workspace is not looked at).
-fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
+fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>, Vec<(PathBuf, usize)>) {
     let names: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
-    let (found, stopped) = walk_nested(&policy.workspace_path, &names, NESTED_ENTRIES);
+    let NestedWalk { found, stopped, dirs } = walk_nested(&policy.workspace_path, &names, NESTED_ENTRIES, None);
     let mut out = Vec::new();
     let mut bad = Vec::new();
     for (path, ft) in found {
@@ -214,7 +246,7 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
     if let Some(dir) = stopped {
         bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {NESTED_ENTRIES} entries: protected names deeper in the workspace were not looked for") });
     }
-    (out, bad)
+    (out, bad, dirs)
 }
 
 /// Why a protected path that is a symbolic link cannot be protected.
@@ -300,7 +332,7 @@ mod tests {
         std::os::unix::fs::symlink("/tmp", ws.join(".idea")).unwrap();
         let s = SandboxSettings { home: Some(home), ..Default::default() };
         let policy = build_sandbox_policy(&ws, &s).unwrap();
-        let (p, bad) = protected_paths(&mut PathResolver::new(), &policy);
+        let (p, bad, _) = protected_paths(&mut PathResolver::new(), &policy);
         let got: Vec<(String, ProtectedKind, bool)> =
             p.iter().map(|x| (x.path.strip_prefix(&ws).unwrap().display().to_string(), x.kind, x.absent)).collect();
         assert_eq!(got[..3], [
@@ -316,7 +348,7 @@ mod tests {
         let bad: Vec<String> = bad.iter().map(|b| b.path.strip_prefix(&ws).unwrap().display().to_string()).collect();
         assert_eq!(bad, vec![".idea", ".husky/_"]);
         std::fs::create_dir_all(ws.join(".husky")).unwrap();
-        let (p, _) = protected_paths(&mut PathResolver::new(), &policy);
+        let (p, _, _) = protected_paths(&mut PathResolver::new(), &policy);
         assert!(p.iter().any(|x| x.path == ws.join(".husky/_") && x.absent && x.reason.contains("hooksPath")));
     }
 
@@ -330,7 +362,7 @@ mod tests {
         std::fs::create_dir_all(ws.join("node_modules/pkg/.git")).unwrap();
         std::fs::create_dir_all(ws.join("d1/d2/d3/d4/d5/.git")).unwrap();
         let policy = build_sandbox_policy(&ws, &SandboxSettings { home: None, ..Default::default() }).unwrap();
-        let (p, _) = protected_paths(&mut PathResolver::new(), &policy);
+        let (p, _, _) = protected_paths(&mut PathResolver::new(), &policy);
         let got = |rel: &str| p.iter().find(|x| x.path == ws.join(rel)).map(|x| (x.kind, x.absent));
         assert_eq!(got("sub/repo/.git"), Some((ProtectedKind::GitDir, false)));
         assert_eq!(got("a/.vscode"), Some((ProtectedKind::Dir, false)));
@@ -341,15 +373,42 @@ mod tests {
     }
 
     #[test]
+    fn the_walk_after_the_run_reads_only_what_changed_and_finds_what_is_new() {
+        let d = crate::test_dir();
+        let ws = std::fs::canonicalize(d.path()).unwrap();
+        for p in ["a/b/c", "x/y", "quiet/q1/q2"] {
+            std::fs::create_dir_all(ws.join(p)).unwrap();
+        }
+        let names = [".git", ".vscode", ".bashrc"];
+        let launch = walk_nested(&ws, &names, NESTED_ENTRIES, None);
+        assert!(launch.found.is_empty() && launch.stopped.is_none());
+        assert!(launch.dirs.iter().any(|(p, depth)| *p == ws && *depth == 0) && launch.dirs.iter().any(|(p, depth)| *p == ws.join("a/b/c") && *depth == 3));
+        // The run: a repository deep in a known directory whose mtime is then set back (its
+        // ctime cannot be), a new subtree holding a .vscode, and x moved under a.
+        let since = std::time::SystemTime::now();
+        std::fs::create_dir_all(ws.join("a/b/c/.git/hooks")).unwrap();
+        let c = std::ffi::CString::new(ws.join("a/b/c").as_os_str().as_encoded_bytes()).unwrap();
+        let old = [libc::timespec { tv_sec: 1_000_000, tv_nsec: 0 }, libc::timespec { tv_sec: 1_000_000, tv_nsec: 0 }];
+        // SAFETY: a valid C string and two timespecs.
+        assert_eq!(unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), old.as_ptr(), 0) }, 0);
+        std::fs::create_dir_all(ws.join("new/n1/.vscode")).unwrap();
+        std::fs::rename(ws.join("x"), ws.join("a/x")).unwrap();
+        std::fs::write(ws.join("a/x/y/.bashrc"), "id\n").unwrap();
+        let after = walk_nested(&ws, &names, NESTED_ENTRIES, Some((&launch.dirs, since)));
+        let found: Vec<PathBuf> = after.found.iter().map(|(p, _)| p.strip_prefix(&ws).unwrap().to_path_buf()).collect();
+        assert_eq!(found, vec![PathBuf::from("a/b/c/.git"), PathBuf::from("a/x/y/.bashrc"), PathBuf::from("new/n1/.vscode")]);
+    }
+
+    #[test]
     fn a_git_file_and_no_git() {
         let d = crate::test_dir();
         let ws = std::fs::canonicalize(d.path()).unwrap();
         std::fs::write(ws.join(".git"), "gitdir: /elsewhere/.git/worktrees/w\n").unwrap();
         let policy = build_sandbox_policy(&ws, &SandboxSettings { home: None, ..Default::default() }).unwrap();
-        let (p, _) = protected_paths(&mut PathResolver::new(), &policy);
+        let (p, _, _) = protected_paths(&mut PathResolver::new(), &policy);
         assert_eq!((p[0].kind, p[0].absent), (ProtectedKind::File, false));
         std::fs::remove_file(ws.join(".git")).unwrap();
-        let (p, _) = protected_paths(&mut PathResolver::new(), &policy);
+        let (p, _, _) = protected_paths(&mut PathResolver::new(), &policy);
         assert_eq!((p[0].kind, p[0].absent), (ProtectedKind::GitDir, true));
     }
 }
