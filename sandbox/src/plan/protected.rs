@@ -159,7 +159,6 @@ pub struct NestedWalk {
 /// did not read (new, or moved in), whole.
 #[must_use]
 pub fn walk_nested(ws: &Path, names: &[&str], budget: usize, known: Option<(&[(PathBuf, usize)], std::time::SystemTime)>) -> NestedWalk {
-    use std::os::unix::fs::MetadataExt;
     let mut out = NestedWalk::default();
     let mut budget = budget;
     // (directory, depth, read whole below it)
@@ -173,7 +172,7 @@ pub fn walk_nested(ws: &Path, names: &[&str], budget: usize, known: Option<(&[(P
             let since = since.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()).saturating_sub(2_000_000_000);
             for (d, depth) in dirs {
                 seen.insert(d.as_path());
-                let changed = std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir() && (m.ctime() as i128 * 1_000_000_000 + i128::from(m.ctime_nsec())) as u128 >= since);
+                let changed = std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir() && change_time_ns(&m).is_none_or(|t| t >= since));
                 if changed {
                     queue.push((d.clone(), *depth, false));
                 }
@@ -210,6 +209,21 @@ pub fn walk_nested(ws: &Path, names: &[&str], budget: usize, known: Option<(&[(P
     }
     out.found.sort_by(|a, b| a.0.cmp(&b.0));
     out
+}
+
+/// When the inode last changed (ctime, ns since the epoch); `None` where there is no ctime (a
+/// walk then reads the directory again).
+fn change_time_ns(m: &std::fs::Metadata) -> Option<u128> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        u128::try_from(i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec())).ok()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = m;
+        None
+    }
 }
 
 /// The protected kind of a nested entry named `name` that is a directory (`.git`: git's).
