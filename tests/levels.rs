@@ -262,6 +262,19 @@ fn full_level_git_config_edits_reach_the_repo_and_code_running_ones_are_pending(
     let a = run(w.localgpt_cmd(&["sandbox", "pending", "apply", &cfg_id]), "pending apply");
     assert_eq!(a.code(), Some(0), "{}", a.describe());
     assert!(fs::read_to_string(w.ws.join(".git/config")).unwrap().contains("fsmonitor = touch /tmp/pwned"));
+    // Applying never writes through a link: with .git/hooks made a link to a directory
+    // elsewhere (as a later run could leave it), applying the hook fails, nothing lands there,
+    // and the change stays pending.
+    let elsewhere = w.root.join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let hooks = w.ws.join(".git/hooks");
+    fs::rename(&hooks, w.ws.join(".git/hooks.real")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &hooks).unwrap();
+    let via_link = run(w.localgpt_cmd(&["sandbox", "pending", "apply", &hook_id]), "pending apply through a link");
+    assert_ne!(via_link.code(), Some(0), "applied through a link{}", via_link.describe());
+    assert!(!elsewhere.join("post-checkout").exists(), "the hook was written through the link");
+    fs::remove_file(&hooks).unwrap();
+    fs::rename(w.ws.join(".git/hooks.real"), &hooks).unwrap();
     let d = run(w.localgpt_cmd(&["sandbox", "pending", "drop", &hook_id]), "pending drop");
     assert_eq!(d.code(), Some(0), "{}", d.describe());
     assert!(!w.ws.join(".git/hooks/post-checkout").exists());

@@ -226,13 +226,38 @@ pub fn write_atomic(target: &Path, data: &[u8], mode: u32) -> Result<(), Sandbox
     r.map_err(io(format!("write {}", target.display())))
 }
 
+/// The deepest existing ancestor of `target`'s parent is a directory reached without a symbolic
+/// link (its canonical path is itself), and the missing ones are created: a write to `target`
+/// lands where it says. (The runner's review runs when the command and everything it started
+/// are gone, so nothing changes the path between this check and the write; `apply` runs at the
+/// user's request, and a sandboxed command running at that very moment could still race it.)
+pub(crate) fn safe_parent(target: &Path) -> std::io::Result<()> {
+    let parent = target.parent().ok_or_else(|| std::io::Error::other("no parent directory"))?;
+    let mut anc = parent;
+    loop {
+        match std::fs::symlink_metadata(anc) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => return Err(std::io::Error::other(format!("{} is not a directory", anc.display()))),
+            Err(_) => anc = anc.parent().ok_or_else(|| std::io::Error::other("no existing parent directory"))?,
+        }
+    }
+    if std::fs::canonicalize(anc)? != anc {
+        return Err(std::io::Error::other(format!("a symbolic link on the way ({} leads elsewhere)", anc.display())));
+    }
+    std::fs::create_dir_all(parent)
+}
+
 /// Applies pending change `id` to its target and removes it from the store.
 ///
 /// # Errors
-/// [`SandboxError::Policy`] for an unknown id; [`SandboxError::Io`] when the target cannot be
+/// [`SandboxError::Policy`] for an unknown id, or when a symbolic link lies on the way to the
+/// target; [`SandboxError::Io`] when the target cannot be
 /// written (the change then stays pending).
 pub fn apply(id: &str) -> Result<PendingChange, SandboxError> {
     let (c, cdir) = find(id)?;
+    // A later run may have left a symbolic link on the way (`.git/hooks` made a link): the
+    // change goes where it says or nowhere.
+    safe_parent(&c.target).map_err(|e| SandboxError::Policy(format!("{}: not applied ({e}); the change stays pending", c.target.display())))?;
     match &c.action {
         PendingAction::Write { mode } => {
             let data = std::fs::read(cdir.join("content")).map_err(io(format!("read {}/content", cdir.display())))?;

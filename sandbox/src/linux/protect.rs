@@ -229,25 +229,7 @@ fn no_links_below(base: &Path, p: &Path) -> bool {
     true
 }
 
-/// The deepest existing ancestor of `target`'s parent is a directory reached without a symbolic
-/// link (its canonical path is itself), and the missing ones are created: a write to `target`
-/// lands where it says. (The command and everything it started are gone when the review runs,
-/// so nothing changes the path between this check and the write.)
-fn safe_parent(target: &Path) -> std::io::Result<()> {
-    let parent = target.parent().ok_or_else(|| std::io::Error::other("no parent directory"))?;
-    let mut anc = parent;
-    loop {
-        match std::fs::symlink_metadata(anc) {
-            Ok(m) if m.is_dir() => break,
-            Ok(_) => return Err(std::io::Error::other(format!("{} is not a directory", anc.display()))),
-            Err(_) => anc = anc.parent().ok_or_else(|| std::io::Error::other("no existing parent directory"))?,
-        }
-    }
-    if std::fs::canonicalize(anc)? != anc {
-        return Err(std::io::Error::other(format!("a symbolic link on the way ({} leads elsewhere)", anc.display())));
-    }
-    std::fs::create_dir_all(parent)
-}
+use crate::pending::safe_parent;
 
 /// `p` is an existing directory whose canonical path is itself (no symbolic link on the way).
 fn real_dir_path(p: &Path) -> bool {
