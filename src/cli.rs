@@ -92,6 +92,10 @@ pub struct PolicyArgs {
     /// Extra denied path (repeatable).
     #[arg(long, value_name = "PATH")]
     pub deny: Vec<PathBuf>,
+    /// A host unix socket the command may connect to, and only that one (repeatable; e.g.
+    /// "$SSH_AUTH_SOCK").
+    #[arg(long = "allow-unix-socket", value_name = "PATH")]
+    pub allow_unix_socket: Vec<PathBuf>,
     /// Timeout in seconds (default 120).
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
@@ -207,6 +211,7 @@ pub fn fast_run_args(args: &[std::ffi::OsString]) -> Option<RunArgs> {
                     "--allow-read" => p.allow_read.push(PathBuf::from(v)),
                     "--allow-write" => p.allow_write.push(PathBuf::from(v)),
                     "--deny" => p.deny.push(PathBuf::from(v)),
+                    "--allow-unix-socket" => p.allow_unix_socket.push(PathBuf::from(v)),
                     "--timeout" => once(&mut p.timeout, v.parse().ok()?)?,
                     "--max-output" => once(&mut p.max_output, v.parse().ok()?)?,
                     "--max-processes" => once(&mut p.max_processes, v.parse().ok()?)?,
@@ -333,6 +338,7 @@ pub fn resolve_policy_for(args: &PolicyArgs, platform: Platform) -> Result<Sandb
     s.extra_read.extend(args.allow_read.iter().map(|p| absolutize(p, &cwd)));
     s.extra_write.extend(args.allow_write.iter().map(|p| absolutize(p, &cwd)));
     s.extra_deny.extend(args.deny.iter().map(|p| absolutize(p, &cwd)));
+    s.allow_unix_sockets.extend(args.allow_unix_socket.iter().map(|p| absolutize(p, &cwd)));
     s.env.keep.extend(args.keep_env.iter().cloned());
     s.dangerously_allow_full_access |= args.dangerously_allow_full_access;
     s.force_workspace |= args.force_workspace;

@@ -533,3 +533,63 @@ fn a_sandbox_inside_a_sandbox_runs() {
     let level = v["level"].as_str().unwrap_or_default();
     assert!(["standard", "minimal"].contains(&level), "the inner run says its level: {level:?}{}", o.describe());
 }
+
+/// `--allow-unix-socket "$SSH_AUTH_SOCK"`: `ssh-add -l` lists the agent's key, at every level
+/// this host runs; without the flag the agent is unreachable. (That no other host socket is
+/// reachable with a grant is the escape corpus's `granted-socket-*` vectors, checked from
+/// outside.)
+#[test]
+fn ssh_agent_reachable_only_through_allow_unix_socket() {
+    let name = "ssh_agent_reachable_only_through_allow_unix_socket";
+    let (Some(agent), Some(add), Some(keygen)) = (which("ssh-agent"), which("ssh-add"), which("ssh-keygen")) else {
+        skip(name, "openssh-client (ssh-agent, ssh-add, ssh-keygen) is not installed");
+        return;
+    };
+    let w = World::new();
+    let sock = w.outside.join("agent.sock");
+    let key = w.outside.join("id_test");
+    let mut child = std::process::Command::new(&agent).arg("-D").arg("-a").arg(&sock).stdout(std::process::Stdio::null()).spawn().expect("start ssh-agent");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !sock.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ok = std::process::Command::new(&keygen).args(["-q", "-t", "ed25519", "-N", "", "-C", "lg-test-key", "-f"]).arg(&key).status().is_ok_and(|s| s.success())
+        && std::process::Command::new(&add).arg("-q").arg(&key).env("SSH_AUTH_SOCK", &sock).status().is_ok_and(|s| s.success());
+    assert!(ok, "could not set up the test agent");
+    let levels = ["full", "standard", "minimal"];
+    for level in levels {
+        let mut cmd = w.sandbox_cmd(&["--quiet", "--level", level, "--allow-unix-socket", &sock.display().to_string()], &["ssh-add", "-l"]);
+        cmd.env("SSH_AUTH_SOCK", &sock);
+        let o = run(cmd, &format!("ssh-add -l with the agent granted at {level}"));
+        if o.stderr.contains("unavailable") {
+            skip(name, &format!("level {level} is unavailable here"));
+            continue;
+        }
+        assert_ok(&o);
+        assert!(o.stdout.contains("lg-test-key"), "level {level}{}", o.describe());
+        let mut cmd = w.sandbox_cmd(&["--quiet", "--level", level, "--keep-env", "SSH_AUTH_SOCK"], &["ssh-add", "-l"]);
+        cmd.env("SSH_AUTH_SOCK", &sock);
+        let o = run(cmd, &format!("ssh-add -l without the grant at {level}"));
+        assert_eq!(o.code(), Some(2), "without the grant the agent must be unreachable at {level}{}", o.describe());
+        assert!(!o.stdout.contains("lg-test-key"), "{}", o.describe());
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    // A granted socket that does not exist: one warning, and the command runs.
+    let missing = w.outside.join("gone.sock");
+    let o = run(w.sandbox_cmd(&["--quiet", "--allow-unix-socket", &missing.display().to_string()], &["true"]), "missing socket");
+    assert_ok(&o);
+    assert_eq!(o.stderr.lines().filter(|l| !l.trim().is_empty()).count(), 1, "{}", o.describe());
+    // Not a socket: refused before anything runs.
+    let file = w.outside.join("plain");
+    fs::write(&file, "x").unwrap();
+    let o = run(w.sandbox_cmd(&["--quiet", "--allow-unix-socket", &file.display().to_string()], &["touch", "ran"]), "not a socket");
+    assert_ne!(o.code(), Some(0), "{}", o.describe());
+    assert!(o.stderr.contains("not a unix socket") && !w.ws.join("ran").exists(), "{}", o.describe());
+    // A container runtime's socket is named as root-equivalent.
+    let docker = w.outside.join("docker.sock");
+    let _l = std::os::unix::net::UnixListener::bind(&docker).unwrap();
+    let o = run(w.sandbox_cmd(&["--allow-unix-socket", &docker.display().to_string()], &["true"]), "docker.sock granted");
+    assert_ok(&o);
+    assert!(o.stderr.contains("GRANTED SOCKET") && o.stderr.contains("root on the host"), "{}", o.describe());
+}

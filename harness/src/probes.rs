@@ -34,7 +34,7 @@ pub const NAMES: &[&str] = &[
     "vm-readv", "read-ancestors-environ", "signal", "pidfd-signal", "userns", "fork-bomb", "survivor", "open-fds",
     "core-dump", "write-flood", "write-big", "tiocsti", "tioclinux-kmsg", "shm-read", "shm-write", "msg-recv",
     "sem-op", "keyring-read", "open-by-handle", "setid-file", "sethostname", "fd-write", "fd-read", "fd-dir-write",
-    "fd-opath-reopen", "inotify-watch",
+    "fd-opath-reopen", "inotify-watch", "unix-connect-race", "unix-connect-replaced",
 ];
 
 fn c(s: &str) -> CString {
@@ -176,6 +176,15 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
             #[cfg(target_os = "linux")]
             "netlink-addaddr" => netlink_addaddr(a(0)?),
             "unix-connect" => unix_stream(a(0)?.as_bytes(), false, a(1)?),
+            "unix-connect-race" => unix_connect_race(a(0)?, a(1)?, a(2)?),
+            "unix-connect-replaced" => {
+                // The granted socket's path replaced by a link to another socket, then connected.
+                let _ = std::fs::remove_file(a(0)?);
+                if let Err(e) = std::os::unix::fs::symlink(a(1)?, a(0)?) {
+                    say(&format!("symlink: {e}"));
+                }
+                unix_stream(a(0)?.as_bytes(), false, a(2)?)
+            }
             #[cfg(target_os = "linux")]
             "abstract-connect" => unix_stream(a(0)?.as_bytes(), true, a(1)?),
             "unix-dgram" => unix_dgram(a(0)?.as_bytes(), false, a(1)?, libc::SOCK_DGRAM),
@@ -472,6 +481,79 @@ unsafe fn unix_stream(name: &[u8], abstract_ns: bool, data: &str) -> i32 {
         return result(false, "connect unix");
     }
     write_fd(fd, data, "unix stream send")
+}
+
+/// Tries to reach the unix socket `target` where only `granted` may be connected to: through a
+/// symbolic link to `target` (relative and absolute), then by racing the address — one thread
+/// flips the shared `sockaddr_un` between `granted` and `target` while this one connects with it
+/// again and again (a checker that reads the address and then lets the kernel redo the call is
+/// fooled), and by swapping the descriptor under the call (`dup2` of a fresh socket onto it).
+/// Every connection writes `data`.
+unsafe fn unix_connect_race(granted: &str, target: &str, data: &str) -> i32 {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let mut reached = 0;
+    let link = format!("lg-link-{}.sock", std::process::id());
+    let _ = std::os::unix::fs::symlink(target, &link);
+    let abs = std::env::current_dir().map(|d| d.join(&link).display().to_string()).unwrap_or_default();
+    for via in [link.as_str(), abs.as_str()] {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+        let (sa, len) = sockaddr_un(via.as_bytes(), false);
+        if fd >= 0 && libc::connect(fd, (&sa as *const libc::sockaddr_un).cast(), len) == 0 {
+            say(&format!("connected through the link {via}"));
+            libc::write(fd, data.as_ptr().cast(), data.len());
+            reached += 1;
+        } else {
+            say(&format!("link {via}: {}", errno()));
+        }
+        libc::close(fd);
+    }
+    let _ = std::fs::remove_file(&link);
+    let (a, alen) = sockaddr_un(granted.as_bytes(), false);
+    let (b, blen) = sockaddr_un(target.as_bytes(), false);
+    let len = alen.max(blen);
+    let shared: &'static mut libc::sockaddr_un = Box::leak(Box::new(a));
+    let addr = shared as *mut libc::sockaddr_un as usize;
+    let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    let victim_fd: &'static std::sync::atomic::AtomicI32 = Box::leak(Box::new(std::sync::atomic::AtomicI32::new(-1)));
+    let flipper = std::thread::spawn(move || {
+        let mut flip = false;
+        while !stop.load(Ordering::Relaxed) {
+            let src = if flip { &b } else { &a };
+            std::ptr::write_volatile(addr as *mut libc::sockaddr_un, *src);
+            flip = !flip;
+            // And the descriptor: a fresh unix socket dup2'ed onto the one being connected.
+            let v = victim_fd.load(Ordering::Relaxed);
+            if flip && v >= 0 {
+                let f = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                if f >= 0 {
+                    libc::dup2(f, v);
+                    libc::close(f);
+                }
+            }
+        }
+    });
+    let (mut ok, mut refused) = (0, 0);
+    for _ in 0..3000 {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+        if fd < 0 {
+            break;
+        }
+        victim_fd.store(fd, Ordering::Relaxed);
+        if libc::connect(fd, addr as *const libc::sockaddr, len) == 0 {
+            ok += 1;
+            libc::write(fd, data.as_ptr().cast(), data.len());
+        } else {
+            refused += 1;
+        }
+        victim_fd.store(-1, Ordering::Relaxed);
+        libc::close(fd);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = flipper.join();
+    say(&format!("race: {ok} connect(s) succeeded (granted or not), {refused} refused"));
+    // Success here proves nothing by itself (the granted socket may take them): the outside
+    // check on `target`'s listener decides.
+    result(reached > 0 || ok > 0, "connect to the target through a link or a race")
 }
 
 /// Sends a datagram to a unix socket address without `connect`, from a socket of `ty`

@@ -191,6 +191,8 @@ pub struct World {
     host_globs: Vec<PathBuf>,
     /// Host processes of the world, killed on drop.
     children: Vec<std::process::Child>,
+    /// The granted socket's accepting thread (`{agent_sock}`), stopped on drop.
+    agent: Option<(std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>)>,
     /// Snapshots taken before the run (path → (content, metadata summary)).
     pub before: BTreeMap<String, Snapshot>,
 }
@@ -352,6 +354,8 @@ impl World {
         put("dbus_sock", socks[1].display().to_string());
         put("systemd_sock", socks[2].display().to_string());
         put("dgram_sock", dgram_path.display().to_string());
+        put("agent_sock", outside.join("agent.sock").display().to_string());
+        put("ws_agent_sock", ws.join("agent.sock").display().to_string());
         put("abstract_name", abstract_name);
         put("abstract_dgram", abstract_dgram_name);
         put("secret_env", env_secret);
@@ -380,6 +384,7 @@ impl World {
             host_files: Vec::new(),
             host_globs: Vec::new(),
             children: Vec::new(),
+            agent: None,
             before: BTreeMap::new(),
         };
         if let Some(cfg) = &v.config {
@@ -406,6 +411,12 @@ impl World {
         }
         if text.contains("{etc_secret}") {
             w.make_etc_secret()?;
+        }
+        if text.contains("{agent_sock}") {
+            w.make_agent(&w.outside.join("agent.sock"))?;
+        }
+        if text.contains("{ws_agent_sock}") {
+            w.make_agent(&w.ws.join("agent.sock"))?;
         }
         if text.contains("{key_desc}") {
             w.make_key()?;
@@ -569,6 +580,28 @@ impl World {
         Ok(())
     }
 
+    /// A host socket a vector grants (`allow_unix_sockets = ["{agent_sock}"]`), like an
+    /// ssh-agent: it accepts and drops connections, so that a probe connecting to it many times
+    /// never waits on a full backlog. Connections to it are allowed and not observed; the
+    /// other listeners' checks say whether anything else was reached.
+    fn make_agent(&mut self, path: &Path) -> Result<(), String> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let l = UnixListener::bind(path).map_err(|x| format!("agent socket: {x}"))?;
+        l.set_nonblocking(true).map_err(|x| format!("agent socket: {x}"))?;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let s = std::sync::Arc::clone(&stop);
+        let t = std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                match l.accept() {
+                    Ok(_) => {}
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
+                }
+            }
+        });
+        self.agent = Some((stop, t));
+        Ok(())
+    }
+
     fn make_host_files(&mut self) -> Result<(), String> {
         for (var, dir, name) in [("host_tmp_secret", "/tmp", "host_tmp"), ("host_shm_secret", "/dev/shm", "host_shm")] {
             let p = PathBuf::from(dir).join(format!("{}-{name}", self.token));
@@ -725,6 +758,10 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
+        if let Some((stop, t)) = self.agent.take() {
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = t.join();
+        }
         for c in &mut self.children {
             let _ = c.kill();
             let _ = c.wait();

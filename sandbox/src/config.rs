@@ -47,6 +47,8 @@ pub struct SandboxSettings {
     pub extra_write: Vec<PathBuf>,
     /// Extra denied paths.
     pub extra_deny: Vec<PathBuf>,
+    /// Host unix sockets the command may connect to (connect-only, exactly these).
+    pub allow_unix_sockets: Vec<PathBuf>,
     /// Environment handling.
     pub env: EnvPolicy,
     /// Acknowledgment for full-access mode / level none.
@@ -81,6 +83,7 @@ impl Default for SandboxSettings {
             extra_read: Vec::new(),
             extra_write: Vec::new(),
             extra_deny: Vec::new(),
+            allow_unix_sockets: Vec::new(),
             env: EnvPolicy { keep: Vec::new(), set: Vec::new(), redirect_caches: true },
             dangerously_allow_full_access: false,
             home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
@@ -118,6 +121,7 @@ struct SandboxSection {
     workspace_root: Option<PathBuf>,
     force_workspace: Option<bool>,
     allow_paths: Option<AllowPaths>,
+    allow_unix_sockets: Option<Vec<PathBuf>>,
     network: Option<NetworkSection>,
     env: Option<EnvSection>,
 }
@@ -257,6 +261,9 @@ impl SandboxSettings {
             s.extra_read = abs(a.read)?;
             s.extra_write = abs(a.write)?;
             s.extra_deny = abs(a.deny)?;
+        }
+        if let Some(socks) = sec.allow_unix_sockets {
+            s.allow_unix_sockets = socks.iter().map(|p| expand_home(p, s.home.as_deref())).collect::<Result<_, _>>()?;
         }
         if let Some(n) = sec.network {
             match n.policy.as_deref() {
@@ -430,6 +437,7 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
                 w.display(), w.display())));
         }
     }
+    let allow_unix_sockets = unix_socket_grants(&settings.allow_unix_sockets, &mut skipped_grants)?;
     refuse_linked_denies(&settings.extra_deny)?;
     refuse_grants_inside_denies(&ws, &extra_read, &extra_write, &settings.extra_deny)?;
     let mut read_only_paths: Vec<PathBuf> = t.system_read.iter().map(PathBuf::from).collect();
@@ -486,9 +494,46 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         skipped_grants,
         moved_denies: Vec::new(),
         context_reads,
+        allow_unix_sockets,
     };
     // Validated where every plan is made (`make_plan`), once per run.
     Ok(policy)
+}
+
+/// The host sockets granted with `--allow-unix-socket`: (as given, canonical). A path that does
+/// not exist is skipped with a warning like any other grant (an agent socket comes and goes);
+/// one that is not a socket, or that is relative, is an error.
+#[cfg(not(unix))]
+fn unix_socket_grants(list: &[PathBuf], _skipped: &mut Vec<PathBuf>) -> Result<Vec<(PathBuf, PathBuf)>, SandboxError> {
+    match list.first() {
+        Some(p) => Err(SandboxError::Policy(format!("allow-unix-socket {}: host unix sockets cannot be granted on this platform", p.display()))),
+        None => Ok(Vec::new()),
+    }
+}
+
+#[cfg(unix)]
+fn unix_socket_grants(list: &[PathBuf], skipped: &mut Vec<PathBuf>) -> Result<Vec<(PathBuf, PathBuf)>, SandboxError> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut out = Vec::new();
+    for p in list {
+        if !p.is_absolute() {
+            return Err(SandboxError::Policy(format!("allow-unix-socket {}: not an absolute path", p.display())));
+        }
+        match std::fs::metadata(p) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => skipped.push(p.clone()),
+            Err(e) => return Err(SandboxError::Policy(format!("allow-unix-socket {}: {e}", p.display()))),
+            Ok(m) if !m.file_type().is_socket() => {
+                return Err(SandboxError::Policy(format!("allow-unix-socket {}: not a unix socket", p.display())));
+            }
+            Ok(_) => {
+                let c = std::fs::canonicalize(p).map_err(|e| SandboxError::Policy(format!("allow-unix-socket {}: {e}", p.display())))?;
+                if !out.iter().any(|(g, _)| g == p) {
+                    out.push((p.clone(), c));
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Read-only grants for where the workspace lies: the root of the git repository around it

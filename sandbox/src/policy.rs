@@ -245,6 +245,11 @@ pub struct SandboxPolicy {
     /// ancestors ([`crate::defaults::UPWARD_CONFIGS`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub context_reads: Vec<(PathBuf, String)>,
+    /// Host unix sockets the command may connect to (`--allow-unix-socket`), connect-only and
+    /// exactly these: (the path as given, absolute; its canonical path). Every other host
+    /// socket stays unreachable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_unix_sockets: Vec<(PathBuf, PathBuf)>,
     /// The platform whose default tables the policy was built with (a plan is only made for
     /// the same platform).
     #[serde(default)]
@@ -267,6 +272,8 @@ pub mod limits {
     pub const MIN_OPEN_FILES: u64 = 16;
     /// Open files range.
     pub const MAX_OPEN_FILES: u64 = 1 << 20;
+    /// Longest path a pathname unix socket address holds (`sun_path` without its NUL).
+    pub const MAX_UNIX_SOCKET_PATH: usize = 107;
     /// Smallest memory limit (a shell and a small tool).
     pub const MIN_MEMORY_BYTES: u64 = 32 << 20;
     /// Smallest private tmpfs.
@@ -296,6 +303,15 @@ impl SandboxPolicy {
         ] {
             for p in list {
                 check_absolute(field, p)?;
+            }
+        }
+        for (given, canonical) in &self.allow_unix_sockets {
+            for p in [given, canonical] {
+                check_absolute("allow_unix_sockets", p)?;
+                if p.as_os_str().len() > MAX_UNIX_SOCKET_PATH {
+                    return Err(SandboxError::Policy(format!(
+                        "allow-unix-socket {}: longer than a unix socket address holds ({MAX_UNIX_SOCKET_PATH} bytes)", p.display())));
+                }
             }
         }
         in_range("timeout_secs", self.timeout_secs, 1, MAX_TIMEOUT_SECS)?;
@@ -398,6 +414,7 @@ mod tests {
             skipped_grants: Vec::new(),
             moved_denies: Vec::new(),
             context_reads: Vec::new(),
+            allow_unix_sockets: Vec::new(),
             platform: crate::platform::Platform::Linux,
         }
     }

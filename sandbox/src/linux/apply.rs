@@ -222,7 +222,24 @@ pub fn drop_capabilities() -> Result<(), String> {
     Ok(())
 }
 
-fn load_seccomp(program: &[u64]) -> Result<(), String> {
+/// `SECCOMP_FILTER_FLAG_NEW_LISTENER`.
+const FILTER_FLAG_NEW_LISTENER: u32 = 1 << 3;
+
+/// The listener of the filter loaded by the last [`apply_confinement`] of this process (one
+/// that sends calls to the runner), kept for [`take_seccomp_listener`].
+static LISTENER: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// The seccomp listener [`apply_confinement`] created (`HelperPlan::seccomp_listener`), once:
+/// the caller passes it to the runner and must close it before `exec` (whoever holds it
+/// answers the command's `connect` calls).
+pub fn take_seccomp_listener() -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let fd = LISTENER.swap(-1, std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: the descriptor was created by seccomp() in this process and nothing else owns it.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+fn load_seccomp(program: &[u64], listener: bool) -> Result<(), String> {
     let filter: Vec<libc::sock_filter> = program
         .iter()
         .map(|&i| {
@@ -232,9 +249,14 @@ fn load_seccomp(program: &[u64]) -> Result<(), String> {
         .collect();
     let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut _ };
     // SAFETY: the kernel copies the program; `filter` outlives the call.
-    let r = unsafe { libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, &prog as *const libc::sock_fprog) };
-    if r != 0 {
-        return Err(os_err("seccomp(SET_MODE_FILTER)"));
+    let flags = if listener { FILTER_FLAG_NEW_LISTENER } else { 0 };
+    let r = unsafe { libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, flags, &prog as *const libc::sock_fprog) };
+    if r < 0 || (!listener && r != 0) {
+        return Err(os_err(if listener { "seccomp(SET_MODE_FILTER, NEW_LISTENER) (granted unix sockets need seccomp user notification, Linux 5.0)" } else { "seccomp(SET_MODE_FILTER)" }));
+    }
+    if listener {
+        // The kernel opens the listener close-on-exec.
+        LISTENER.store(r as i32, std::sync::atomic::Ordering::SeqCst);
     }
     Ok(())
 }
@@ -276,7 +298,7 @@ pub fn apply_confinement(plan: &HelperPlan) -> Result<AppliedReport, String> {
         crate::timing::stamp("capabilities");
     }
     if let Some(p) = &plan.seccomp {
-        load_seccomp(p)?;
+        load_seccomp(p, plan.seccomp_listener)?;
         rep.seccomp = true;
         crate::timing::stamp("seccomp");
     }

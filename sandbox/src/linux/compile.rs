@@ -98,7 +98,7 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
     let seccomp = if level >= SandboxLevel::Minimal {
         // In the sandbox's own network namespace TCP and UDP on lo are the sandbox's own.
         let scope = if full { seccomp::SocketScope::OwnNetworkNamespace } else { seccomp::SocketScope::SocketpairsOnly };
-        let mut rules = seccomp::seccomp_table_for(scope);
+        let mut rules = seccomp::seccomp_table_with(scope, !policy.allow_unix_sockets.is_empty());
         // Below Landlock ABI 3 nothing else stops truncation outside the workspace at Standard
         // (at Full the read-only mounts do).
         if level == SandboxLevel::Standard && (1..3).contains(&caps.landlock.abi) {

@@ -49,6 +49,33 @@ pub(crate) fn report(r: &Report) {
     unsafe { libc::write(REPORT_FD, line.as_ptr().cast(), line.len()) };
 }
 
+/// Writes one report message on fd 3 with `fd` attached (`SCM_RIGHTS`; fd 3 must be a socket).
+fn report_with_fd(r: &Report, fd: i32) -> std::io::Result<()> {
+    let line = r.encode();
+    let mut iov = libc::iovec { iov_base: line.as_ptr() as *mut _, iov_len: line.len() };
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) } as usize;
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    // SAFETY: a zeroed msghdr pointing at live locals; the control buffer is CMSG_SPACE bytes
+    // (u64-aligned), holding exactly one SCM_RIGHTS header with one fd.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<i32>(), fd);
+        if libc::sendmsg(REPORT_FD, &msg, libc::MSG_NOSIGNAL) != line.len() as isize {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Reports a setup error on fd 3 (nothing was executed) and exits.
 pub(crate) fn fail(msg: &str) -> ! {
     fail_at(SetupStep::Other, msg)
@@ -239,7 +266,17 @@ fn exec_confined(plan: &HelperPlan, argv: &[CString]) -> ! {
         Ok(a) => a,
         Err(e) => fail(&e),
     };
-    report(&Report::Applied(applied));
+    match crate::linux::apply::take_seccomp_listener() {
+        // The listener goes to the runner with the report (SCM_RIGHTS: the report channel is
+        // then a socketpair) and is closed here: the command must never hold it.
+        Some(l) => {
+            if let Err(e) = report_with_fd(&Report::Applied(applied), std::os::fd::AsRawFd::as_raw_fd(&l)) {
+                fail(&format!("pass the seccomp listener to the runner: {e}"));
+            }
+            drop(l);
+        }
+        None => report(&Report::Applied(applied)),
+    }
     crate::timing::stamp("exec");
     crate::timing::flush("command");
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();

@@ -768,6 +768,7 @@ mod tests {
             drop_capabilities: false,
             confine: true,
             seatbelt: false,
+            seccomp_listener: false,
         };
         // Exit status of a child that applies `p` and then runs `check`.
         let in_child = |p: &HelperPlan, check: &dyn Fn(Result<crate::linux::apply::AppliedReport, String>) -> bool| {

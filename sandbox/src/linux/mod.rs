@@ -21,3 +21,5 @@ pub mod namespaces;
 pub mod protect;
 #[cfg(target_os = "linux")]
 pub mod supervise;
+#[cfg(target_os = "linux")]
+pub mod unixgrant;

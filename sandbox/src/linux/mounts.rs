@@ -238,8 +238,16 @@ fn home_view(canon: &mut impl FnMut(&Path) -> Option<crate::plan::resolve::Resol
     }
     let mut keep: Vec<PathBuf> = Vec::new();
     let mut symlinks: Vec<(PathBuf, PathBuf)> = Vec::new();
-    let grants = policy.read_only_paths.iter().chain(&policy.writable_paths).chain(std::iter::once(ws));
-    for g in grants {
+    let grants = || policy.read_only_paths.iter().chain(&policy.writable_paths).chain(std::iter::once(ws));
+    // `$HOME` itself granted (or made writable through a directory above it): the real one is
+    // the view, read-only or writable as granted, credentials masked like anywhere else. (A
+    // system directory above it, `/opt` for a `$HOME` in `/opt`, keeps the private view.)
+    let granted_whole = grants().any(|g| canon(g).is_some_and(|c| c.path == home))
+        || policy.writable_paths.iter().any(|g| canon(g).is_some_and(|c| home.starts_with(&c.path)));
+    if granted_whole {
+        return None;
+    }
+    for g in grants() {
         // Links on the way, as given (a grant is usually `$HOME/...` with $HOME as the user has it).
         if let Ok(rest) = g.strip_prefix(given) {
             let mut at = home.clone();
@@ -300,6 +308,13 @@ mod tests {
         assert!(namespace_plan(&build_sandbox_policy(&home, &forced).unwrap(), 0, 0, 1 << 30).home_view.is_none());
         let none = SandboxSettings { home: Some(root.join("nope")), ..Default::default() };
         assert!(namespace_plan(&build_sandbox_policy(&ws, &none).unwrap(), 0, 0, 1 << 30).home_view.is_none());
+        // `--allow-write $HOME` / `--allow-read $HOME`: the real $HOME, credentials masked.
+        for (read, write) in [(vec![], vec![home.clone()]), (vec![home.clone()], vec![])] {
+            let whole = SandboxSettings { home: Some(home.clone()), extra_read: read, extra_write: write, ..Default::default() };
+            let p = namespace_plan(&build_sandbox_policy(&ws, &whole).unwrap(), 0, 0, 1 << 30);
+            assert!(p.home_view.is_none());
+            assert!(p.masks.iter().any(|m| m.path == home.join(".ssh")), "{:?}", p.masks);
+        }
     }
 
     #[test]

@@ -87,6 +87,9 @@ pub enum SeccompDeny {
     Enosys,
     /// Kill the process.
     KillProcess,
+    /// Ask the runner (seccomp user notification): it decides, and makes an allowed call
+    /// itself (`connect` to a granted host socket).
+    UserNotif,
 }
 
 /// One row of the table.
@@ -152,6 +155,14 @@ pub fn seccomp_table() -> Vec<SeccompRuleSpec> {
 /// The rule table for a socket scope, prologue rules first.
 #[must_use]
 pub fn seccomp_table_for(scope: SocketScope) -> Vec<SeccompRuleSpec> {
+    seccomp_table_with(scope, false)
+}
+
+/// The rule table for a socket scope; with `granted_sockets` (`--allow-unix-socket`) every
+/// `connect` goes to the runner ([`SeccompDeny::UserNotif`]), which connects only to a granted
+/// host socket, and unix stream sockets may be created at Full level too.
+#[must_use]
+pub fn seccomp_table_with(scope: SocketScope, granted_sockets: bool) -> Vec<SeccompRuleSpec> {
     let mut t = Vec::new();
     let mut row_all = |syscall: &str, nr: i64, conditions: Vec<ArgCondition>, text: Option<String>, action, reason: &str| {
         t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text: text, action, reason: reason.into() });
@@ -165,17 +176,30 @@ pub fn seccomp_table_for(scope: SocketScope) -> Vec<SeccompRuleSpec> {
     // rule per bit, which the compiler folds into a single JSET). Every other domain is refused
     // by the rows below, so these need no domain condition.
     let own_netns = scope == SocketScope::OwnNetworkNamespace;
-    let type_checked: &[(&str, i64)] = if own_netns { &[("socketpair", x86("socketpair"))] } else { &[("socket", x86("socket")), ("socketpair", x86("socketpair"))] };
-    for &(name, nr) in type_checked {
+    // At Full level `socket` is type-checked only where it may create unix sockets (a granted
+    // host socket): there the check applies to AF_UNIX alone, since UDP is a datagram socket.
+    let mut type_checked: Vec<(&str, i64, Vec<ArgCondition>, &str)> = vec![("socketpair", x86("socketpair"), Vec::new(), "")];
+    if !own_netns {
+        type_checked.insert(0, ("socket", x86("socket"), Vec::new(), ""));
+    } else if granted_sockets {
+        type_checked.insert(0, ("socket", x86("socket"), vec![ArgCondition::Eq { arg: 0, value: AF_UNIX }], "domain == AF_UNIX && "));
+    }
+    for (name, nr, domain, domain_text) in type_checked {
         let why = "unix sockets other than stream and seqpacket (datagram; raw, which the kernel makes a datagram socket) send to pathname sockets outside with sendto/sendmsg, which seccomp cannot inspect";
-        row_all(name, nr, vec![ArgCondition::Masked { arg: 1, mask: 1, value: 0 }],
-            Some("type & 1 == 0 (not stream or seqpacket)".into()), SeccompDeny::Eperm, why);
+        let with = |c: ArgCondition| domain.iter().cloned().chain([c]).collect::<Vec<_>>();
+        row_all(name, nr, with(ArgCondition::Masked { arg: 1, mask: 1, value: 0 }),
+            Some(format!("{domain_text}type & 1 == 0 (not stream or seqpacket)")), SeccompDeny::Eperm, why);
         for bit in (0..32).map(|b| 1u32 << b).filter(|b| UNIX_TYPE_OTHER_BITS & b != 0) {
-            row_all(name, nr, vec![ArgCondition::HasBits { arg: 1, bits: bit }],
-                Some(format!("type & {bit:#x} (not stream or seqpacket)")), SeccompDeny::Eperm, why);
+            row_all(name, nr, with(ArgCondition::HasBits { arg: 1, bits: bit }),
+                Some(format!("{domain_text}type & {bit:#x} (not stream or seqpacket)")), SeccompDeny::Eperm, why);
         }
     }
-    if own_netns {
+    if own_netns && granted_sockets {
+        row_all("socket", x86("socket"),
+            vec![ArgCondition::Ne { arg: 0, value: AF_INET }, ArgCondition::Ne { arg: 0, value: AF_INET6 }, ArgCondition::Ne { arg: 0, value: AF_NETLINK }, ArgCondition::Ne { arg: 0, value: AF_UNIX }],
+            Some("domain != AF_INET && domain != AF_INET6 && domain != AF_NETLINK && domain != AF_UNIX".into()), SeccompDeny::Eperm,
+            "in the sandbox's own network namespace (only lo) TCP and UDP reach nothing outside; unix stream sockets only connect through the runner (a granted host socket); no packet or other families");
+    } else if own_netns {
         row_all("socket", x86("socket"),
             vec![ArgCondition::Ne { arg: 0, value: AF_INET }, ArgCondition::Ne { arg: 0, value: AF_INET6 }, ArgCondition::Ne { arg: 0, value: AF_NETLINK }],
             Some("domain != AF_INET && domain != AF_INET6 && domain != AF_NETLINK".into()), SeccompDeny::Eperm,
@@ -202,12 +226,21 @@ pub fn seccomp_table_for(scope: SocketScope) -> Vec<SeccompRuleSpec> {
         "openat2's mode is in memory (could create setuid files); ENOSYS makes callers fall back to openat");
     let sock = "no network: only AF_UNIX sockets (socketpair, pipes between the sandbox's own processes)";
     row("socketpair", x86("socketpair"), Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
+    let outside = "pathname and abstract unix sockets outside (docker.sock, D-Bus, systemd) are full escapes";
+    if granted_sockets {
+        // The runner reads the address once, refuses all but a granted socket, and makes the
+        // connection itself on the command's socket (pidfd_getfd): what the command's memory
+        // or descriptor table says after the check cannot matter.
+        row("connect", x86("connect"), None, UserNotif,
+            "granted host sockets: the runner connects the command's socket to a granted path itself and refuses every other address");
+    }
     if !own_netns {
         row("socket", x86("socket"), Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
-        for (name, n) in [("connect", x86("connect")), ("bind", x86("bind")), ("listen", x86("listen")),
-            ("accept", x86("accept")), ("accept4", x86("accept4"))] {
-            row(name, n, None, Eperm,
-                "pathname and abstract unix sockets outside (docker.sock, D-Bus, systemd) are full escapes");
+        if !granted_sockets {
+            row("connect", x86("connect"), None, Eperm, outside);
+        }
+        for (name, n) in [("bind", x86("bind")), ("listen", x86("listen")), ("accept", x86("accept")), ("accept4", x86("accept4"))] {
+            row(name, n, None, Eperm, outside);
         }
     }
     for (name, n) in [("io_uring_setup", x86("io_uring_setup")), ("io_uring_enter", x86("io_uring_enter")),
@@ -316,6 +349,7 @@ const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
 const LINUX_EPERM: u32 = 1;
 const LINUX_ENOSYS: u32 = 38;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const RET_USER_NOTIF: u32 = 0x7fc0_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
 const RET_ALLOW: u32 = 0x7fff_0000;
 /// `offsetof(struct seccomp_data, arch)`.
@@ -707,7 +741,11 @@ pub fn compile_for(arch: SeccompArch, table: &[SeccompRuleSpec]) -> Result<Vec<P
         for c in &r.conditions {
             tests.extend(Test::new(c).map_err(|e| format!("{}: {e}", r.syscall))?);
         }
-        let action = if r.action == SeccompDeny::KillProcess { RET_KILL_PROCESS } else { eperm };
+        let action = match r.action {
+            SeccompDeny::KillProcess => RET_KILL_PROCESS,
+            SeccompDeny::UserNotif => RET_USER_NOTIF,
+            SeccompDeny::Eperm | SeccompDeny::Enosys => eperm,
+        };
         if !enosys_nrs.contains(&nr) {
             rows.entry(nr).or_default().push(Rule { tests, action });
         }
@@ -1030,6 +1068,36 @@ mod tests {
             assert_eq!(act(198, SeccompArch::Aarch64.audit_arch()), EPERM, "socket(AF_UNIX, SOCK_DGRAM)");
             assert_eq!(act(20, AUDIT_ARCH_ARM), RET_KILL_PROCESS, "a 32-bit ARM compat call");
             assert_eq!(act(20, AUDIT_ARCH_X86_64), RET_KILL_PROCESS);
+        }
+    }
+
+    /// A granted host socket: every connect goes to the runner; unix sockets stay stream or
+    /// seqpacket only (a datagram one would reach any host socket with sendto); at Full unix
+    /// stream sockets may be created, and UDP still may; bind/listen/accept stay refused where
+    /// they were.
+    #[test]
+    fn granted_sockets_send_connect_to_the_runner_and_nothing_else_changes() {
+        for scope in [SocketScope::SocketpairsOnly, SocketScope::OwnNetworkNamespace] {
+            let own = scope == SocketScope::OwnNetworkNamespace;
+            let p = compile(&seccomp_table_with(scope, true)).unwrap();
+            let base = compile(&seccomp_table_for(scope)).unwrap();
+            let act = |p: &[PackedInsn], nr: i64, a: [u64; 6]| run(p, &data(nr as u32, AUDIT_ARCH_X86_64, a)).action;
+            assert_eq!(act(&p, libc::SYS_connect, [3, 0, 0, 0, 0, 0]), RET_USER_NOTIF, "{scope:?}");
+            for ty in [1u64, 5, 1 | 0o2_000_000 | 0o4000] {
+                assert_eq!(act(&p, libc::SYS_socket, [1, ty, 0, 0, 0, 0]), RET_ALLOW, "{scope:?} unix type {ty:#o}");
+            }
+            for ty in [2u64, 3, 4, 2 | 0o2_000_000, 0] {
+                assert_eq!(act(&p, libc::SYS_socket, [1, ty, 0, 0, 0, 0]), EPERM, "{scope:?} unix type {ty:#o}");
+                assert_eq!(act(&p, libc::SYS_socketpair, [1, ty, 0, 0, 0, 0]), EPERM, "{scope:?} unix pair type {ty:#o}");
+            }
+            assert_eq!(act(&p, libc::SYS_socket, [2, 2, 0, 0, 0, 0]), if own { RET_ALLOW } else { EPERM }, "{scope:?} UDP");
+            assert_eq!(act(&p, libc::SYS_socket, [17, 3, 0, 0, 0, 0]), EPERM, "{scope:?} packet");
+            // Everything but connect and socket(AF_UNIX) decides as without a grant.
+            for nr in probe_nrs().into_iter().filter(|&n| n != libc::SYS_connect as u32 && n != libc::SYS_socket as u32) {
+                for args in [[0u64; 6], [1, 2, 0, 0, 0, 0], [1, 3, 0, 0, 0, 0], [u64::MAX; 6]] {
+                    assert_eq!(act(&p, i64::from(nr), args), act(&base, i64::from(nr), args), "{scope:?} nr {nr} {args:?}");
+                }
+            }
         }
     }
 

@@ -396,6 +396,10 @@ pub struct Plan {
     /// Scrubbed copies the runner writes before the run (Standard): (path, content).
     #[serde(default)]
     pub config_copies: Vec<(PathBuf, String)>,
+    /// Host unix sockets the command may connect to (connect-only, exactly these; the runner
+    /// makes each connection itself, see [`UnixSocketGrant`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unix_sockets: Vec<UnixSocketGrant>,
     /// The protection table.
     pub protections: Vec<Protection>,
     /// Warnings to show (degraded level, unconfined run).
@@ -406,6 +410,55 @@ pub struct Plan {
     /// The macOS backend's artefacts (the Seatbelt profile and its parameters).
     #[serde(default)]
     pub macos: Option<crate::macos::MacosPlan>,
+}
+
+/// One host unix socket granted to the command (`--allow-unix-socket`). On Linux the command's
+/// `connect` calls go to the runner (seccomp user notification); the runner compares the
+/// address with `given` and `path` byte for byte and, on a match, connects the command's socket
+/// itself to `path` as resolved in the host's view (the command's view cannot redirect it). Any
+/// other address is refused.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct UnixSocketGrant {
+    /// The path as the user gave it (absolute).
+    pub given: PathBuf,
+    /// Its canonical path, the one the runner connects to.
+    pub path: PathBuf,
+    /// A socket that equals root on the host (the Docker, containerd or Podman socket): said
+    /// loudly in the warnings.
+    pub root_equivalent: bool,
+}
+
+/// Variables that name a socket, kept when their value is a granted socket.
+const SOCKET_VARS: &[&str] = &["SSH_AUTH_SOCK"];
+
+/// Sockets whose clients control a container runtime or the system, as root (by file name).
+const ROOT_EQUIVALENT_SOCKETS: &[&str] = &["docker.sock", "containerd.sock", "podman.sock", "crio.sock", "buildkitd.sock", "libvirt-sock", "incus.socket", "unix.socket"];
+
+impl UnixSocketGrant {
+    /// The grant for a (given, canonical) pair of the policy.
+    #[must_use]
+    pub fn new(given: &Path, path: &Path) -> Self {
+        let root_equivalent = [given, path].iter().any(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| ROOT_EQUIVALENT_SOCKETS.contains(&n)))
+            || path.starts_with("/run/containerd") || path.starts_with("/run/docker");
+        UnixSocketGrant { given: given.to_path_buf(), path: path.to_path_buf(), root_equivalent }
+    }
+
+    /// Whether `addr` (a pathname socket address's bytes, without the NUL) names this socket.
+    #[must_use]
+    pub fn matches(&self, addr: &[u8]) -> bool {
+        !addr.is_empty() && (addr == path_bytes(&self.given) || addr == path_bytes(&self.path))
+    }
+}
+
+#[cfg(unix)]
+fn path_bytes(p: &Path) -> &[u8] {
+    use std::os::unix::ffi::OsStrExt;
+    p.as_os_str().as_bytes()
+}
+
+#[cfg(not(unix))]
+fn path_bytes(p: &Path) -> &[u8] {
+    p.as_os_str().as_encoded_bytes()
 }
 
 /// The Linux backend's compiled artefacts of a [`Plan`].
@@ -740,6 +793,11 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
             })?),
             None,
         ),
+        Platform::Macos if confined && !policy.allow_unix_sockets.is_empty() => {
+            // Seatbelt's `(remote unix-socket (path-literal …))` filter is not yet in the SBPL
+            // subset this backend generates and evaluates: refused rather than granted blind.
+            return Err(SandboxError::Unsupported("--allow-unix-socket is not implemented on macOS yet (Linux only)".into()));
+        }
         Platform::Macos => {
             let helper = ctx.helper_exe.clone().or_else(|| std::env::current_exe().ok());
             let marker = format!("localgpt-sandbox-{}", ctx.run_id.as_deref().unwrap_or("run"));
@@ -763,7 +821,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     };
     #[cfg(unix)]
     crate::timing::stamp("plan_backend");
-    let env = if full {
+    let mut env = if full {
         let private_scratch = (policy.mode == SandboxMode::WorkspaceWrite).then(|| PathBuf::from(PRIVATE_SCRATCH));
         let mut e = env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, private_scratch.as_deref());
         if private_scratch.is_some() {
@@ -791,6 +849,17 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     } else {
         EnvPlan { vars: ctx.caller_env.clone(), dropped: Vec::new(), redirected: Vec::new() }
     };
+    // A variable that names a granted socket (`SSH_AUTH_SOCK`) is kept: the grant says the
+    // command may use it.
+    if confined {
+        for (k, v) in &ctx.caller_env {
+            let granted = policy.allow_unix_sockets.iter().any(|(g, c)| Path::new(v) == g || Path::new(v) == c);
+            if SOCKET_VARS.contains(&k.as_str()) && granted && !env.vars.iter().any(|(n, _)| n == k) {
+                env.vars.push((k.clone(), v.clone()));
+                env.dropped.retain(|d| d != k);
+            }
+        }
+    }
     let mut plan = Plan {
         level,
         kernel: caps.kernel.clone(),
@@ -815,6 +884,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         nested_dirs,
         configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
         config_copies,
+        unix_sockets: if confined { policy.allow_unix_sockets.iter().map(|(g, c)| UnixSocketGrant::new(g, c)).collect() } else { Vec::new() },
         protections: Vec::new(),
         warnings: Vec::new(),
         linux,
@@ -1011,11 +1081,25 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         Some(_) => prot(ProtectionId::TmpPrivate, Enforced, "read-only mounts", "/tmp and /dev/shm are read-only in read-only mode"),
         None => prot(ProtectionId::TmpPrivate, Degraded, "none", "/tmp and /dev/shm are shared with the host (read-write); Full level gives a private /tmp"),
     });
-    if ns.is_some() {
+    let granted = granted_sockets_text(plan);
+    if ns.is_some() && granted.is_empty() {
         v.push(prot(ProtectionId::Network, Enforced, "private network namespace (only lo) + seccomp (socket families)",
             "TCP and UDP work on the sandbox's own loopback (local servers and their clients); nothing reaches the host's network; no netlink, packet or raw sockets"));
         v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (no socket(AF_UNIX): socketpairs only)",
             "pathname sockets (docker.sock, D-Bus, systemd) are unreachable: the command cannot create a unix socket to connect with"));
+    } else if ns.is_some() {
+        v.push(prot(ProtectionId::Network, Enforced, "private network namespace (only lo) + seccomp (socket families) + every connect made by the runner",
+            "TCP and UDP work on the sandbox's own loopback (local servers and their clients); nothing reaches the host's network; no netlink, packet or raw sockets"));
+        v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (connect → the runner, which checks the address and connects itself)",
+            format!("pathname sockets (docker.sock, D-Bus, systemd) are unreachable, except the granted {granted} (connect-only; stream sockets)")));
+    } else if !granted.is_empty() {
+        let mut net_mech = "seccomp (socket family; connect → the runner; bind/listen/accept)".to_string();
+        if abi >= 4 {
+            net_mech.push_str(" + landlock TCP (ABI 4)");
+        }
+        v.push(prot(ProtectionId::Network, Enforced, &net_mech, "no AF_INET/AF_INET6/netlink/packet sockets; no bind, listen or accept on any socket; connect only to a granted unix socket"));
+        v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (connect → the runner, which checks the address and connects itself)",
+            format!("pathname sockets (docker.sock, D-Bus, systemd) are unreachable, except the granted {granted} (connect-only; stream sockets)")));
     } else {
         let mut net_mech = "seccomp (socket family, connect/bind/listen/accept)".to_string();
         if abi >= 4 {
@@ -1186,8 +1270,22 @@ pub fn kernel_at_least(release: &str, major: u32, minor: u32) -> bool {
     (ma, mi) >= (major, minor)
 }
 
+/// Why a run is at Minimal: what Standard lacks here, or that it was asked for.
+fn why_minimal(caps: &Capabilities) -> String {
+    let missing = caps.missing_for(SandboxLevel::Standard);
+    if missing.is_empty() { "minimal was asked for; this kernel offers more".into() } else { missing.join("; ") }
+}
+
+/// The granted host sockets, for the protection table ("" when none).
+fn granted_sockets_text(plan: &Plan) -> String {
+    plan.unix_sockets.iter().map(|g| g.given.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
 fn warnings(plan: &Plan, caps: &Capabilities, policy: &SandboxPolicy) -> Vec<String> {
     let mut w: Vec<String> = policy.skipped_grants.iter().map(|p| format!("{} does not exist: its grant is skipped for this run", p.display())).collect();
+    for g in plan.unix_sockets.iter().filter(|g| g.root_equivalent) {
+        w.push(format!("GRANTED SOCKET {} controls a container runtime: whoever connects to it is root on the host; the command may connect to it", g.given.display()));
+    }
     w.extend(policy.moved_denies.iter().map(|(rule, at)| {
         format!("denied {} was moved since a previous run (same file, found by its inode): it is now at {}, denied there too", rule.display(), at.display())
     }));
@@ -1199,22 +1297,29 @@ fn warnings(plan: &Plan, caps: &Capabilities, policy: &SandboxPolicy) -> Vec<Str
         }),
         SandboxLevel::Minimal if plan.namespaces().is_some() => w.push(format!(
             "degraded to minimal: no Landlock ({}), so reads outside the workspace are NOT confined; namespaces still make everything outside the workspace read-only, mask credentials and isolate processes and network",
-            caps.missing_for(SandboxLevel::Standard).join("; ")
+            why_minimal(caps)
         )),
         SandboxLevel::Minimal => w.push(format!(
             "degraded to minimal: network and dangerous syscalls are blocked but the filesystem is NOT confined ({})",
-            caps.missing_for(SandboxLevel::Standard).join("; ")
+            why_minimal(caps)
         )),
         _ => {}
     }
     if let Some(ll) = plan.landlock() {
+        // A writable root with a denied path inside is granted entry by entry (Landlock cannot
+        // take a subtree out of a grant): nothing new can be created directly in it.
         let ws = &plan.workspace;
-        if let Some((_, denied)) = ll.expanded.iter().find(|(dir, _)| dir == ws || ws.starts_with(dir)) {
-            w.push(format!(
-                "the workspace contains the denied path {}: it is granted entry by entry (snapshot at launch), so new files directly in {} cannot be created at this level",
-                denied.display(),
-                ws.display()
-            ));
+        let roots = std::iter::once((ws, "the workspace".to_string()))
+            .chain(policy.writable_paths.iter().filter(|p| *p != ws).map(|p| (p, format!("the writable grant {}", p.display()))));
+        for (root, what) in roots {
+            if let Some((_, denied)) = ll.expanded.iter().find(|(dir, _)| dir == root || root.starts_with(dir)) {
+                let why = if plan.namespaces().is_some() { " (it does not exist, so no mount can hide it)" } else { "" };
+                w.push(format!(
+                    "{what} contains the denied path {}{why}: it is granted entry by entry (snapshot at launch), so new files directly in {} cannot be created at this level",
+                    denied.display(),
+                    root.display()
+                ));
+            }
         }
     }
     if plan.level == SandboxLevel::Standard && plan.kernel_level < SandboxLevel::Full {
@@ -1249,6 +1354,10 @@ pub struct HelperPlan {
     /// macOS: the helper must find itself under a Seatbelt profile before it runs the command.
     #[serde(default)]
     pub seatbelt: bool,
+    /// The seccomp program sends some calls to the runner (granted host sockets): load it with
+    /// a listener and pass the listener to the runner with the report.
+    #[serde(default)]
+    pub seccomp_listener: bool,
 }
 
 /// Landlock in the helper plan.
@@ -1284,6 +1393,7 @@ impl Plan {
             drop_capabilities: self.drop_capabilities(),
             confine: self.level > SandboxLevel::None,
             seatbelt: self.macos.is_some(),
+            seccomp_listener: self.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.action == crate::linux::seccomp::SeccompDeny::UserNotif)),
         }
     }
 }
@@ -1357,6 +1467,34 @@ mod tests {
         assert!(p.rlimits().iter().any(|r| r.name == "RLIMIT_CORE" && r.value == 0));
         assert!(matches!(p.process_limit(), ProcessLimit::Rlimit { .. }));
         assert!(!p.drop_capabilities());
+    }
+
+    #[test]
+    fn a_granted_unix_socket_is_in_the_plan_and_nothing_else_opens() {
+        let (_d, home, ws) = world();
+        let mut pol = policy(SandboxMode::WorkspaceWrite, &home, &ws);
+        let sock = PathBuf::from("/run/user/1000/ssh-agent.sock");
+        pol.allow_unix_sockets = vec![(sock.clone(), sock.clone())];
+        let ctx = RunContext { caller_env: vec![("SSH_AUTH_SOCK".into(), sock.display().to_string()), ("GPG_TTY".into(), "x".into())], ..Default::default() };
+        let p = make_plan(&pol, &caps(7, false), &ctx).unwrap();
+        assert_eq!(p.unix_sockets, vec![UnixSocketGrant::new(&sock, &sock)]);
+        assert!(p.env.vars.iter().any(|(k, v)| k == "SSH_AUTH_SOCK" && Path::new(v) == sock), "{:?}", p.env.vars);
+        assert!(p.helper_plan(1, Vec::new()).seccomp_listener);
+        let row = p.protections.iter().find(|x| x.id == ProtectionId::UnixSocketsOutside).unwrap();
+        assert_eq!(row.state, ProtectionState::Enforced);
+        assert!(row.detail.contains("except the granted /run/user/1000/ssh-agent.sock"), "{row:?}");
+        assert!(p.warnings.iter().all(|w| !w.contains("GRANTED SOCKET")), "{:?}", p.warnings);
+        // The same variable naming another socket stays out; no grant, no listener.
+        let other = RunContext { caller_env: vec![("SSH_AUTH_SOCK".into(), "/tmp/other".into())], ..Default::default() };
+        assert!(!make_plan(&pol, &caps(7, false), &other).unwrap().env.vars.iter().any(|(k, _)| k == "SSH_AUTH_SOCK"));
+        let plain = make_plan(&policy(SandboxMode::WorkspaceWrite, &home, &ws), &caps(7, false), &ctx).unwrap();
+        assert!(!plain.helper_plan(1, Vec::new()).seccomp_listener && plain.unix_sockets.is_empty());
+        assert!(!plain.env.vars.iter().any(|(k, _)| k == "SSH_AUTH_SOCK"));
+        // A container runtime's socket is said loudly.
+        let docker = PathBuf::from("/var/run/docker.sock");
+        pol.allow_unix_sockets = vec![(docker, PathBuf::from("/run/docker.sock"))];
+        let p = make_plan(&pol, &caps(7, false), &RunContext::default()).unwrap();
+        assert!(p.warnings.iter().any(|w| w.contains("GRANTED SOCKET /var/run/docker.sock") && w.contains("root on the host")), "{:?}", p.warnings);
     }
 
     #[test]

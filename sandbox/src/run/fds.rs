@@ -31,6 +31,54 @@ pub(crate) fn pipe() -> Result<Pipe, SandboxError> {
     Ok(Pipe { read: fds[0], write: fds[1] })
 }
 
+/// A unix stream socketpair in [`Pipe`]'s shape (the helper's end as `write`), for a report
+/// channel that also carries a descriptor (`SCM_RIGHTS`).
+#[cfg(target_os = "linux")]
+pub(crate) fn socket_channel() -> Result<Pipe, SandboxError> {
+    let mut fds = [0i32; 2];
+    // SAFETY: socketpair writes two fds.
+    let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+    if r != 0 {
+        return Err(SandboxError::io("socketpair", std::io::Error::last_os_error()));
+    }
+    Ok(Pipe { read: fds[0], write: fds[1] })
+}
+
+/// Reads from `fd` into `buf` like `read`; on a socket, a descriptor passed with the bytes
+/// (`SCM_RIGHTS`, received close-on-exec) goes to `passed` (a second one is closed).
+#[cfg(target_os = "linux")]
+pub(crate) fn read_with_fd(fd: i32, buf: &mut [u8], passed: &mut Option<std::os::fd::OwnedFd>) -> isize {
+    use std::os::fd::FromRawFd;
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    let mut cbuf = [0u64; 8];
+    // SAFETY: a zeroed msghdr pointing at live locals; the kernel fills at most
+    // `msg_controllen` bytes of control data, which are walked with the CMSG macros.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
+        let got = libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC);
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c).cast::<i32>();
+                let n = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<i32>();
+                for i in 0..n {
+                    let f = std::ptr::read_unaligned(data.add(i));
+                    match passed {
+                        None => *passed = Some(std::os::fd::OwnedFd::from_raw_fd(f)),
+                        Some(_) => close(f),
+                    }
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+        got
+    }
+}
+
 pub(crate) fn close(fd: i32) {
     if fd >= 0 {
         // SAFETY: closing an fd we own.

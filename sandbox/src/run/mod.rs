@@ -218,6 +218,10 @@ pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
     let run_id: String = id.iter().map(|b| format!("{b:02x}")).collect();
     let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks, run_id: Some(run_id), helper_exe: None };
     let mut plan = crate::plan::make_plan_at(policy, &caps, &ctx, level)?;
+    #[cfg(target_os = "linux")]
+    if !plan.unix_sockets.is_empty() {
+        crate::linux::unixgrant::check_support(caps.is_root)?;
+    }
     if let Err(e) = crate::denied::record(policy) {
         plan.warnings.push(format!("the denied paths' inodes could not be recorded ({e}): if a command moves one, the next run's rule matches only its name"));
     }
@@ -334,6 +338,15 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     let (exe, args, fork) = (launch.exe, launch.args, launch.fork);
     let out = pipe()?;
     let err = pipe()?;
+    // Granted host sockets: held open from now on, and the report channel also carries the
+    // seccomp listener.
+    #[cfg(target_os = "linux")]
+    let granted = if helper_plan.seccomp_listener { Some(Granted::open(&plan.unix_sockets)?) } else { None };
+    #[cfg(not(target_os = "linux"))]
+    let granted: Option<Granted> = None;
+    #[cfg(target_os = "linux")]
+    let rep = if granted.is_some() { fds::socket_channel()? } else { pipe()? };
+    #[cfg(not(target_os = "linux"))]
     let rep = pipe()?;
     // The helper's stdin (None: inherit ours), and the pipe end the runner fills when relaying.
     let (stdin_fd, relay_write) = match opts.stdin {
@@ -378,7 +391,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
             return Err(e);
         }
     };
-    let outcome = supervise_run(pid, plan, &out, &err, &rep, relay, cgroup.as_ref(), opts, sink, start);
+    let outcome = supervise_run(pid, plan, &out, &err, &rep, granted.as_ref(), relay, cgroup.as_ref(), opts, sink, start);
     crate::timing::stamp("helper_reaped");
     for fd in [out.read, err.read, rep.read] {
         close(fd);
@@ -425,6 +438,13 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     crate::timing::flush("cli");
     Ok(r)
 }
+
+/// The granted host sockets of a run, held open by the runner (Linux; nothing elsewhere).
+#[cfg(target_os = "linux")]
+pub(crate) use crate::linux::unixgrant::Granted;
+/// The granted host sockets of a run (Linux only; never made elsewhere).
+#[cfg(not(target_os = "linux"))]
+pub(crate) struct Granted;
 
 /// How the runner starts the helper for a plan.
 struct Launch {

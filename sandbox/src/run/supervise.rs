@@ -141,6 +141,7 @@ pub(crate) fn supervise_run(
     out: &Pipe,
     err: &Pipe,
     rep: &Pipe,
+    granted: Option<&super::Granted>,
     mut relay: Option<StdinRelay>,
     cgroup: Option<&RunCgroup>,
     opts: &RunOptions,
@@ -163,8 +164,16 @@ pub(crate) fn supervise_run(
     let deadline = start + Duration::from_secs(plan.timeout_secs);
     let enforcer = Enforcer { pid, deadline, cancel: opts.cancel, cgroup, state: std::sync::Mutex::new(EnforceState::default()) };
     let watchdog_stop = std::sync::atomic::AtomicBool::new(false);
+    // Granted host sockets (Linux): a thread answers the command's connect calls from the
+    // listener that comes with the report, until `broker_stop`'s write end is closed.
+    #[cfg(target_os = "linux")]
+    let broker_stop = super::fds::pipe()?;
+    #[cfg(not(target_os = "linux"))]
+    let _ = granted;
     std::thread::scope(|scope| {
         let mut watchdog: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
+        #[cfg(target_os = "linux")]
+        let mut broker: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
         let result = (|| {
             let mut status: Option<i32> = None;
             let mut written: Option<u64> = None;
@@ -240,6 +249,24 @@ pub(crate) fn supervise_run(
                         continue;
                     }
                     if p.fd == pidfd {
+                        continue;
+                    }
+                    #[cfg(target_os = "linux")]
+                    if let (true, Some(g)) = (p.fd == rep.read, granted) {
+                        let mut passed = None;
+                        let got = super::fds::read_with_fd(p.fd, &mut buf, &mut passed);
+                        if let (Some(l), None) = (passed, &broker) {
+                            // The seccomp listener: answer the command's connect calls.
+                            let stop = broker_stop.read;
+                            broker = Some(scope.spawn(move || crate::linux::unixgrant::serve(l, g, stop)));
+                        }
+                        if got > 0 {
+                            if report.len() < 65536 {
+                                report.extend_from_slice(&buf[..got as usize]);
+                            }
+                        } else {
+                            report_open = false;
+                        }
                         continue;
                     }
                     // SAFETY: reading into our buffer.
@@ -406,6 +433,14 @@ pub(crate) fn supervise_run(
         if let Some(w) = watchdog {
             w.thread().unpark();
             let _ = w.join();
+        }
+        #[cfg(target_os = "linux")]
+        {
+            close(broker_stop.write);
+            if let Some(b) = broker {
+                let _ = b.join();
+            }
+            close(broker_stop.read);
         }
         result
     })
