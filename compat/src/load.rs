@@ -209,6 +209,15 @@ pub fn parse_corpus(sources: &[(String, String)], fixtures: Vec<String>) -> Resu
                     }
                 }
             }
+            if let Some(w) = &spec.workspace {
+                let p = Path::new(w);
+                if w.is_empty() || p.is_absolute() || p.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+                    problems.push(here("workspace must be a relative subdirectory of the fixture, without `..`"));
+                }
+            }
+            if spec.flags.iter().any(|f| ["--workspace", "--level", "--json", "--timeout", "--"].iter().any(|r| f == r || f.starts_with(&format!("{r}=")))) {
+                problems.push(here("flags may not set --workspace, --level, --json or --timeout (the runner does)"));
+            }
             commands.push(Command {
                 name: spec.name,
                 group: file.group.clone(),
@@ -224,6 +233,8 @@ pub fn parse_corpus(sources: &[(String, String)], fixtures: Vec<String>) -> Resu
                 timeout,
                 check: spec.check,
                 degraded_levels: spec.degraded_levels,
+                workspace: spec.workspace,
+                flags: spec.flags,
             });
         }
         groups.push(Group { id: file.group, title: file.title, commands });

@@ -448,8 +448,17 @@ fn fresh_run_dir(template: &Path, run_dir: &Path) -> Result<(), RunError> {
     Ok(())
 }
 
-fn bare_run(sh: &Shared, cmd: &Command, run_dir: &Path, script: &str) -> RunOutput {
+/// The workspace of a run: the fixture copy, or the command's subdirectory of it.
+fn workspace_of(cmd: &Command, run_dir: &Path) -> PathBuf {
     let ws = run_dir.join("ws");
+    match &cmd.workspace {
+        Some(sub) => ws.join(sub),
+        None => ws,
+    }
+}
+
+fn bare_run(sh: &Shared, cmd: &Command, run_dir: &Path, script: &str) -> RunOutput {
+    let ws = workspace_of(cmd, run_dir);
     let mut vars = sh.env.base.clone();
     vars.push(("PWD".into(), ws.display().to_string()));
     for (k, sub) in CACHE_VARS {
@@ -476,10 +485,11 @@ fn bare_run(sh: &Shared, cmd: &Command, run_dir: &Path, script: &str) -> RunOutp
 }
 
 fn sandboxed_run(sh: &Shared, cmd: &Command, run_dir: &Path, level: &str, script: &str) -> RunOutput {
-    let ws = run_dir.join("ws");
+    let ws = workspace_of(cmd, run_dir);
     let mut p = Proc::new(&sh.cfg.localgpt);
     p.args(["sandbox", "run", "--level", level, "--json", "--timeout", &cmd.timeout.to_string(), "--workspace"])
         .arg(&ws)
+        .args(&cmd.flags)
         .arg("--")
         .arg(script)
         .current_dir(&ws)

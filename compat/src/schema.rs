@@ -103,6 +103,12 @@ pub struct CommandSpec {
     /// documented limitation.
     #[serde(default)]
     pub degraded_levels: Vec<String>,
+    /// The workspace: this subdirectory of the fixture (relative; it must exist there) instead of
+    /// its root, for both runs (a workspace inside a repository or a Cargo workspace).
+    pub workspace: Option<String>,
+    /// Extra `localgpt sandbox run` options for the sandboxed runs (the bare run has none).
+    #[serde(default)]
+    pub flags: Vec<String>,
 }
 
 /// A command's expectation.
@@ -206,6 +212,10 @@ pub struct Command {
     pub check: Option<String>,
     /// Denied: levels where the protection is documented as degraded.
     pub degraded_levels: Vec<String>,
+    /// The workspace's subdirectory of the fixture (`None`: its root).
+    pub workspace: Option<String>,
+    /// Extra `localgpt sandbox run` options.
+    pub flags: Vec<String>,
 }
 
 /// A group with its resolved commands.

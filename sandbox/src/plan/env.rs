@@ -2,7 +2,7 @@
 //! secret, plus what the policy keeps and sets, plus cache directories redirected to a per-run
 //! scratch directory so that nothing persists in `$HOME`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -100,9 +100,45 @@ pub fn plan_environment(caller: &[(String, String)], policy: &EnvPolicy, workspa
     out
 }
 
+/// The root of the Cargo workspace the `workspace` is a member of, when the command cannot
+/// write that root's `target/` (`writable` says what it can write): the nearest ancestor whose
+/// `Cargo.toml` has a `[workspace]` table. Cargo builds into `<root>/target` from any member,
+/// so a member's build then fails; the plan points `CARGO_TARGET_DIR` into the workspace.
+#[must_use]
+pub fn cargo_member_root(workspace: &Path, writable: &dyn Fn(&Path) -> bool) -> Option<PathBuf> {
+    for anc in workspace.ancestors().skip(1) {
+        let manifest = anc.join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else { continue };
+        if !text.lines().any(|l| l.trim_start().starts_with("[workspace]")) {
+            continue;
+        }
+        return (!writable(&anc.join("target"))).then(|| anc.to_path_buf());
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cargo_member_builds_into_the_workspace_when_the_root_target_is_read_only() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::create_dir_all(root.join("crates/app")).unwrap();
+        std::fs::write(root.join("Cargo.toml"), "[workspace]\nmembers = [\"crates/app\"]\n").unwrap();
+        std::fs::write(root.join("crates/app/Cargo.toml"), "[package]\nname = \"app\"\n").unwrap();
+        let ws = root.join("crates/app");
+        let only_ws = |p: &Path| p.starts_with(&ws);
+        assert_eq!(cargo_member_root(&ws, &only_ws), Some(root.to_path_buf()));
+        // The root's target/ granted writable: nothing to change.
+        let target = root.join("target");
+        assert_eq!(cargo_member_root(&ws, &|p: &Path| p.starts_with(&ws) || p.starts_with(&target)), None);
+        // Not a member: the workspace root itself, or a package without [workspace] above.
+        assert_eq!(cargo_member_root(root, &only_ws), None);
+        std::fs::write(root.join("Cargo.toml"), "[package]\nname = \"solo\"\n").unwrap();
+        assert_eq!(cargo_member_root(&ws, &only_ws), None);
+    }
 
     fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {
         list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()

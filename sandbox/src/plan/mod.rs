@@ -860,6 +860,20 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
             }
         }
     }
+    // A member of a Cargo workspace whose root's target/ the command cannot write: cargo would
+    // fail to build there, so it builds into the workspace instead (said in a warning).
+    let mut cargo_root = None;
+    if confined && policy.mode == SandboxMode::WorkspaceWrite && !env.vars.iter().any(|(k, _)| k == "CARGO_TARGET_DIR") {
+        let private_scratch: &[&str] = if full { &["/tmp", "/dev/shm"] } else { &[] };
+        let writable = |d: &Path| {
+            d.starts_with(&policy.workspace_path) || policy.writable_paths.iter().any(|w| !private_scratch.iter().any(|t| w == Path::new(t)) && d.starts_with(w))
+        };
+        if let Some(root) = env::cargo_member_root(&policy.workspace_path, &writable) {
+            env.vars.push(("CARGO_TARGET_DIR".into(), policy.workspace_path.join("target").display().to_string()));
+            env.redirected.push("CARGO_TARGET_DIR".into());
+            cargo_root = Some(root);
+        }
+    }
     let mut plan = Plan {
         level,
         kernel: caps.kernel.clone(),
@@ -895,6 +909,14 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         Platform::Linux | Platform::Windows => protections(&plan, caps),
     };
     plan.warnings = warnings(&plan, caps, policy);
+    if let Some(root) = cargo_root {
+        plan.warnings.push(format!(
+            "the workspace is a member of the Cargo workspace {}, whose target/ is not writable here: cargo builds into {} for this run (CARGO_TARGET_DIR; --allow-write {} to build into the shared one)",
+            root.display(),
+            plan.workspace.join("target").display(),
+            root.join("target").display()
+        ));
+    }
     if let Some(given) = &policy.workspace_via_symlink {
         plan.warnings.insert(0, format!(
             "the workspace was given as {}, which goes through a symbolic link: the writable workspace is {}",
