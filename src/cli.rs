@@ -483,7 +483,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         }
     }
     install_cancel_handler();
-    let opts = RunOptions { stdin, helper_exe: None, helper_start: HelperStart::Auto, cancel: Some(&CANCEL), collect_denials: args.json };
+    let opts = RunOptions { stdin, helper_exe: None, helper_start: HelperStart::Auto, cancel: Some(&CANCEL), collect_denials: args.json, ..Default::default() };
     let _terminal = (stdin == StdinMode::Inherit).then(SavedTerminal::save);
     let result = if args.json {
         let mut sink = localgpt_sandbox::run::CaptureSink::default();

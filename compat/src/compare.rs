@@ -183,6 +183,8 @@ mod tests {
             timeout: 10,
             check: None,
             degraded_levels: vec![],
+            workspace: None,
+            flags: vec![],
         }
     }
 

@@ -38,14 +38,18 @@
 
 //! ## Embedding
 //!
-//! The host binary must call [`dispatch`] first thing in `main()`; then
-//! [`run_sandboxed`] runs `bash -c CMD` under a policy, and [`SandboxPolicy::check_read`] /
+//! The host binary must call [`dispatch`] first thing in `main()`; then a [`Sandbox`] spawns
+//! commands as [`SandboxedChild`] handles (streaming output, stdin, cancel, and with the `tokio`
+//! feature async reads and waits: [`handle`]), [`run_sandboxed`] runs `bash -c CMD` to the end
+//! in the calling thread, and [`SandboxPolicy::check_read`] /
 //! [`SandboxPolicy::check_write`] apply the same policy to file tools.
 
 pub mod config;
 pub mod defaults;
 pub mod detect;
 pub mod error;
+#[cfg(unix)]
+pub mod handle;
 pub mod linux;
 pub mod paths;
 #[cfg(unix)]
@@ -72,7 +76,9 @@ pub use error::SandboxError;
 pub use plan::{make_plan, Plan, Protection, ProtectionState};
 pub use policy::{SandboxLevel, SandboxMode, SandboxPolicy};
 #[cfg(unix)]
-pub use run::{prepare, run_argv, run_sandboxed, PreparedRun, RunOptions, RunResult};
+pub use handle::{Command, Sandbox, SandboxedChild};
+#[cfg(unix)]
+pub use run::{prepare, run_argv, run_sandboxed, CancelToken, PreparedRun, RunOptions, RunResult};
 
 /// If this process was started as the sandbox helper (`argv[0]` is `localgpt-sandbox`), becomes
 /// the helper and never returns. Call it first in the host's `main()`.

@@ -248,8 +248,8 @@ fn load_seccomp(program: &[u64], listener: bool) -> Result<(), String> {
         })
         .collect();
     let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut _ };
-    // SAFETY: the kernel copies the program; `filter` outlives the call.
     let flags = if listener { FILTER_FLAG_NEW_LISTENER } else { 0 };
+    // SAFETY: the kernel copies the program; `filter` outlives the call.
     let r = unsafe { libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, flags, &prog as *const libc::sock_fprog) };
     if r < 0 || (!listener && r != 0) {
         return Err(os_err(if listener { "seccomp(SET_MODE_FILTER, NEW_LISTENER) (granted unix sockets need seccomp user notification, Linux 5.0)" } else { "seccomp(SET_MODE_FILTER)" }));

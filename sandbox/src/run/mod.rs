@@ -81,11 +81,90 @@ pub struct RunOptions {
     pub helper_exe: Option<PathBuf>,
     /// How the helper starts.
     pub helper_start: HelperStart,
-    /// Set to true to stop the command (e.g. Ctrl-C in the CLI).
+    /// Set to true to stop the command (e.g. Ctrl-C in the CLI); polled every 100 ms.
     pub cancel: Option<&'static AtomicBool>,
+    /// Stops the command the moment it is cancelled (it wakes the runner; no polling); see
+    /// [`CancelToken`].
+    pub cancel_token: Option<CancelToken>,
+    /// Receives the helper's pid once it is started (what [`crate::handle::SandboxedChild::id`]
+    /// reports).
+    pub pid_slot: Option<std::sync::Arc<std::sync::atomic::AtomicI32>>,
     /// macOS: read what Seatbelt denied from the system log after the run
     /// ([`RunResult::denials`]; it takes a second or more).
     pub collect_denials: bool,
+}
+
+/// A cloneable handle that stops a run from any thread: [`CancelToken::cancel`] asks the tree
+/// to stop (`SIGTERM`, then `SIGKILL` 2 s later, like a timeout); [`CancelToken::kill`] kills it
+/// at once. Either wakes the runner through a pipe, so it acts immediately.
+#[derive(Clone, Debug)]
+pub struct CancelToken {
+    inner: std::sync::Arc<CancelInner>,
+}
+
+#[derive(Debug)]
+struct CancelInner {
+    cancelled: AtomicBool,
+    killed: AtomicBool,
+    /// (read, write), both non-blocking and close-on-exec.
+    wake: (i32, i32),
+}
+
+impl Drop for CancelInner {
+    fn drop(&mut self) {
+        close(self.wake.0);
+        close(self.wake.1);
+    }
+}
+
+impl CancelToken {
+    /// A token nobody has cancelled yet.
+    ///
+    /// # Errors
+    /// [`SandboxError::Io`] when its pipe cannot be made.
+    pub fn new() -> Result<CancelToken, SandboxError> {
+        let p = pipe()?;
+        for fd in [p.read, p.write] {
+            // SAFETY: making our own pipe ends non-blocking.
+            unsafe { libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) };
+        }
+        Ok(CancelToken { inner: std::sync::Arc::new(CancelInner { cancelled: AtomicBool::new(false), killed: AtomicBool::new(false), wake: (p.read, p.write) }) })
+    }
+
+    /// Stops the run: `SIGTERM` to the whole tree now, `SIGKILL` 2 s later. The result says
+    /// `cancelled` (exit code 130).
+    pub fn cancel(&self) {
+        self.inner.cancelled.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.wake();
+    }
+
+    /// Kills the whole tree now: `SIGKILL` where that takes every process with it (a PID
+    /// namespace or a cgroup), else the supervisor's immediate `SIGKILL` of every descendant. The
+    /// result says `cancelled`.
+    pub fn kill(&self) {
+        self.inner.killed.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.cancel();
+    }
+
+    /// Whether [`CancelToken::cancel`] or [`CancelToken::kill`] was called.
+    #[must_use]
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_killed(&self) -> bool {
+        self.inner.killed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The descriptor that becomes readable once cancelled (for `poll`).
+    pub(crate) fn wake_fd(&self) -> i32 {
+        self.inner.wake.0
+    }
+
+    fn wake(&self) {
+        // SAFETY: one byte into our own non-blocking pipe (a full pipe already wakes).
+        unsafe { libc::write(self.inner.wake.1, [1u8].as_ptr().cast(), 1) };
+    }
 }
 
 /// How the command ended.

@@ -76,6 +76,12 @@ struct Enforcer<'a> {
     pid: i32,
     deadline: Instant,
     cancel: Option<&'static std::sync::atomic::AtomicBool>,
+    token: Option<&'a super::CancelToken>,
+    /// `SIGKILL` to the helper takes the whole tree with it: the helper is (or is the parent of)
+    /// PID 1 of the sandbox's PID namespace, or the cgroup is killed too. Otherwise (Standard
+    /// without a cgroup) the helper must live to kill its descendants, which it does at once on
+    /// `SIGTERM`: a `kill()` is a `SIGTERM` there.
+    sigkill_takes_tree: bool,
     cgroup: Option<&'a RunCgroup>,
     state: std::sync::Mutex<EnforceState>,
 }
@@ -86,6 +92,7 @@ struct EnforceState {
     kill_deadline: Option<Instant>,
     timed_out: bool,
     cancelled: bool,
+    sigkilled: bool,
 }
 
 impl Enforcer<'_> {
@@ -101,7 +108,7 @@ impl Enforcer<'_> {
         if s.reaped {
             return now + Duration::from_secs(3600);
         }
-        let cancel_now = self.cancel.is_some_and(|c| c.load(Ordering::SeqCst));
+        let cancel_now = self.cancel.is_some_and(|c| c.load(Ordering::SeqCst)) || self.token.is_some_and(super::CancelToken::is_cancelled);
         if (now >= self.deadline || cancel_now) && s.kill_deadline.is_none() {
             s.timed_out = now >= self.deadline && !cancel_now;
             s.cancelled = cancel_now;
@@ -111,8 +118,11 @@ impl Enforcer<'_> {
             }
             s.kill_deadline = Some(now + Duration::from_secs(2));
         }
+        // kill(): SIGKILL now rather than 2 s after the SIGTERM.
+        let kill_now = self.sigkill_takes_tree && self.token.is_some_and(super::CancelToken::is_killed);
         if let Some(k) = s.kill_deadline {
-            if now >= k {
+            if (now >= k || kill_now) && !s.sigkilled {
+                s.sigkilled = true;
                 signal_tree(self.pid, libc::SIGKILL);
                 if let Some(cg) = self.cgroup {
                     cg.kill_all();
@@ -162,7 +172,14 @@ pub(crate) fn supervise_run(
     #[cfg(not(target_os = "linux"))]
     let pidfd = -1;
     let deadline = start + Duration::from_secs(plan.timeout_secs);
-    let enforcer = Enforcer { pid, deadline, cancel: opts.cancel, cgroup, state: std::sync::Mutex::new(EnforceState::default()) };
+    let sigkill_takes_tree = plan.namespaces().is_some() || cgroup.is_some();
+    let enforcer = Enforcer { pid, deadline, cancel: opts.cancel, token: opts.cancel_token.as_ref(), sigkill_takes_tree, cgroup, state: std::sync::Mutex::new(EnforceState::default()) };
+    if let Some(slot) = &opts.pid_slot {
+        slot.store(pid, Ordering::SeqCst);
+    }
+    // The cancel token's pipe wakes the loop; once it has fired it is left out of the poll set
+    // (it stays readable).
+    let mut token_fd = opts.cancel_token.as_ref().map(super::CancelToken::wake_fd);
     let watchdog_stop = std::sync::atomic::AtomicBool::new(false);
     // Granted host sockets (Linux): a thread answers the command's connect calls from the
     // listener that comes with the report, until `broker_stop`'s write end is closed.
@@ -202,6 +219,9 @@ pub(crate) fn supervise_run(
                 }
                 if status.is_none() && pidfd >= 0 {
                     fds.push(libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 });
+                }
+                if let Some(fd) = token_fd.filter(|_| status.is_none()) {
+                    fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
                 }
                 // stdin relay: read the caller's side while there is room, write while there is data.
                 let (mut relay_src, mut relay_dst) = (usize::MAX, usize::MAX);
@@ -249,6 +269,10 @@ pub(crate) fn supervise_run(
                         continue;
                     }
                     if p.fd == pidfd {
+                        continue;
+                    }
+                    if Some(p.fd) == token_fd {
+                        token_fd = None; // cancelled: the tick at the loop's top acts on it
                         continue;
                     }
                     #[cfg(target_os = "linux")]
