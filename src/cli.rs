@@ -96,6 +96,17 @@ pub struct PolicyArgs {
     /// "$SSH_AUTH_SOCK").
     #[arg(long = "allow-unix-socket", value_name = "PATH")]
     pub allow_unix_socket: Vec<PathBuf>,
+    /// Network: deny (default) or allowlist (the --allow-domain hosts, through the sandbox's
+    /// proxy; Full level).
+    #[arg(long, value_name = "MODE")]
+    pub network: Option<String>,
+    /// A domain the command may reach with --network allowlist (repeatable): example.com,
+    /// *.example.com (subdomains), **.example.com (both).
+    #[arg(long = "allow-domain", value_name = "DOMAIN")]
+    pub allow_domain: Vec<String>,
+    /// A domain never reachable, even when an allowed pattern matches it (repeatable).
+    #[arg(long = "deny-domain", value_name = "DOMAIN")]
+    pub deny_domain: Vec<String>,
     /// Timeout in seconds (default 120).
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
@@ -212,6 +223,9 @@ pub fn fast_run_args(args: &[std::ffi::OsString]) -> Option<RunArgs> {
                     "--allow-write" => p.allow_write.push(PathBuf::from(v)),
                     "--deny" => p.deny.push(PathBuf::from(v)),
                     "--allow-unix-socket" => p.allow_unix_socket.push(PathBuf::from(v)),
+                    "--network" => once(&mut p.network, v.to_string())?,
+                    "--allow-domain" => p.allow_domain.push(v.to_string()),
+                    "--deny-domain" => p.deny_domain.push(v.to_string()),
                     "--timeout" => once(&mut p.timeout, v.parse().ok()?)?,
                     "--max-output" => once(&mut p.max_output, v.parse().ok()?)?,
                     "--max-processes" => once(&mut p.max_processes, v.parse().ok()?)?,
@@ -339,6 +353,11 @@ pub fn resolve_policy_for(args: &PolicyArgs, platform: Platform) -> Result<Sandb
     s.extra_write.extend(args.allow_write.iter().map(|p| absolutize(p, &cwd)));
     s.extra_deny.extend(args.deny.iter().map(|p| absolutize(p, &cwd)));
     s.allow_unix_sockets.extend(args.allow_unix_socket.iter().map(|p| absolutize(p, &cwd)));
+    if let Some(m) = &args.network {
+        s.network = localgpt_sandbox::config::parse_network_mode(m).map_err(|e| usage(e.to_string()))?;
+    }
+    s.allow_domains.extend(args.allow_domain.iter().cloned());
+    s.deny_domains.extend(args.deny_domain.iter().cloned());
     s.env.keep.extend(args.keep_env.iter().cloned());
     s.dangerously_allow_full_access |= args.dangerously_allow_full_access;
     s.force_workspace |= args.force_workspace;

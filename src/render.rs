@@ -53,7 +53,14 @@ pub fn escape_lines(text: &str) -> String {
 /// hide what runs behind something harmless.
 #[must_use]
 pub fn banner(cmd: &[std::ffi::OsString], plan: &Plan) -> String {
-    let net = if plan.level > SandboxLevel::None { "denied" } else { "UNRESTRICTED" };
+    let net = match (&plan.network_allowlist, plan.level > SandboxLevel::None) {
+        (_, false) => "UNRESTRICTED".to_string(),
+        (Some(a), true) => format!(
+            "allowlist only ({}), through the sandbox's proxy",
+            if a.allow.is_empty() { "no domain allowed".to_string() } else { escape_controls(&a.allow.iter().map(|d| d.text.as_str()).collect::<Vec<_>>().join(", ")) }
+        ),
+        (None, true) => "denied".to_string(),
+    };
     let shown = match cmd {
         [one] => escape_os(one),
         many => display_argv(many),

@@ -49,6 +49,16 @@ pub struct SandboxSettings {
     pub extra_deny: Vec<PathBuf>,
     /// Host unix sockets the command may connect to (connect-only, exactly these).
     pub allow_unix_sockets: Vec<PathBuf>,
+    /// Network mode (`deny` or `allowlist`).
+    pub network: NetworkPolicy,
+    /// Allowed domains (allowlist mode; see [`crate::network`]).
+    pub allow_domains: Vec<String>,
+    /// Denied domains (win over allowed ones).
+    pub deny_domains: Vec<String>,
+    /// Allowed ports (default 80 and 443).
+    pub allow_ports: Vec<u16>,
+    /// Address blocks that may be dialled, special ranges included.
+    pub allow_cidrs: Vec<String>,
     /// Environment handling.
     pub env: EnvPolicy,
     /// Acknowledgment for full-access mode / level none.
@@ -84,6 +94,11 @@ impl Default for SandboxSettings {
             extra_write: Vec::new(),
             extra_deny: Vec::new(),
             allow_unix_sockets: Vec::new(),
+            network: NetworkPolicy::Deny,
+            allow_domains: Vec::new(),
+            deny_domains: Vec::new(),
+            allow_ports: Vec::new(),
+            allow_cidrs: Vec::new(),
             env: EnvPolicy { keep: Vec::new(), set: Vec::new(), redirect_caches: true },
             dangerously_allow_full_access: false,
             home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
@@ -122,7 +137,11 @@ struct SandboxSection {
     force_workspace: Option<bool>,
     allow_paths: Option<AllowPaths>,
     allow_unix_sockets: Option<Vec<PathBuf>>,
-    network: Option<NetworkSection>,
+    network: Option<NetworkField>,
+    allow_domains: Option<Vec<String>>,
+    deny_domains: Option<Vec<String>>,
+    allow_ports: Option<Vec<u16>>,
+    allow_cidrs: Option<Vec<String>>,
     env: Option<EnvSection>,
 }
 
@@ -135,6 +154,14 @@ struct AllowPaths {
     write: Vec<PathBuf>,
     #[serde(default)]
     deny: Vec<PathBuf>,
+}
+
+/// `network = "deny" | "allowlist" | "full"`, or the older `[sandbox.network]` table.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NetworkField {
+    Mode(String),
+    Table(NetworkSection),
 }
 
 #[derive(Deserialize, Default)]
@@ -265,7 +292,14 @@ impl SandboxSettings {
         if let Some(socks) = sec.allow_unix_sockets {
             s.allow_unix_sockets = socks.iter().map(|p| expand_home(p, s.home.as_deref())).collect::<Result<_, _>>()?;
         }
-        if let Some(n) = sec.network {
+        if let Some(NetworkField::Mode(m)) = &sec.network {
+            s.network = parse_network_mode(m).map_err(cfg)?;
+        }
+        macro_rules! take_list {
+            ($($f:ident),*) => { $( if let Some(v) = sec.$f { s.$f = v; } )* };
+        }
+        take_list!(allow_domains, deny_domains, allow_ports, allow_cidrs);
+        if let Some(NetworkField::Table(n)) = sec.network {
             match n.policy.as_deref() {
                 None | Some("deny") => {}
                 Some("proxy") => {
@@ -478,7 +512,16 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         platform,
         deny_paths,
         home,
-        network_access: NetworkPolicy::Deny,
+        network_access: settings.network,
+        network_allowlist: match settings.network {
+            NetworkPolicy::Allowlist => Some(crate::network::Allowlist::new(&settings.allow_domains, &settings.deny_domains, &settings.allow_ports, &settings.allow_cidrs)?),
+            NetworkPolicy::Deny => {
+                if !(settings.allow_domains.is_empty() && settings.deny_domains.is_empty() && settings.allow_cidrs.is_empty()) {
+                    return Err(SandboxError::Policy("allow_domains, deny_domains and allow_cidrs need network = \"allowlist\" (--network allowlist)".into()));
+                }
+                None
+            }
+        },
         timeout_secs: settings.timeout_secs,
         max_output_bytes: settings.max_output_bytes,
         max_file_size_bytes: settings.max_file_size_bytes,
@@ -498,6 +541,19 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
     };
     // Validated where every plan is made (`make_plan`), once per run.
     Ok(policy)
+}
+
+/// `deny`, `allowlist` or `full` (refused: not implemented yet).
+///
+/// # Errors
+/// [`SandboxError::Policy`] for another value or `full`.
+pub fn parse_network_mode(m: &str) -> Result<NetworkPolicy, SandboxError> {
+    match m {
+        "deny" => Ok(NetworkPolicy::Deny),
+        "allowlist" => Ok(NetworkPolicy::Allowlist),
+        "full" => Err(SandboxError::Policy("network = \"full\" is not implemented yet; use \"allowlist\" with the domains the command needs".into())),
+        other => Err(SandboxError::Policy(format!("network {other:?}: expected deny or allowlist"))),
+    }
 }
 
 /// The host sockets granted with `--allow-unix-socket`: (as given, canonical). A path that does

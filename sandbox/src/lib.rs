@@ -51,6 +51,7 @@ pub mod error;
 #[cfg(unix)]
 pub mod handle;
 pub mod linux;
+pub mod network;
 pub mod paths;
 #[cfg(unix)]
 pub mod denied;

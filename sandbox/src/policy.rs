@@ -148,6 +148,9 @@ pub enum NetworkPolicy {
     /// No network at all (unix socketpairs excepted).
     #[default]
     Deny,
+    /// Only the hosts of [`SandboxPolicy::network_allowlist`], through the runner's proxy (Full
+    /// level: the sandbox's own network namespace; refused below it).
+    Allowlist,
 }
 
 /// What happens to the caller's environment.
@@ -198,6 +201,9 @@ pub struct SandboxPolicy {
     pub home: Option<PathBuf>,
     /// Network policy.
     pub network_access: NetworkPolicy,
+    /// The allowlist ([`NetworkPolicy::Allowlist`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_allowlist: Option<crate::network::Allowlist>,
     /// Kill the whole process tree after this many seconds.
     pub timeout_secs: u64,
     /// Per stream (stdout, stderr) cap; the head is kept.
@@ -314,6 +320,9 @@ impl SandboxPolicy {
                 }
             }
         }
+        if (self.network_access == NetworkPolicy::Allowlist) != self.network_allowlist.is_some() {
+            return Err(SandboxError::Policy("network_allowlist must be set exactly when network_access is allowlist".into()));
+        }
         in_range("timeout_secs", self.timeout_secs, 1, MAX_TIMEOUT_SECS)?;
         in_range("max_output_bytes", self.max_output_bytes, 1, MAX_OUTPUT_BYTES)?;
         if let Some(f) = self.max_file_size_bytes {
@@ -399,6 +408,7 @@ mod tests {
             deny_paths: vec![],
             home: None,
             network_access: NetworkPolicy::Deny,
+            network_allowlist: None,
             timeout_secs: 120,
             max_output_bytes: 1 << 20,
             max_file_size_bytes: Some(50 << 20),

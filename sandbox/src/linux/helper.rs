@@ -226,6 +226,18 @@ fn start_init(plan: &HelperPlan, ns: &crate::linux::mounts::NamespacePlan, argv:
         fail(&e);
     }
     crate::timing::stamp("init_namespaces");
+    if let Some(port) = plan.proxy_port {
+        // The allowlist proxy's socket, on the namespace's loopback: made here, before anything
+        // of the command runs, and handed to the runner, which serves it. PID 1 keeps no copy.
+        match namespaces::loopback_listener(port) {
+            Ok(l) => {
+                if let Err(e) = report_with_fd(&Report::ProxyListening(port), std::os::fd::AsRawFd::as_raw_fd(&l)) {
+                    fail(&format!("pass the proxy's socket to the runner: {e}"));
+                }
+            }
+            Err(e) => fail(&format!("proxy socket on 127.0.0.1:{port}: {e}")),
+        }
+    }
     let cmd = fork_child();
     if cmd == 0 {
         exec_confined(plan, argv);

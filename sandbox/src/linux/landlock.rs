@@ -769,6 +769,7 @@ mod tests {
             confine: true,
             seatbelt: false,
             seccomp_listener: false,
+            proxy_port: None,
         };
         // Exit status of a child that applies `p` and then runs `check`.
         let in_child = |p: &HelperPlan, check: &dyn Fn(Result<crate::linux::apply::AppliedReport, String>) -> bool| {

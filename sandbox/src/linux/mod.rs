@@ -23,3 +23,5 @@ pub mod protect;
 pub mod supervise;
 #[cfg(target_os = "linux")]
 pub mod unixgrant;
+#[cfg(target_os = "linux")]
+pub mod proxy;

@@ -387,6 +387,16 @@ fn loopback_up() -> Result<(), String> {
     }
 }
 
+/// A listening TCP socket on `127.0.0.1:port` of this process's network namespace
+/// (close-on-exec).
+///
+/// # Errors
+/// The failing call.
+pub fn loopback_listener(port: u16) -> std::io::Result<std::os::fd::OwnedFd> {
+    let l = std::net::TcpListener::bind(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port))?;
+    Ok(std::os::fd::OwnedFd::from(l))
+}
+
 /// Init (PID 1): unshare mount, network, IPC and UTS namespaces and set up the mounts.
 ///
 /// # Errors

@@ -100,6 +100,29 @@ pub fn plan_environment(caller: &[(String, String)], policy: &EnvPolicy, workspa
     out
 }
 
+/// The variables that point common tools at the allowlist proxy on `127.0.0.1:port`: the
+/// usual `*_PROXY` pair in both cases (curl, wget, git, pip, Python, Go, Rust), `ALL_PROXY` as
+/// SOCKS5 with remote name resolution, npm's and Yarn's own settings, the JVM's properties and
+/// Node's built-in proxy support (Node 24+); `NO_PROXY` keeps the sandbox's own loopback
+/// direct.
+#[must_use]
+pub fn proxy_vars(port: u16) -> Vec<(String, String)> {
+    let http = format!("http://127.0.0.1:{port}");
+    let mut v: Vec<(String, String)> = Vec::new();
+    for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "npm_config_proxy", "npm_config_https_proxy", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY"] {
+        v.push((k.into(), http.clone()));
+    }
+    for k in ["ALL_PROXY", "all_proxy"] {
+        v.push((k.into(), format!("socks5h://127.0.0.1:{port}")));
+    }
+    for k in ["NO_PROXY", "no_proxy"] {
+        v.push((k.into(), "localhost,127.0.0.1,::1".into()));
+    }
+    v.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+    v.push(("JAVA_TOOL_OPTIONS".into(), format!("-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort={port} -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort={port} -Dhttp.nonProxyHosts=localhost|127.0.0.1")));
+    v
+}
+
 /// The root of the Cargo workspace the `workspace` is a member of, when the command cannot
 /// write that root's `target/` (`writable` says what it can write): the nearest ancestor whose
 /// `Cargo.toml` has a `[workspace]` table. Cargo builds into `<root>/target` from any member,

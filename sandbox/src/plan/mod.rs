@@ -396,6 +396,9 @@ pub struct Plan {
     /// Scrubbed copies the runner writes before the run (Standard): (path, content).
     #[serde(default)]
     pub config_copies: Vec<(PathBuf, String)>,
+    /// The network allowlist the runner's proxy enforces ([`crate::policy::NetworkPolicy::Allowlist`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_allowlist: Option<crate::network::Allowlist>,
     /// Host unix sockets the command may connect to (connect-only, exactly these; the runner
     /// makes each connection itself, see [`UnixSocketGrant`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -693,6 +696,12 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     }
     let confined = level > SandboxLevel::None;
     let full = uses_namespaces(policy, caps, level);
+    if policy.network_access == crate::policy::NetworkPolicy::Allowlist && confined && !(full && caps.platform == Platform::Linux) {
+        return Err(SandboxError::LevelUnavailable(format!(
+            "--network allowlist needs Full level on Linux (the sandbox's own network namespace, where the runner's proxy is the only way out); this run would be at {level}{}: without a namespace the proxy could be bypassed, so nothing is run",
+            if caps.platform == Platform::Linux { format!(" ({})", caps.missing_for(SandboxLevel::Full).join("; ")) } else { String::new() }
+        )));
+    }
     // Secrets under /etc the caller can read (all of root's): denied like credentials.
     // (Only this machine's: a plan for another OS does not list this one's /etc.)
     #[cfg(unix)]
@@ -828,6 +837,12 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
             e.vars.retain(|(k, _)| k != "TMPDIR");
             e.vars.push(("TMPDIR".into(), "/tmp".into()));
         }
+        if policy.network_allowlist.is_some() {
+            for (k, v) in env::proxy_vars(crate::network::PROXY_PORT) {
+                e.vars.retain(|(n, _)| *n != k);
+                e.vars.push((k, v));
+            }
+        }
         e
     } else if confined {
         let mut e = env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, ctx.scratch.as_deref());
@@ -898,6 +913,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         nested_dirs,
         configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
         config_copies,
+        network_allowlist: if confined { policy.network_allowlist.clone() } else { None },
         unix_sockets: if confined { policy.allow_unix_sockets.iter().map(|(g, c)| UnixSocketGrant::new(g, c)).collect() } else { Vec::new() },
         protections: Vec::new(),
         warnings: Vec::new(),
@@ -1104,7 +1120,20 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         None => prot(ProtectionId::TmpPrivate, Degraded, "none", "/tmp and /dev/shm are shared with the host (read-write); Full level gives a private /tmp"),
     });
     let granted = granted_sockets_text(plan);
-    if ns.is_some() && granted.is_empty() {
+    if let (Some(_), Some(a)) = (ns, &plan.network_allowlist) {
+        let list = |v: &[crate::network::DomainRule]| if v.is_empty() { "none".to_string() } else { v.iter().map(|d| d.text.clone()).collect::<Vec<_>>().join(", ") };
+        v.push(prot(ProtectionId::Network, Enforced, "private network namespace (only lo) + the runner's allowlist proxy + seccomp (socket families)",
+            format!("only through the proxy at 127.0.0.1:{} (HTTP, CONNECT, SOCKS5): allowed domains {}, denied {}, ports {}; the runner resolves names itself and refuses loopback, private, link-local and other special addresses{}; a TLS tunnel's server name must be the requested host",
+                crate::network::PROXY_PORT, list(&a.allow), list(&a.deny), a.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
+                if a.cidrs.is_empty() { String::new() } else { format!(" outside allow_cidrs {}", a.cidrs.iter().map(|c| format!("{}/{}", c.addr, c.prefix)).collect::<Vec<_>>().join(", ")) })));
+        if granted.is_empty() {
+            v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (no socket(AF_UNIX): socketpairs only)",
+                "pathname sockets (docker.sock, D-Bus, systemd) are unreachable: the command cannot create a unix socket to connect with"));
+        } else {
+            v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (connect → the runner, which checks the address and connects itself)",
+                format!("pathname sockets (docker.sock, D-Bus, systemd) are unreachable, except the granted {granted} (connect-only; stream sockets)")));
+        }
+    } else if ns.is_some() && granted.is_empty() {
         v.push(prot(ProtectionId::Network, Enforced, "private network namespace (only lo) + seccomp (socket families)",
             "TCP and UDP work on the sandbox's own loopback (local servers and their clients); nothing reaches the host's network; no netlink, packet or raw sockets"));
         v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (no socket(AF_UNIX): socketpairs only)",
@@ -1380,6 +1409,10 @@ pub struct HelperPlan {
     /// a listener and pass the listener to the runner with the report.
     #[serde(default)]
     pub seccomp_listener: bool,
+    /// Network allowlist (Full level): PID 1 listens on `127.0.0.1:PORT` in the sandbox's
+    /// network namespace and passes the listening socket to the runner, whose proxy serves it.
+    #[serde(default)]
+    pub proxy_port: Option<u16>,
 }
 
 /// Landlock in the helper plan.
@@ -1416,6 +1449,7 @@ impl Plan {
             confine: self.level > SandboxLevel::None,
             seatbelt: self.macos.is_some(),
             seccomp_listener: self.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.action == crate::linux::seccomp::SeccompDeny::UserNotif)),
+            proxy_port: (self.network_allowlist.is_some() && self.namespaces().is_some()).then_some(crate::network::PROXY_PORT),
         }
     }
 }

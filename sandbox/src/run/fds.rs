@@ -44,10 +44,10 @@ pub(crate) fn socket_channel() -> Result<Pipe, SandboxError> {
     Ok(Pipe { read: fds[0], write: fds[1] })
 }
 
-/// Reads from `fd` into `buf` like `read`; on a socket, a descriptor passed with the bytes
-/// (`SCM_RIGHTS`, received close-on-exec) goes to `passed` (a second one is closed).
+/// Reads from `fd` into `buf` like `read`; on a socket, the descriptors passed with the bytes
+/// (`SCM_RIGHTS`, received close-on-exec) go to `passed`.
 #[cfg(target_os = "linux")]
-pub(crate) fn read_with_fd(fd: i32, buf: &mut [u8], passed: &mut Option<std::os::fd::OwnedFd>) -> isize {
+pub(crate) fn read_with_fd(fd: i32, buf: &mut [u8], passed: &mut Vec<std::os::fd::OwnedFd>) -> isize {
     use std::os::fd::FromRawFd;
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     let mut cbuf = [0u64; 8];
@@ -67,10 +67,7 @@ pub(crate) fn read_with_fd(fd: i32, buf: &mut [u8], passed: &mut Option<std::os:
                 let n = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<i32>();
                 for i in 0..n {
                     let f = std::ptr::read_unaligned(data.add(i));
-                    match passed {
-                        None => *passed = Some(std::os::fd::OwnedFd::from_raw_fd(f)),
-                        Some(_) => close(f),
-                    }
+                    passed.push(std::os::fd::OwnedFd::from_raw_fd(f));
                 }
             }
             c = libc::CMSG_NXTHDR(&msg, c);

@@ -236,7 +236,13 @@ pub struct RunResult {
     /// the profile's tagged rules.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denials: Vec<crate::macos::denials::Denial>,
+    /// `--network allowlist`: every decision of the runner's proxy (host, port, address, rule,
+    /// bytes each way).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<NetEvent>,
 }
+
+pub use crate::network::NetEvent;
 
 pub(crate) static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -424,9 +430,11 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     #[cfg(not(target_os = "linux"))]
     let granted: Option<Granted> = None;
     #[cfg(target_os = "linux")]
-    let rep = if granted.is_some() { fds::socket_channel()? } else { pipe()? };
+    let rep_socket = granted.is_some() || helper_plan.proxy_port.is_some();
+    #[cfg(target_os = "linux")]
+    let rep = if rep_socket { fds::socket_channel()? } else { pipe()? };
     #[cfg(not(target_os = "linux"))]
-    let rep = pipe()?;
+    let (rep, rep_socket) = (pipe()?, false);
     // The helper's stdin (None: inherit ours), and the pipe end the runner fills when relaying.
     let (stdin_fd, relay_write) = match opts.stdin {
         StdinMode::Null => {
@@ -470,7 +478,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
             return Err(e);
         }
     };
-    let outcome = supervise_run(pid, plan, &out, &err, &rep, granted.as_ref(), relay, cgroup.as_ref(), opts, sink, start);
+    let outcome = supervise_run(pid, plan, &out, &err, &rep, granted.as_ref(), rep_socket, relay, cgroup.as_ref(), opts, sink, start);
     crate::timing::stamp("helper_reaped");
     for fd in [out.read, err.read, rep.read] {
         close(fd);

@@ -96,6 +96,9 @@ pub enum Report {
     Status(i32),
     /// A degradation.
     Warning(SetupWarning),
+    /// PID 1 listens on this port of the sandbox's loopback for the runner's proxy (the
+    /// listening socket comes with this message).
+    ProxyListening(u16),
 }
 
 /// The longest message text kept in a line (so that a line stays below `PIPE_BUF`).
@@ -145,6 +148,8 @@ pub struct Reported {
     pub status: Option<i32>,
     /// Degradations.
     pub warnings: Vec<SetupWarning>,
+    /// PID 1's proxy listener port.
+    pub proxy_port: Option<u16>,
 }
 
 impl Reported {
@@ -159,6 +164,7 @@ impl Reported {
                 Report::ExecFailed(e) => r.exec_errno = Some(e),
                 Report::Status(s) => r.status = Some(s),
                 Report::Warning(w) => r.warnings.push(w),
+                Report::ProxyListening(p) => r.proxy_port = Some(p),
             }
         }
         r

@@ -152,6 +152,7 @@ pub(crate) fn supervise_run(
     err: &Pipe,
     rep: &Pipe,
     granted: Option<&super::Granted>,
+    rep_socket: bool,
     mut relay: Option<StdinRelay>,
     cgroup: Option<&RunCgroup>,
     opts: &RunOptions,
@@ -186,11 +187,15 @@ pub(crate) fn supervise_run(
     #[cfg(target_os = "linux")]
     let broker_stop = super::fds::pipe()?;
     #[cfg(not(target_os = "linux"))]
-    let _ = granted;
+    let _ = (granted, rep_socket);
+    // The allowlist proxy's decisions (Linux, Full level).
+    let events: std::sync::Arc<std::sync::Mutex<Vec<super::NetEvent>>> = std::sync::Arc::default();
     std::thread::scope(|scope| {
         let mut watchdog: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
         #[cfg(target_os = "linux")]
         let mut broker: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
+        #[cfg(target_os = "linux")]
+        let mut proxy: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
         let result = (|| {
             let mut status: Option<i32> = None;
             let mut written: Option<u64> = None;
@@ -276,13 +281,23 @@ pub(crate) fn supervise_run(
                         continue;
                     }
                     #[cfg(target_os = "linux")]
-                    if let (true, Some(g)) = (p.fd == rep.read, granted) {
-                        let mut passed = None;
+                    if p.fd == rep.read && rep_socket {
+                        let mut passed = Vec::new();
                         let got = super::fds::read_with_fd(p.fd, &mut buf, &mut passed);
-                        if let (Some(l), None) = (passed, &broker) {
-                            // The seccomp listener: answer the command's connect calls.
+                        for fd in passed {
                             let stop = broker_stop.read;
-                            broker = Some(scope.spawn(move || crate::linux::unixgrant::serve(l, g, stop)));
+                            match (crate::linux::proxy::is_tcp_listener(&fd), granted, &plan.network_allowlist) {
+                                // PID 1's listener: the allowlist proxy serves it.
+                                (true, _, Some(a)) if proxy.is_none() => {
+                                    let (a, ev) = (std::sync::Arc::new(a.clone()), std::sync::Arc::clone(&events));
+                                    proxy = Some(scope.spawn(move || crate::linux::proxy::serve(fd, a, ev, stop)));
+                                }
+                                // The seccomp listener: answer the command's connect calls.
+                                (false, Some(g), _) if broker.is_none() => {
+                                    broker = Some(scope.spawn(move || crate::linux::unixgrant::serve(fd, g, stop)));
+                                }
+                                _ => drop(fd),
+                            }
                         }
                         if got > 0 {
                             if report.len() < 65536 {
@@ -450,6 +465,7 @@ pub(crate) fn supervise_run(
                 applied,
                 protected_review: None,
                 denials: Vec::new(),
+                network: Vec::new(),
             };
             Ok((result, reported))
         })();
@@ -461,11 +477,16 @@ pub(crate) fn supervise_run(
         #[cfg(target_os = "linux")]
         {
             close(broker_stop.write);
-            if let Some(b) = broker {
-                let _ = b.join();
+            for t in [broker, proxy].into_iter().flatten() {
+                let _ = t.join();
             }
             close(broker_stop.read);
         }
-        result
+        // Every decision the proxy made while the command ran (connections still open when
+        // the run ended are recorded by their threads later and are not in the result).
+        result.map(|(mut r, rep)| {
+            r.network = std::mem::take(&mut *events.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            (r, rep)
+        })
     })
 }

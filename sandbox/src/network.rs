@@ -1,0 +1,476 @@
+//! Network by allowlist: the policy's grammar and every decision, as pure code.
+//!
+//! * **Domains.** `example.com` matches that host only; `*.example.com` its subdomains only;
+//!   `**.example.com` both. Names are lower-cased and a trailing dot is dropped; a label is
+//!   letters, digits and inner hyphens (an internationalised name in its `xn--` form: a name with
+//!   other characters is refused, with the hint to give its punycode form). A bare `*` or `**`,
+//!   an empty label and a wildcard anywhere but at the front are errors. Deny rules win over
+//!   allow rules, and an empty allowlist allows nothing.
+//! * **Ports.** Only `allow_ports` (default 80 and 443).
+//! * **Addresses.** The runner resolves an allowed name itself and checks every address it would
+//!   dial ([`special_range`]): loopback, private, link-local, CGNAT, multicast, unspecified,
+//!   IPv4-mapped and the other special ranges are refused unless an `allow_cidrs` entry contains
+//!   the address — so an allowed name that resolves to `127.0.0.1` (DNS rebinding) reaches
+//!   nothing. A host given as an address (a raw-IP URL) is allowed only through `allow_cidrs`;
+//!   a numeric host in another form (`2130706433`, `0177.0.0.1`, `0x7f.1`) is refused outright.
+//! * **TLS.** For a tunnel to port 443 the runner reads the ClientHello's SNI ([`client_hello_sni`])
+//!   and refuses a tunnel whose SNI names another host than the `CONNECT` (domain fronting).
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SandboxError;
+
+/// How a domain rule matches.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DomainMatch {
+    /// `example.com`: that host only.
+    Exact,
+    /// `*.example.com`: subdomains only.
+    Subdomains,
+    /// `**.example.com`: the host and its subdomains.
+    HostAndSubdomains,
+}
+
+/// One `allow_domains` / `deny_domains` entry.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct DomainRule {
+    /// The rule as written (for messages and the audit log).
+    pub text: String,
+    /// The normalised domain after the wildcard.
+    pub domain: String,
+    /// How it matches.
+    pub how: DomainMatch,
+}
+
+impl DomainRule {
+    /// Parses one rule.
+    ///
+    /// # Errors
+    /// [`SandboxError::Policy`] naming what is wrong with it.
+    pub fn parse(text: &str) -> Result<DomainRule, SandboxError> {
+        let t = text.trim();
+        let (how, rest) = if let Some(r) = t.strip_prefix("**.") {
+            (DomainMatch::HostAndSubdomains, r)
+        } else if let Some(r) = t.strip_prefix("*.") {
+            (DomainMatch::Subdomains, r)
+        } else {
+            (DomainMatch::Exact, t)
+        };
+        if rest == "*" || rest == "**" || rest.is_empty() {
+            return Err(SandboxError::Policy(format!("domain {text:?}: a bare wildcard would allow every host; name the domains")));
+        }
+        let domain = normalize_host(rest).map_err(|why| SandboxError::Policy(format!("domain {text:?}: {why}")))?;
+        if numeric_host(&domain) {
+            return Err(SandboxError::Policy(format!("domain {text:?}: an address, not a name (use allow_cidrs for addresses)")));
+        }
+        Ok(DomainRule { text: t.to_string(), domain, how })
+    }
+
+    /// Whether the (normalised) `host` matches.
+    #[must_use]
+    pub fn matches(&self, host: &str) -> bool {
+        let sub = host.len() > self.domain.len() + 1 && host.ends_with(&self.domain) && host.as_bytes()[host.len() - self.domain.len() - 1] == b'.';
+        match self.how {
+            DomainMatch::Exact => host == self.domain,
+            DomainMatch::Subdomains => sub,
+            DomainMatch::HostAndSubdomains => sub || host == self.domain,
+        }
+    }
+}
+
+/// Lower-cases `host`, drops one trailing dot and checks every label.
+///
+/// # Errors
+/// Why the name is not acceptable.
+pub fn normalize_host(host: &str) -> Result<String, String> {
+    let h = host.strip_suffix('.').unwrap_or(host);
+    if h.is_empty() || h.len() > 253 {
+        return Err("empty or longer than 253 characters".into());
+    }
+    if !h.is_ascii() {
+        return Err("not ASCII: give an internationalised name in its punycode (xn--) form".into());
+    }
+    let h = h.to_ascii_lowercase();
+    for label in h.split('.') {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !ok {
+            return Err(format!("label {label:?} is not a valid DNS label"));
+        }
+    }
+    Ok(h)
+}
+
+/// A host made only of numbers (any base) and dots: an address in some form, never a name.
+#[must_use]
+pub fn numeric_host(host: &str) -> bool {
+    let last = host.rsplit('.').next().unwrap_or(host);
+    // A DNS name's last label (its TLD) is never numeric; `0x7f` counts as a number.
+    last.bytes().all(|b| b.is_ascii_digit()) || (last.starts_with("0x") && last[2..].bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// An address block (`allow_cidrs`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    /// The network address.
+    pub addr: IpAddr,
+    /// The prefix length.
+    pub prefix: u8,
+}
+
+impl Cidr {
+    /// Parses `ADDR/LEN` or a single address.
+    ///
+    /// # Errors
+    /// [`SandboxError::Policy`] naming the entry.
+    pub fn parse(text: &str) -> Result<Cidr, SandboxError> {
+        let bad = || SandboxError::Policy(format!("allow_cidrs entry {text:?}: expected ADDRESS or ADDRESS/PREFIX"));
+        let (a, p) = match text.trim().split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (text.trim(), None),
+        };
+        let addr: IpAddr = a.parse().map_err(|_| bad())?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            Some(p) => p.parse::<u8>().ok().filter(|&n| n <= max).ok_or_else(bad)?,
+            None => max,
+        };
+        Ok(Cidr { addr, prefix })
+    }
+
+    /// Whether `ip` is inside (an IPv4-mapped IPv6 address counts as its IPv4 address).
+    #[must_use]
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = unmap(ip);
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => mask_eq(&n.octets(), &a.octets(), self.prefix),
+            (IpAddr::V6(n), IpAddr::V6(a)) => mask_eq(&n.octets(), &a.octets(), self.prefix),
+            _ => false,
+        }
+    }
+}
+
+fn mask_eq(a: &[u8], b: &[u8], prefix: u8) -> bool {
+    let (full, rest) = (usize::from(prefix / 8), prefix % 8);
+    if a[..full] != b[..full] {
+        return false;
+    }
+    rest == 0 || (a[full] ^ b[full]) & (0xffu8 << (8 - rest)) == 0
+}
+
+fn unmap(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// The special range `ip` lies in, if any (what the runner never dials without an `allow_cidrs`
+/// entry): RFC 6890 and its successors' non-global blocks.
+#[must_use]
+pub fn special_range(ip: IpAddr) -> Option<&'static str> {
+    if let IpAddr::V6(v6) = ip {
+        if v6.to_ipv4_mapped().is_some() {
+            return Some("IPv4-mapped IPv6");
+        }
+    }
+    match ip {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            let r = match o {
+                [0, ..] => "unspecified/\"this network\" (0.0.0.0/8)",
+                [127, ..] => "loopback (127.0.0.0/8)",
+                [10, ..] => "private (10.0.0.0/8)",
+                [172, b, ..] if (16..32).contains(&b) => "private (172.16.0.0/12)",
+                [192, 168, ..] => "private (192.168.0.0/16)",
+                [169, 254, ..] => "link-local (169.254.0.0/16; cloud metadata)",
+                [100, b, ..] if (64..128).contains(&b) => "CGNAT (100.64.0.0/10)",
+                [192, 0, 0, _] => "IETF protocol assignments (192.0.0.0/24)",
+                [192, 0, 2, _] | [198, 51, 100, _] | [203, 0, 113, _] => "documentation",
+                [198, b, ..] if b == 18 || b == 19 => "benchmarking (198.18.0.0/15)",
+                [192, 88, 99, _] => "6to4 relay anycast",
+                [a0, ..] if a0 >= 224 => "multicast or reserved (224.0.0.0/3)",
+                _ => return None,
+            };
+            Some(r)
+        }
+        IpAddr::V6(a) => {
+            let s = a.segments();
+            let r = if a == Ipv6Addr::UNSPECIFIED {
+                "unspecified (::)"
+            } else if a == Ipv6Addr::LOCALHOST {
+                "loopback (::1)"
+            } else if s[0] & 0xfe00 == 0xfc00 {
+                "unique local (fc00::/7)"
+            } else if s[0] & 0xffc0 == 0xfe80 {
+                "link-local (fe80::/10)"
+            } else if s[0] & 0xff00 == 0xff00 {
+                "multicast (ff00::/8)"
+            } else if s[0] == 0x2001 && s[1] == 0x0db8 {
+                "documentation (2001:db8::/32)"
+            } else if s[0] == 0x0064 && s[1] == 0xff9b {
+                "NAT64 (64:ff9b::/96)"
+            } else if s[0] == 0x2002 {
+                "6to4 (2002::/16)"
+            } else if s[0] == 0x2001 && s[1] == 0 {
+                "Teredo (2001::/32)"
+            } else if s[..6] == [0; 6] {
+                "IPv4-compatible (::/96)"
+            } else if s[0] == 0x0100 && s[1..4] == [0; 3] {
+                "discard (100::/64)"
+            } else {
+                return None;
+            };
+            Some(r)
+        }
+    }
+}
+
+/// The allowlist of a run.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct Allowlist {
+    /// Allowed domains.
+    pub allow: Vec<DomainRule>,
+    /// Denied domains (win over `allow`).
+    pub deny: Vec<DomainRule>,
+    /// Allowed destination ports.
+    pub ports: Vec<u16>,
+    /// Address blocks that may be dialled, special ranges included (and hosts given as an
+    /// address in them).
+    pub cidrs: Vec<Cidr>,
+}
+
+/// One network decision of a run (`--json`'s `network`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct NetEvent {
+    /// `http`, `connect` or `socks5`.
+    pub via: String,
+    /// The host as the command named it.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// The address dialled (allowed requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Allowed.
+    pub allowed: bool,
+    /// The rule that decided, or why it was refused.
+    pub rule: String,
+    /// Bytes from the command to the upstream.
+    pub bytes_up: u64,
+    /// Bytes from the upstream to the command.
+    pub bytes_down: u64,
+    /// How long the connection lasted, in milliseconds.
+    pub duration_ms: u64,
+}
+
+/// The proxy's port on the sandbox's own loopback (Full level: the namespace is private, so it
+/// conflicts with nothing on the host).
+pub const PROXY_PORT: u16 = 3128;
+
+/// The ports allowed when the policy names none.
+pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
+
+/// A decision about one destination.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// Allowed.
+    pub allowed: bool,
+    /// The rule that decided (as written), or why nothing allowed it.
+    pub rule: String,
+}
+
+impl Allowlist {
+    /// Builds an allowlist from the policy's lists.
+    ///
+    /// # Errors
+    /// [`SandboxError::Policy`] for the first entry that does not parse.
+    pub fn new(allow: &[String], deny: &[String], ports: &[u16], cidrs: &[String]) -> Result<Allowlist, SandboxError> {
+        Ok(Allowlist {
+            allow: allow.iter().map(|d| DomainRule::parse(d)).collect::<Result<_, _>>()?,
+            deny: deny.iter().map(|d| DomainRule::parse(d)).collect::<Result<_, _>>()?,
+            ports: if ports.is_empty() { DEFAULT_PORTS.to_vec() } else { ports.to_vec() },
+            cidrs: cidrs.iter().map(|c| Cidr::parse(c)).collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// Decides a destination by name (or address literal) and port, before any resolution.
+    #[must_use]
+    pub fn decide(&self, host: &str, port: u16) -> Verdict {
+        let no = |rule: String| Verdict { allowed: false, rule };
+        if !self.ports.contains(&port) {
+            return no(format!("port {port} is not in allow_ports ({})", self.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")));
+        }
+        let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        if let Ok(ip) = literal.parse::<IpAddr>() {
+            return match self.cidrs.iter().find(|c| c.contains(ip)) {
+                Some(c) => Verdict { allowed: true, rule: format!("allow_cidrs {}/{}", c.addr, c.prefix) },
+                None => no("an address, not a name: only allow_cidrs can allow it".into()),
+            };
+        }
+        let host = match normalize_host(host) {
+            Ok(h) => h,
+            Err(why) => return no(format!("not a valid host name: {why}")),
+        };
+        if numeric_host(&host) {
+            return no("a numeric host that is not a plain address (decimal, octal or hex forms are refused)".into());
+        }
+        if let Some(d) = self.deny.iter().find(|d| d.matches(&host)) {
+            return no(format!("deny_domains {}", d.text));
+        }
+        match self.allow.iter().find(|d| d.matches(&host)) {
+            Some(a) => Verdict { allowed: true, rule: format!("allow_domains {}", a.text) },
+            None => no("no allow_domains entry matches".into()),
+        }
+    }
+
+    /// Whether the runner may dial `ip` (an address the allowed name resolved to).
+    ///
+    /// # Errors
+    /// Why not: its special range, with no `allow_cidrs` entry containing it.
+    pub fn check_address(&self, ip: IpAddr) -> Result<(), String> {
+        if self.cidrs.iter().any(|c| c.contains(ip)) {
+            return Ok(());
+        }
+        match special_range(ip) {
+            Some(r) => Err(format!("{ip} is {r}; only an allow_cidrs entry allows it")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The server name of a TLS ClientHello at the start of `buf` (`None`: not a ClientHello, not
+/// complete in `buf`, or without a server name).
+#[must_use]
+pub fn client_hello_sni(buf: &[u8]) -> Option<String> {
+    // TLS record: type 22 (handshake), version, length.
+    let rec_len = usize::from(u16::from_be_bytes([*buf.get(3)?, *buf.get(4)?]));
+    if *buf.first()? != 22 {
+        return None;
+    }
+    let hs = buf.get(5..5 + rec_len)?;
+    // Handshake: type 1 (ClientHello), 3-byte length, version (2), random (32).
+    if *hs.first()? != 1 {
+        return None;
+    }
+    let mut i = 4 + 2 + 32;
+    let sid = usize::from(*hs.get(i)?);
+    i += 1 + sid;
+    let cs = usize::from(u16::from_be_bytes([*hs.get(i)?, *hs.get(i + 1)?]));
+    i += 2 + cs;
+    let comp = usize::from(*hs.get(i)?);
+    i += 1 + comp;
+    let ext_len = usize::from(u16::from_be_bytes([*hs.get(i)?, *hs.get(i + 1)?]));
+    i += 2;
+    let exts = hs.get(i..i + ext_len)?;
+    let mut j = 0;
+    while j + 4 <= exts.len() {
+        let ty = u16::from_be_bytes([exts[j], exts[j + 1]]);
+        let len = usize::from(u16::from_be_bytes([exts[j + 2], exts[j + 3]]));
+        let body = exts.get(j + 4..j + 4 + len)?;
+        if ty == 0 {
+            // server_name: list length (2), then entries: type (1) = 0 host_name, length (2), name.
+            let mut k = 2;
+            while k + 3 <= body.len() {
+                let nt = body[k];
+                let nl = usize::from(u16::from_be_bytes([body[k + 1], body[k + 2]]));
+                let name = body.get(k + 3..k + 3 + nl)?;
+                if nt == 0 {
+                    return std::str::from_utf8(name).ok().map(str::to_string);
+                }
+                k += 3 + nl;
+            }
+            return None;
+        }
+        j += 4 + len;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(allow: &[&str], deny: &[&str]) -> Allowlist {
+        let s = |v: &[&str]| v.iter().map(|x| (*x).to_string()).collect::<Vec<_>>();
+        Allowlist::new(&s(allow), &s(deny), &[], &[]).unwrap()
+    }
+
+    #[test]
+    fn grammar_exact_subdomains_both_and_deny_wins() {
+        let a = list(&["example.com", "*.pkg.dev", "**.github.com"], &["evil.github.com"]);
+        let ok = |h: &str, p: u16| a.decide(h, p).allowed;
+        assert!(ok("example.com", 443) && ok("EXAMPLE.com.", 80));
+        assert!(!ok("www.example.com", 443) && !ok("example.com", 22) && !ok("example.com.evil.net", 443));
+        assert!(ok("a.pkg.dev", 443) && ok("a.b.pkg.dev", 443) && !ok("pkg.dev", 443) && !ok("xpkg.dev", 443));
+        assert!(ok("github.com", 443) && ok("api.github.com", 443) && !ok("evil.github.com", 443));
+        assert!(a.decide("evil.github.com", 443).rule.contains("deny_domains evil.github.com"));
+        assert!(!list(&[], &[]).decide("example.com", 443).allowed, "an empty allowlist allows nothing");
+    }
+
+    #[test]
+    fn bad_rules_and_hosts_are_refused() {
+        for bad in ["*", "**", "*.", "ex ample.com", "exämple.com", "-a.com", "a..com", "*.*.com", "127.0.0.1", "2130706433"] {
+            assert!(DomainRule::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(DomainRule::parse("xn--bcher-kva.example").unwrap().domain, "xn--bcher-kva.example");
+        let a = list(&["example.com"], &[]);
+        for host in ["2130706433", "0177.0.0.1", "0x7f.0.0.1", "127.1", "exämple.com", "127.0.0.1", "[::1]", "::1"] {
+            assert!(!a.decide(host, 80).allowed, "{host}");
+        }
+    }
+
+    #[test]
+    fn addresses_and_cidrs() {
+        let a = Allowlist::new(&["localhost".into()], &[], &[8080], &["127.0.0.1/32".into()]).unwrap();
+        assert!(a.decide("127.0.0.1", 8080).allowed && !a.decide("127.0.0.2", 8080).allowed);
+        assert!(a.check_address("127.0.0.1".parse().unwrap()).is_ok());
+        assert!(a.check_address("::ffff:127.0.0.1".parse().unwrap()).is_ok(), "mapped form of an allowed address");
+        let plain = list(&["example.com"], &[]);
+        for ip in ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255",
+            "::1", "::", "fe80::1", "fc00::1", "ff02::1", "::ffff:8.8.8.8", "64:ff9b::1", "2002::1", "::127.0.0.1"] {
+            assert!(plain.check_address(ip.parse().unwrap()).is_err(), "{ip}");
+        }
+        for ip in ["93.184.216.34", "2606:2800:220:1::1", "172.32.0.1", "100.128.0.1"] {
+            assert!(plain.check_address(ip.parse().unwrap()).is_ok(), "{ip}");
+        }
+        assert!(Cidr::parse("10.0.0.0/33").is_err() && Cidr::parse("x").is_err());
+        assert!(Cidr::parse("10.0.0.0/8").unwrap().contains("10.255.0.1".parse().unwrap()));
+        assert!(!Cidr::parse("10.0.0.0/9").unwrap().contains("10.128.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn sni_is_read_from_a_client_hello() {
+        // A minimal ClientHello with server_name "example.com".
+        let name = b"example.com";
+        let mut body = ((3 + name.len()) as u16).to_be_bytes().to_vec();
+        body.push(0);
+        body.extend_from_slice(&(name.len() as u16).to_be_bytes());
+        body.extend_from_slice(name);
+        let mut sni = vec![0u8, 0];
+        sni.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        sni.extend_from_slice(&body);
+        let mut hello = vec![3, 3];
+        hello.extend_from_slice(&[0u8; 32]);
+        hello.push(0); // session id
+        hello.extend_from_slice(&[0, 2, 0x13, 0x01]); // one cipher suite
+        hello.extend_from_slice(&[1, 0]); // null compression
+        hello.extend_from_slice(&(sni.len() as u16).to_be_bytes());
+        hello.extend_from_slice(&sni);
+        let mut hs = vec![1, 0, 0, 0];
+        hs[1..4].copy_from_slice(&(hello.len() as u32).to_be_bytes()[1..]);
+        hs.extend_from_slice(&hello);
+        let mut rec = vec![22, 3, 1];
+        rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+        rec.extend_from_slice(&hs);
+        assert_eq!(client_hello_sni(&rec).as_deref(), Some("example.com"));
+        assert_eq!(client_hello_sni(&rec[..rec.len() - 1]), None, "incomplete");
+        assert_eq!(client_hello_sni(b"GET / HTTP/1.1\r\n"), None);
+    }
+}

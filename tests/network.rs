@@ -1,0 +1,221 @@
+//! `--network allowlist` (Full level): the runner's proxy lets the command reach allowed hosts
+//! and nothing else. Every "blocked" is checked at the upstream, a listener on the host side
+//! that records what reached it; the upstreams are local (no internet in CI), reached through an
+//! explicit `allow_cidrs` entry where a test means to reach one.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use support::*;
+
+/// A host-side HTTP upstream on 127.0.0.1 that answers `upstream-page` and records every byte
+/// that reached it.
+struct Upstream {
+    port: u16,
+    seen: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Upstream {
+    fn start(port: u16) -> Option<Upstream> {
+        let l = TcpListener::bind(("127.0.0.1", port)).ok()?;
+        let port = l.local_addr().ok()?.port();
+        let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+        let s = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for c in l.incoming().flatten() {
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || {
+                    let mut c = c;
+                    let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = c.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                        got.extend_from_slice(&buf[..n]);
+                        if got.windows(4).any(|w| w == b"\r\n\r\n") || got.first() == Some(&22) {
+                            break;
+                        }
+                    }
+                    s.lock().unwrap().push(got);
+                    let _ = c.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 13\r\n\r\nupstream-page");
+                });
+            }
+        });
+        Some(Upstream { port, seen })
+    }
+
+    fn count(&self) -> usize {
+        // Give an in-flight connection's thread a moment to record it.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        self.seen.lock().unwrap().len()
+    }
+}
+
+fn full_or_skip(name: &str, w: &World) -> bool {
+    if which("curl").is_none() {
+        skip(name, "curl is not installed");
+        return false;
+    }
+    let level = suite_level(w);
+    if level != "full" {
+        skip(name, &format!("--network allowlist needs Full level; this suite runs at {level}"));
+        return false;
+    }
+    true
+}
+
+fn config(w: &World, toml: &str) {
+    let dir = w.xdg.join("localgpt");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), format!("[sandbox]\n{toml}")).unwrap();
+}
+
+fn allowlisted(w: &World, flags: &[&str], script: &str) -> Out {
+    let mut opts = vec!["--level", "full", "--network", "allowlist"];
+    opts.extend_from_slice(flags);
+    run(w.sandbox_cmd(&opts, &[script]), script)
+}
+
+#[test]
+fn allowlist_reaches_allowed_hosts_and_refuses_the_rest_with_a_403() {
+    let name = "allowlist_reaches_allowed_hosts_and_refuses_the_rest_with_a_403";
+    let w = World::new();
+    if !full_or_skip(name, &w) {
+        return;
+    }
+    let up = Upstream::start(0).unwrap();
+    let p = up.port;
+    config(&w, &format!("allow_ports = [{p}]\nallow_cidrs = [\"127.0.0.1/32\"]\n"));
+    // Allowed, by name (HTTP and SOCKS5 with remote names) and by address in allow_cidrs.
+    let o = allowlisted(&w, &["--allow-domain", "localhost"], &format!(
+        "curl -sS --noproxy '' http://localhost:{p}/a; echo; curl -sS --noproxy '' -x socks5h://127.0.0.1:3128 http://localhost:{p}/b; echo; curl -sS --noproxy '' http://127.0.0.1:{p}/c"));
+    assert_eq!(o.code(), Some(0), "{}", o.describe());
+    assert_eq!(o.stdout, "upstream-page\nupstream-page\nupstream-page", "{}", o.describe());
+    assert_eq!(up.count(), 3);
+    // Not allowed: another name, a denied one (deny wins), another port, an address outside
+    // allow_cidrs, numeric forms. The 403 names the host and how to allow it; the upstream sees
+    // nothing.
+    for (flags, url) in [
+        (vec!["--allow-domain", "localhost"], format!("http://other.invalid:{p}/")),
+        (vec!["--allow-domain", "**.localhost", "--deny-domain", "localhost"], format!("http://localhost:{p}/")),
+        (vec!["--allow-domain", "localhost"], "http://localhost:9/".to_string()),
+        (vec!["--allow-domain", "localhost"], format!("http://127.0.0.2:{p}/")),
+        (vec!["--allow-domain", "localhost"], format!("http://2130706434:{p}/")),
+        (vec!["--allow-domain", "localhost"], format!("http://0177.0.0.2:{p}/")),
+        (vec!["--allow-domain", "localhost"], format!("http://[::1]:{p}/")),
+    ] {
+        let o = allowlisted(&w, &flags, &format!("curl -sS --noproxy '' {url}"));
+        assert!(o.stdout.contains("the sandbox's network policy blocked") && o.stdout.contains("--allow-domain"), "{url}{}", o.describe());
+        assert!(!o.stdout.contains("upstream-page"), "{url}{}", o.describe());
+    }
+    assert_eq!(up.count(), 3, "a refused request reached the upstream");
+}
+
+#[test]
+fn an_allowed_name_resolving_to_loopback_reaches_nothing_without_allow_cidrs() {
+    let name = "an_allowed_name_resolving_to_loopback_reaches_nothing_without_allow_cidrs";
+    let w = World::new();
+    if !full_or_skip(name, &w) {
+        return;
+    }
+    let up = Upstream::start(0).unwrap();
+    let p = up.port;
+    config(&w, &format!("allow_ports = [{p}]\n"));
+    let o = allowlisted(&w, &["--allow-domain", "localhost", "--json"], &format!("curl -sS --noproxy '' http://localhost:{p}/"));
+    let v = parse_one_json(&o);
+    let out = v["stdout"].as_str().unwrap_or_default();
+    assert!(out.contains("blocked localhost") && out.contains("loopback"), "{}", o.describe());
+    assert_eq!(v["network"][0]["allowed"], false, "{}", o.describe());
+    assert_eq!(up.count(), 0, "DNS rebinding: an allowed name reached a loopback listener");
+}
+
+#[test]
+fn nothing_bypasses_the_proxy() {
+    let name = "nothing_bypasses_the_proxy";
+    let w = World::new();
+    if !full_or_skip(name, &w) {
+        return;
+    }
+    let up = Upstream::start(0).unwrap();
+    let p = up.port;
+    config(&w, &format!("allow_ports = [{p}]\nallow_cidrs = [\"127.0.0.1/32\"]\n"));
+    // Direct TCP and UDP to the host's listener (the namespace has only lo), and a tunnel to a
+    // port outside allow_ports.
+    let script = format!(
+        "curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:{p}/; (exec 3<>/dev/tcp/127.0.0.1/{p} && echo escaped >&3); \
+         echo escaped > /dev/udp/127.0.0.1/{p}; \
+         printf 'CONNECT 127.0.0.1:22 HTTP/1.1\\r\\n\\r\\n' | curl -sS --max-time 5 telnet://127.0.0.1:3128 ; true");
+    let o = allowlisted(&w, &["--allow-domain", "localhost"], &script);
+    assert!(!o.stdout.contains("upstream-page"), "{}", o.describe());
+    assert_eq!(up.count(), 0, "a direct connection left the namespace");
+}
+
+#[test]
+fn a_tls_tunnel_whose_server_name_differs_from_the_connect_host_is_refused() {
+    let name = "a_tls_tunnel_whose_server_name_differs_from_the_connect_host_is_refused";
+    let w = World::new();
+    if !full_or_skip(name, &w) {
+        return;
+    }
+    let Some(up) = Upstream::start(443) else {
+        skip(name, "cannot listen on 127.0.0.1:443 here (not root, or in use)");
+        return;
+    };
+    config(&w, "allow_ports = [443]\nallow_cidrs = [\"127.0.0.1/32\"]\n");
+    for (sni, reaches) in [("evil.example", false), ("localhost", true)] {
+        std::fs::write(w.ws.join("hello.bin"), client_hello(sni)).unwrap();
+        let script = "exec 3<>/dev/tcp/127.0.0.1/3128 && printf 'CONNECT localhost:443 HTTP/1.1\\r\\n\\r\\n' >&3 && head -c 39 <&3 && cat hello.bin >&3 && timeout 3 cat <&3; true";
+        let before = up.count();
+        let o = allowlisted(&w, &["--allow-domain", "localhost", "--json"], script);
+        let v = parse_one_json(&o);
+        assert!(v["stdout"].as_str().unwrap_or_default().contains("200 Connection established"), "{}", o.describe());
+        assert_eq!(up.count() - before, usize::from(reaches), "SNI {sni}{}", o.describe());
+        if !reaches {
+            assert!(v["network"][0]["rule"].as_str().unwrap_or_default().contains("domain fronting"), "{}", o.describe());
+        }
+    }
+}
+
+#[test]
+fn allowlist_below_full_is_refused_and_nothing_runs() {
+    let w = World::new();
+    let o = run(w.sandbox_cmd(&["--level", "standard", "--network", "allowlist", "--allow-domain", "example.com"], &["touch ran"]), "allowlist at standard");
+    assert_ne!(o.code(), Some(0), "{}", o.describe());
+    assert!(o.stderr.contains("needs Full level") && !w.ws.join("ran").exists(), "{}", o.describe());
+    // Domains without the allowlist mode, and a bare wildcard, are refused too.
+    for flags in [vec!["--allow-domain", "example.com"], vec!["--network", "allowlist", "--allow-domain", "*"]] {
+        let o = run(w.sandbox_cmd(&flags, &["touch ran"]), "bad network flags");
+        assert_eq!(o.code(), Some(2), "{flags:?}{}", o.describe());
+        assert!(!w.ws.join("ran").exists());
+    }
+}
+
+/// A TLS 1.3-shaped ClientHello carrying `name` as its server name.
+fn client_hello(name: &str) -> Vec<u8> {
+    let n = name.as_bytes();
+    let mut body = ((3 + n.len()) as u16).to_be_bytes().to_vec();
+    body.push(0);
+    body.extend_from_slice(&(n.len() as u16).to_be_bytes());
+    body.extend_from_slice(n);
+    let mut ext = vec![0u8, 0];
+    ext.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    ext.extend_from_slice(&body);
+    let mut hello = vec![3, 3];
+    hello.extend_from_slice(&[7u8; 32]);
+    hello.push(0);
+    hello.extend_from_slice(&[0, 2, 0x13, 0x01, 1, 0]);
+    hello.extend_from_slice(&(ext.len() as u16).to_be_bytes());
+    hello.extend_from_slice(&ext);
+    let mut hs = vec![1u8];
+    hs.extend_from_slice(&(hello.len() as u32).to_be_bytes()[1..]);
+    hs.extend_from_slice(&hello);
+    let mut rec = vec![22u8, 3, 1];
+    rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+    rec.extend_from_slice(&hs);
+    rec
+}
