@@ -107,6 +107,9 @@ pub struct PolicyArgs {
     /// A domain never reachable, even when an allowed pattern matches it (repeatable).
     #[arg(long = "deny-domain", value_name = "DOMAIN")]
     pub deny_domain: Vec<String>,
+    /// Append one JSON line per event (start, each network decision, end) to this file.
+    #[arg(long = "audit-log", value_name = "PATH")]
+    pub audit_log: Option<PathBuf>,
     /// Timeout in seconds (default 120).
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
@@ -226,6 +229,7 @@ pub fn fast_run_args(args: &[std::ffi::OsString]) -> Option<RunArgs> {
                     "--network" => once(&mut p.network, v.to_string())?,
                     "--allow-domain" => p.allow_domain.push(v.to_string()),
                     "--deny-domain" => p.deny_domain.push(v.to_string()),
+                    "--audit-log" => once(&mut p.audit_log, PathBuf::from(v))?,
                     "--timeout" => once(&mut p.timeout, v.parse().ok()?)?,
                     "--max-output" => once(&mut p.max_output, v.parse().ok()?)?,
                     "--max-processes" => once(&mut p.max_processes, v.parse().ok()?)?,
@@ -358,6 +362,9 @@ pub fn resolve_policy_for(args: &PolicyArgs, platform: Platform) -> Result<Sandb
     }
     s.allow_domains.extend(args.allow_domain.iter().cloned());
     s.deny_domains.extend(args.deny_domain.iter().cloned());
+    if let Some(a) = &args.audit_log {
+        s.audit_log = Some(absolutize(a, &cwd));
+    }
     s.env.keep.extend(args.keep_env.iter().cloned());
     s.dangerously_allow_full_access |= args.dangerously_allow_full_access;
     s.force_workspace |= args.force_workspace;

@@ -219,3 +219,40 @@ fn client_hello(name: &str) -> Vec<u8> {
     rec.extend_from_slice(&hs);
     rec
 }
+
+#[test]
+fn the_audit_log_has_whole_lines_for_start_each_decision_and_end_under_concurrent_runs() {
+    let name = "the_audit_log_has_whole_lines_for_start_each_decision_and_end_under_concurrent_runs";
+    let w = World::new();
+    if !full_or_skip(name, &w) {
+        return;
+    }
+    let up = Upstream::start(0).unwrap();
+    let p = up.port;
+    config(&w, &format!("allow_ports = [{p}]\nallow_cidrs = [\"127.0.0.1/32\"]\n"));
+    let log = w.outside.join("audit.jsonl");
+    let log_s = log.display().to_string();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                let o = allowlisted(&w, &["--allow-domain", "localhost", "--audit-log", &log_s], &format!(
+                    "curl -sS --noproxy '' http://localhost:{p}/; curl -sS --noproxy '' http://denied.invalid:{p}/ >/dev/null"));
+                assert_eq!(o.code(), Some(0), "{}", o.describe());
+            });
+        }
+    });
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    let count = |ev: &str| lines.iter().filter(|v| v["event"] == ev).count();
+    assert_eq!((count("start"), count("network"), count("end")), (4, 8, 4), "{text}");
+    let allowed = lines.iter().filter(|v| v["event"] == "network" && v["allowed"] == true).count();
+    assert_eq!(allowed, 4, "{text}");
+    assert!(lines.iter().filter(|v| v["event"] == "network" && v["allowed"] == true).all(|v| v["address"] == "127.0.0.1" && v["bytes_down"].as_u64() > Some(0)));
+    assert!(lines.iter().filter(|v| v["event"] == "start").all(|v| v["level"] == "full" && v["policy_digest"].as_str().is_some_and(|d| d.starts_with("fnv1a64:"))));
+    assert_eq!(up.count(), 4);
+    // An audit log the command could write is refused: nothing runs.
+    let inside = w.ws.join("audit.jsonl");
+    let o = run(w.sandbox_cmd(&["--audit-log", &inside.display().to_string()], &["touch ran"]), "audit log in the workspace");
+    assert_eq!(o.code(), Some(2), "{}", o.describe());
+    assert!(!w.ws.join("ran").exists());
+}

@@ -59,6 +59,8 @@ pub struct SandboxSettings {
     pub allow_ports: Vec<u16>,
     /// Address blocks that may be dialled, special ranges included.
     pub allow_cidrs: Vec<String>,
+    /// The audit log (JSON lines).
+    pub audit_log: Option<PathBuf>,
     /// Environment handling.
     pub env: EnvPolicy,
     /// Acknowledgment for full-access mode / level none.
@@ -99,6 +101,7 @@ impl Default for SandboxSettings {
             deny_domains: Vec::new(),
             allow_ports: Vec::new(),
             allow_cidrs: Vec::new(),
+            audit_log: None,
             env: EnvPolicy { keep: Vec::new(), set: Vec::new(), redirect_caches: true },
             dangerously_allow_full_access: false,
             home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
@@ -142,6 +145,7 @@ struct SandboxSection {
     deny_domains: Option<Vec<String>>,
     allow_ports: Option<Vec<u16>>,
     allow_cidrs: Option<Vec<String>>,
+    audit_log: Option<PathBuf>,
     env: Option<EnvSection>,
 }
 
@@ -299,6 +303,9 @@ impl SandboxSettings {
             ($($f:ident),*) => { $( if let Some(v) = sec.$f { s.$f = v; } )* };
         }
         take_list!(allow_domains, deny_domains, allow_ports, allow_cidrs);
+        if let Some(a) = sec.audit_log {
+            s.audit_log = Some(expand_home(&a, s.home.as_deref())?);
+        }
         if let Some(NetworkField::Table(n)) = sec.network {
             match n.policy.as_deref() {
                 None | Some("deny") => {}
@@ -522,6 +529,7 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
                 None
             }
         },
+        audit_log: settings.audit_log.clone(),
         timeout_secs: settings.timeout_secs,
         max_output_bytes: settings.max_output_bytes,
         max_file_size_bytes: settings.max_file_size_bytes,

@@ -44,6 +44,8 @@
 //! in the calling thread, and [`SandboxPolicy::check_read`] /
 //! [`SandboxPolicy::check_write`] apply the same policy to file tools.
 
+#[cfg(unix)]
+pub mod audit;
 pub mod config;
 pub mod defaults;
 pub mod detect;

@@ -204,6 +204,10 @@ pub struct SandboxPolicy {
     /// The allowlist ([`NetworkPolicy::Allowlist`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_allowlist: Option<crate::network::Allowlist>,
+    /// Append one JSON line per event (run start, each network decision, run end) to this file
+    /// (outside everything the command can write).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_log: Option<PathBuf>,
     /// Kill the whole process tree after this many seconds.
     pub timeout_secs: u64,
     /// Per stream (stdout, stderr) cap; the head is kept.
@@ -320,6 +324,13 @@ impl SandboxPolicy {
                 }
             }
         }
+        if let Some(a) = &self.audit_log {
+            check_absolute("audit_log", a)?;
+            let writable = a.starts_with(ws) || (self.mode == SandboxMode::WorkspaceWrite && self.writable_paths.iter().any(|w| a.starts_with(w)));
+            if writable {
+                return Err(SandboxError::Policy(format!("audit_log {}: inside what the command may write, it could rewrite its own record; put it elsewhere", a.display())));
+            }
+        }
         if (self.network_access == NetworkPolicy::Allowlist) != self.network_allowlist.is_some() {
             return Err(SandboxError::Policy("network_allowlist must be set exactly when network_access is allowlist".into()));
         }
@@ -409,6 +420,7 @@ mod tests {
             home: None,
             network_access: NetworkPolicy::Deny,
             network_allowlist: None,
+            audit_log: None,
             timeout_secs: 120,
             max_output_bytes: 1 << 20,
             max_file_size_bytes: Some(50 << 20),

@@ -20,8 +20,12 @@ use std::time::{Duration, Instant};
 
 use crate::network::{Allowlist, NetEvent};
 
-/// The decisions of one run, shared by the proxy's threads.
-pub(crate) type Events = Arc<Mutex<Vec<NetEvent>>>;
+/// The decisions of one run, shared by the proxy's threads, and the audit log they also go to.
+#[derive(Clone)]
+pub(crate) struct Events {
+    pub(crate) list: Arc<Mutex<Vec<NetEvent>>>,
+    pub(crate) audit: Option<Arc<crate::audit::Audit>>,
+}
 
 /// Whether `fd` is a listening TCP socket (PID 1's proxy socket, told apart from the seccomp
 /// listener that may come on the same channel).
@@ -65,7 +69,7 @@ pub(crate) fn serve(listener: OwnedFd, allow: Arc<Allowlist>, events: Events, st
                 OPEN.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                 continue;
             }
-            let (a, e) = (Arc::clone(&allow), Arc::clone(&events));
+            let (a, e) = (Arc::clone(&allow), events.clone());
             let spawned = std::thread::Builder::new().name("lg-proxy".into()).stack_size(256 << 10).spawn(move || {
                 let _ = c.set_nonblocking(false);
                 handle(c, &a, &e);
@@ -190,7 +194,10 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
 
 fn record(events: &Events, mut ev: NetEvent, start: Instant) {
     ev.duration_ms = start.elapsed().as_millis() as u64;
-    let mut v = events.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(a) = &events.audit {
+        a.event("network", serde_json::to_value(&ev).unwrap_or_default());
+    }
+    let mut v = events.list.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if v.len() < MAX_EVENTS {
         v.push(ev);
     } else if v.len() == MAX_EVENTS {

@@ -396,6 +396,9 @@ pub struct Plan {
     /// Scrubbed copies the runner writes before the run (Standard): (path, content).
     #[serde(default)]
     pub config_copies: Vec<(PathBuf, String)>,
+    /// The audit log the runner appends to (JSON lines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_log: Option<PathBuf>,
     /// The network allowlist the runner's proxy enforces ([`crate::policy::NetworkPolicy::Allowlist`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_allowlist: Option<crate::network::Allowlist>,
@@ -914,6 +917,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
         config_copies,
         network_allowlist: if confined { policy.network_allowlist.clone() } else { None },
+        audit_log: policy.audit_log.clone(),
         unix_sockets: if confined { policy.allow_unix_sockets.iter().map(|(g, c)| UnixSocketGrant::new(g, c)).collect() } else { Vec::new() },
         protections: Vec::new(),
         warnings: Vec::new(),

@@ -386,6 +386,25 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
         return Err(SandboxError::Policy("no command given".into()));
     }
     let start = Instant::now();
+    // The audit log: opened before anything starts (a run the user asked to record does not
+    // run unrecorded).
+    let audit = match &plan.audit_log {
+        Some(p) => {
+            let run = format!("{}-{}", std::process::id(), RUN_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+            let a = std::sync::Arc::new(crate::audit::Audit::open(p, &run)?);
+            let degraded: Vec<String> = plan.protections.iter().filter(|p| p.state != crate::plan::ProtectionState::Enforced).map(|p| p.id.to_string()).collect();
+            a.event("start", serde_json::json!({
+                "policy_digest": crate::audit::policy_digest(plan),
+                "command": argv.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>(),
+                "workspace": plan.workspace,
+                "level": plan.level,
+                "network": plan.network,
+                "not_enforced": degraded,
+            }));
+            Some(a)
+        }
+        None => None,
+    };
     let cgroup = RunCgroup::create(&plan.cgroup_settings())?;
     // SAFETY: getpid cannot fail.
     let me = unsafe { libc::getpid() };
@@ -478,12 +497,31 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
             return Err(e);
         }
     };
-    let outcome = supervise_run(pid, plan, &out, &err, &rep, granted.as_ref(), rep_socket, relay, cgroup.as_ref(), opts, sink, start);
+    let outcome = supervise_run(pid, plan, &out, &err, &rep, granted.as_ref(), rep_socket, audit.clone(), relay, cgroup.as_ref(), opts, sink, start);
     crate::timing::stamp("helper_reaped");
     for fd in [out.read, err.read, rep.read] {
         close(fd);
     }
+    if let (Some(a), Err(e)) = (&audit, &outcome) {
+        a.event("end", serde_json::json!({ "error": e.to_string() }));
+    }
     let (mut r, reported) = outcome?;
+    if let Some(a) = &audit {
+        let signal = match r.status {
+            ExitKind::Signaled { signal } => Some(signal),
+            ExitKind::Exited { .. } => None,
+        };
+        a.event("end", serde_json::json!({
+            "exit_code": r.exit_code,
+            "signal": signal,
+            "timed_out": r.timed_out,
+            "cancelled": r.cancelled,
+            "stdout_truncated": r.stdout_truncated,
+            "stderr_truncated": r.stderr_truncated,
+            "duration_ms": r.duration_ms,
+            "network_decisions": r.network.len(),
+        }));
+    }
     r.command = argv.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
     #[cfg(target_os = "linux")]
     if staging.is_some() || !snapshot.is_empty() {

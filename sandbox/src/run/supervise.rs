@@ -153,6 +153,7 @@ pub(crate) fn supervise_run(
     rep: &Pipe,
     granted: Option<&super::Granted>,
     rep_socket: bool,
+    audit: Option<std::sync::Arc<crate::audit::Audit>>,
     mut relay: Option<StdinRelay>,
     cgroup: Option<&RunCgroup>,
     opts: &RunOptions,
@@ -190,6 +191,8 @@ pub(crate) fn supervise_run(
     let _ = (granted, rep_socket);
     // The allowlist proxy's decisions (Linux, Full level).
     let events: std::sync::Arc<std::sync::Mutex<Vec<super::NetEvent>>> = std::sync::Arc::default();
+    #[cfg(not(target_os = "linux"))]
+    let _ = &audit;
     std::thread::scope(|scope| {
         let mut watchdog: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
         #[cfg(target_os = "linux")]
@@ -289,7 +292,8 @@ pub(crate) fn supervise_run(
                             match (crate::linux::proxy::is_tcp_listener(&fd), granted, &plan.network_allowlist) {
                                 // PID 1's listener: the allowlist proxy serves it.
                                 (true, _, Some(a)) if proxy.is_none() => {
-                                    let (a, ev) = (std::sync::Arc::new(a.clone()), std::sync::Arc::clone(&events));
+                                    let a = std::sync::Arc::new(a.clone());
+                                    let ev = crate::linux::proxy::Events { list: std::sync::Arc::clone(&events), audit: audit.clone() };
                                     proxy = Some(scope.spawn(move || crate::linux::proxy::serve(fd, a, ev, stop)));
                                 }
                                 // The seccomp listener: answer the command's connect calls.

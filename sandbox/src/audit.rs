@@ -1,0 +1,97 @@
+//! The audit log (`--audit-log PATH`, `[sandbox] audit_log`): one JSON object per line for the
+//! start of a run, each network decision of the allowlist proxy, and the end of the run. The
+//! file is opened `O_APPEND` and each line is one `write` call, so the lines of several sandboxes
+//! writing to one file at once never interleave; it is created mode 0600 and must lie outside
+//! everything the command may write (the policy refuses it otherwise).
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use crate::error::SandboxError;
+
+/// An open audit log.
+#[derive(Debug)]
+pub struct Audit {
+    file: std::fs::File,
+    run: String,
+}
+
+impl Audit {
+    /// Opens (creates) `path` for appending; `run` identifies this run's lines.
+    ///
+    /// # Errors
+    /// [`SandboxError::Io`] when it cannot be opened: the run does not start.
+    pub fn open(path: &Path, run: &str) -> Result<Audit, SandboxError> {
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| SandboxError::io(format!("open audit log {}", path.display()), e))?;
+        Ok(Audit { file, run: run.to_string() })
+    }
+
+    /// Appends one event: `fields` plus `event`, `run` and `time` (seconds since the epoch).
+    /// A failed write is reported on stderr, never silently dropped; the run goes on.
+    pub fn event(&self, event: &str, mut fields: serde_json::Value) {
+        if let Some(o) = fields.as_object_mut() {
+            o.insert("event".into(), event.into());
+            o.insert("run".into(), self.run.clone().into());
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+            o.insert("time".into(), now.into());
+        }
+        let mut line = serde_json::to_vec(&fields).unwrap_or_default();
+        line.push(b'\n');
+        match (&self.file).write(&line) {
+            Ok(n) if n == line.len() => {}
+            Ok(n) => eprintln!("localgpt-sandbox: audit log: short write ({n} of {} bytes)", line.len()),
+            Err(e) => eprintln!("localgpt-sandbox: audit log: {e}"),
+        }
+    }
+}
+
+/// An identifier of a run's effective policy for the audit log: FNV-1a (64 bit) of the JSON of
+/// what the plan grants (mode, workspace, access, limits, network). It tells runs under the same
+/// policy apart from others; it is not a cryptographic digest.
+#[must_use]
+pub fn policy_digest(plan: &crate::plan::Plan) -> String {
+    let json = serde_json::to_vec(&(&plan.mode, &plan.workspace, &plan.access, &plan.limits, &plan.network, &plan.network_allowlist, &plan.unix_sockets)).unwrap_or_default();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in json {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("fnv1a64:{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_from_many_threads_stay_whole() {
+        let d = crate::test_dir();
+        let p = d.path().join("audit.jsonl");
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let p = &p;
+                s.spawn(move || {
+                    let a = Audit::open(p, &format!("run{t}")).unwrap();
+                    for i in 0..200 {
+                        a.event("network", serde_json::json!({"host": "x".repeat(500), "i": i}));
+                    }
+                });
+            }
+        });
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text.lines().count(), 1600);
+        for l in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["event"], "network");
+        }
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+}
