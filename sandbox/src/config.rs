@@ -771,6 +771,13 @@ mod tests {
     #[test]
     fn proxy_and_bad_values_are_refused() {
         assert!(SandboxSettings::from_toml("[sandbox.network]\npolicy='proxy'\n").is_err());
+        // `network` as a mode, with the allowlist's lists.
+        let s = SandboxSettings::from_toml("[sandbox]\nnetwork = 'allowlist'\nallow_domains = ['**.pypi.org']\ndeny_domains = ['x.pypi.org']\nallow_ports = [443]\nallow_cidrs = ['10.0.0.0/8']\naudit_log = '/var/log/a.jsonl'\n").unwrap();
+        assert_eq!(s.network, NetworkPolicy::Allowlist);
+        assert_eq!((s.allow_domains.len(), s.deny_domains.len(), s.allow_ports.as_slice(), s.allow_cidrs.len()), (1, 1, &[443u16][..], 1));
+        assert_eq!(s.audit_log.as_deref(), Some(std::path::Path::new("/var/log/a.jsonl")));
+        assert!(SandboxSettings::from_toml("[sandbox]\nnetwork = 'full'\n").is_err(), "not implemented: refused");
+        assert!(SandboxSettings::from_toml("[sandbox]\nnetwork = 'open'\n").is_err());
         assert!(SandboxSettings::from_toml("[sandbox]\nmode='yolo'\n").is_err());
         assert!(SandboxSettings::from_toml("[sandbox\n").is_err());
         assert!(SandboxSettings::from_toml("[sandbox.allow_paths]\nread=['rel/dir']\n").is_err());
