@@ -226,6 +226,44 @@ pub struct LevelInfo {
     /// Set when `explain` for this level disagrees with `status` (every case at this level is
     /// then an error).
     pub inconsistency: Option<String>,
+    /// The protections pinned as not enforced here, for this kernel, user and level
+    /// (`ci/kernel-matrix.d/expectations.json`), and the configuration they come from; `None`
+    /// when no configuration has this machine's Landlock ABI.
+    pub pinned: Option<(String, std::collections::BTreeSet<String>)>,
+}
+
+/// The expectations the kernel matrix checks, compiled in (the suite binary also runs copied
+/// elsewhere, as the unprivileged user).
+const EXPECTATIONS: &str = include_str!("../../ci/kernel-matrix.d/expectations.json");
+
+/// The protections pinned as not enforced for a machine with Landlock ABI `abi`, for `user`
+/// (`root` or any unprivileged one) at `level` (`minimal+mounts` for Minimal with namespaces),
+/// with `cgroup`/`memory_cgroup` as `status` reports them: the configuration named `host` when
+/// its ABI matches, else the first with this ABI; plus the `world_gaps` a workspace or home can
+/// cause (the corpus's worlds have them).
+fn pinned_gaps(abi: u64, root: bool, level: &str, cgroup: bool, memory_cgroup: bool) -> Option<(String, std::collections::BTreeSet<String>)> {
+    let exp: serde_json::Value = serde_json::from_str(EXPECTATIONS).ok()?;
+    let cfgs = exp["configurations"].as_array()?;
+    let cfg = cfgs
+        .iter()
+        .find(|c| c["name"] == "host" && c["abi"].as_u64() == Some(abi))
+        .or_else(|| cfgs.iter().find(|c| c["abi"].as_u64() == Some(abi)))?;
+    let strings = |v: &serde_json::Value| -> std::collections::BTreeSet<String> {
+        v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
+    };
+    let user = if root { "root" } else { "uid65534" };
+    let mut s = strings(&exp["level_gaps"][level]);
+    s.extend(strings(&exp["world_gaps"][level]));
+    s.extend(strings(&exp["user_gaps"][user][level]));
+    s.extend(strings(&cfg["kernel_gaps"][level]));
+    for (has, key) in [(cgroup, "cgroup_covers"), (memory_cgroup, "memory_cgroup_covers")] {
+        if has {
+            for c in strings(&exp[key]) {
+                s.remove(&c);
+            }
+        }
+    }
+    Some((cfg["name"].as_str().unwrap_or("?").to_string(), s))
 }
 
 /// Everything a suite needs: the binary, the facts, the levels.
@@ -383,7 +421,7 @@ impl Suite {
             if t.is_empty() {
                 return Err(format!("explain --level {l}: empty protection table"));
             }
-            levels.push(LevelInfo { name: l.clone(), protections: t, inconsistency: None });
+            levels.push(LevelInfo { name: l.clone(), protections: t, inconsistency: None, pinned: None });
         }
         // The default (`auto`) run is what `status` describes. It usually equals one explicit
         // level, but not always: without Landlock but with user namespaces, auto is minimal plus
@@ -400,9 +438,17 @@ impl Suite {
             _ => {
                 let wanted = only_levels.is_none_or(|o| o.iter().any(|x| x == "auto" || Some(x.as_str()) == status_level.as_deref()));
                 if wanted {
-                    levels.insert(0, LevelInfo { name: "auto".into(), protections: auto_table, inconsistency });
+                    levels.insert(0, LevelInfo { name: "auto".into(), protections: auto_table, inconsistency, pinned: None });
                 }
             }
+        }
+        // What this kernel, user and level may leave unenforced, pinned in data: a run that
+        // reports more is a regression, never an excuse for an escape.
+        let abi = status.pointer("/landlock/abi").and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let (cgroup, memory_cgroup) = (!status["cgroup_pids"].is_null(), !status["cgroup_memory"].is_null());
+        for li in &mut levels {
+            let key = if li.name == "auto" { "minimal+mounts" } else { li.name.as_str() };
+            li.pinned = pinned_gaps(abi, facts.root, key, cgroup, memory_cgroup);
         }
         // The scratch home/workspace was only needed for `status` and `explain`: remove it now
         // (a suite held in a static, as in the test target, is never dropped).
@@ -459,6 +505,16 @@ impl Suite {
         if !missing.is_empty() {
             set(&mut r, "error", format!("the run's protection table does not list {} at level {level}", missing.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")));
             return r;
+        }
+        // Every row the run reports not enforced must be pinned as such for this machine.
+        if let Some((cfg, pinned)) = &info.pinned {
+            let regressed: Vec<String> = table.iter().filter(|(id, row)| row.state != "enforced" && !pinned.contains(*id)).map(|(id, row)| format!("{id} ({})", row.state)).collect();
+            if !regressed.is_empty() {
+                set(&mut r, "error", format!(
+                    "the run reports {} not enforced at level {level}, but ci/kernel-matrix.d/expectations.json (configuration {cfg}) pins it as enforced for this kernel and user: a regression, not an excuse",
+                    regressed.join(", ")));
+                return r;
+            }
         }
         let degraded: Vec<String> = v
             .protections

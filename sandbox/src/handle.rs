@@ -89,13 +89,9 @@ impl Sandbox {
         let token = CancelToken::new()?;
         let pid = Arc::new(AtomicI32::new(0));
         let (stdin_mode, stdin, relay_src) = if cmd.piped_stdin {
-            let mut fds = [0i32; 2];
-            // SAFETY: pipe2 writes two descriptors, owned below.
-            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-                return Err(SandboxError::io("stdin pipe", std::io::Error::last_os_error()));
-            }
-            // SAFETY: just created, owned here.
-            let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+            let p = crate::run::fds::pipe()?;
+            // SAFETY: just created (close-on-exec), owned here.
+            let (r, w) = unsafe { (OwnedFd::from_raw_fd(p.read), OwnedFd::from_raw_fd(p.write)) };
             (StdinMode::Relay(std::os::fd::AsRawFd::as_raw_fd(&r)), Some(ChildStdin(std::fs::File::from(w))), Some(r))
         } else {
             (StdinMode::Null, None, None)
