@@ -15,6 +15,9 @@ use crate::schema::Expect;
 pub const GATE_FAIL_BELOW: f64 = 95.0;
 /// Below this the report warns; at Full level (the default where available) it fails.
 pub const GATE_WARN_BELOW: f64 = 99.0;
+/// At most this many must-succeed commands skipped per level and user (a tool missing for that
+/// user): skips leave the pass rate's denominator, so they are bounded, counted and listed.
+pub const MAX_SKIPPED_PER_COLUMN: usize = 64;
 /// The gate's criterion, as printed.
 pub const CRITERION: &str = "≥ 99 % at Full and ≥ 95 % at other levels, per level × user (goal 99 % everywhere)";
 
@@ -191,7 +194,19 @@ pub fn build_section(all: &[UserResults], causes: &[KnownCause], expected_users:
     let mut commands = Vec::new();
     let mut wall = BTreeMap::new();
     let (mut corpus_succeed, mut corpus_denied) = (0, 0);
+    let mut size_problems = Vec::new();
     for u in all {
+        // The gate is over the whole corpus: a filtered run, or a level with fewer results than
+        // commands, is a failure (a command that vanished cannot pass by not being counted).
+        if u.selected_commands != u.corpus_commands {
+            size_problems.push(format!("{}: a filtered run ({} of {} commands)", u.user, u.selected_commands, u.corpus_commands));
+        }
+        for level in &u.levels {
+            let n = u.cases.iter().filter(|r| r.level == *level).count();
+            if n != u.corpus_commands {
+                size_problems.push(format!("{level} as {}: {n} results for {} commands in the corpus", u.user, u.corpus_commands));
+            }
+        }
         commands.push(u.command_line.clone());
         wall.insert(u.user.clone(), u.wall_seconds);
         for level in &u.levels {
@@ -242,6 +257,10 @@ pub fn build_section(all: &[UserResults], causes: &[KnownCause], expected_users:
                     Outcome::Skip => {
                         if r.expect == Expect::Succeed {
                             row.skipped += 1;
+                        } else {
+                            // A must-be-denied command that did not run proves nothing: fail.
+                            denial_failures.push(entry());
+                            row.denied_failed += 1;
                         }
                         g[2] += 1;
                         skips.push(skip());
@@ -281,6 +300,7 @@ pub fn build_section(all: &[UserResults], causes: &[KnownCause], expected_users:
     if rows.is_empty() {
         problems.push("no results at all".into());
     }
+    problems.extend(size_problems);
     for r in &rows {
         let who = format!("{} as {}", r.level, r.user);
         if r.total == r.skipped {
@@ -293,7 +313,10 @@ pub fn build_section(all: &[UserResults], causes: &[KnownCause], expected_users:
             warnings.push(format!("{who}: {:.2} % < {GATE_WARN_BELOW} % goal", r.pass_rate));
         }
         if r.denied_failed > 0 {
-            problems.push(format!("{who}: {} must-be-denied command(s) not denied", r.denied_failed));
+            problems.push(format!("{who}: {} must-be-denied command(s) not denied or not run", r.denied_failed));
+        }
+        if r.skipped > MAX_SKIPPED_PER_COLUMN {
+            problems.push(format!("{who}: {} commands skipped (at most {MAX_SKIPPED_PER_COLUMN})", r.skipped));
         }
     }
     let rates: Vec<String> = rows.iter().map(|r| format!("{} × {} {:.2} %", r.level, r.user, r.pass_rate)).collect();
@@ -535,6 +558,27 @@ mod tests {
         assert!(s.markdown.contains("NOT denied"));
         let s = build_section(&[user("root", 0, many(0, 0, 5))], &[], &["root"]);
         assert!(!s.gate.passed && s.gate.summary.contains("every command skipped"));
+    }
+
+    #[test]
+    fn gate_counts_skips_denied_skips_and_the_corpus_size() {
+        // Too many skips in one column.
+        let s = build_section(&[user("root", 0, many(1000, 0, MAX_SKIPPED_PER_COLUMN + 1))], &[], &["root"]);
+        assert!(!s.gate.passed && s.gate.summary.contains("commands skipped (at most"), "{}", s.gate.summary);
+        // A must-be-denied command skipped (its tool missing) fails.
+        let mut c = many(100, 0, 0);
+        c.push(rec("deny-node", "full", Outcome::Skip, Expect::Denied));
+        let s = build_section(&[user("root", 0, c)], &[], &["root"]);
+        assert!(!s.gate.passed && s.gate.summary.contains("not denied or not run"), "{}", s.gate.summary);
+        // Fewer results than the corpus has commands, or a filtered run.
+        let mut u = user("root", 0, many(100, 0, 0));
+        u.corpus_commands += 3;
+        let s = build_section(&[u], &[], &["root"]);
+        assert!(!s.gate.passed && s.gate.summary.contains("results for 104 commands"), "{}", s.gate.summary);
+        let mut u = user("root", 0, many(100, 0, 0));
+        u.selected_commands -= 1;
+        let s = build_section(&[u], &[], &["root"]);
+        assert!(!s.gate.passed && s.gate.summary.contains("a filtered run"), "{}", s.gate.summary);
     }
 
     #[test]
