@@ -2,7 +2,7 @@
 //! spawns a [`Command`] as a [`SandboxedChild`], whose output streams as it is produced, whose
 //! stdin can be written, and which can be waited for, polled, cancelled or killed from any
 //! thread. With the `tokio` feature the streams are also `AsyncRead` and
-//! [`SandboxedChild::wait_async`] waits without blocking a runtime thread.
+//! `SandboxedChild::wait_async` waits without blocking a runtime thread.
 //!
 //! Each child is run by one runner thread of this process (the same code as
 //! [`crate::run_argv`]): it enforces the timeout and the output caps whatever the host does with

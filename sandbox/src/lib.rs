@@ -44,6 +44,8 @@
 //! in the calling thread, and [`SandboxPolicy::check_read`] /
 //! [`SandboxPolicy::check_write`] apply the same policy to file tools.
 
+#![deny(missing_docs)]
+
 #[cfg(unix)]
 pub mod audit;
 pub mod config;
