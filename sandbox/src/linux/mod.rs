@@ -25,3 +25,32 @@ pub mod supervise;
 pub mod unixgrant;
 #[cfg(target_os = "linux")]
 pub mod proxy;
+
+/// Runs `f` on a new thread of the runner unless `counter` already counts `max` running ones
+/// (then returns false and runs nothing); the count drops when `f` returns.
+#[cfg(target_os = "linux")]
+pub(crate) fn spawn_bounded(counter: &'static std::sync::atomic::AtomicUsize, max: usize, name: &str, stack: usize, f: impl FnOnce() + Send + 'static) -> bool {
+    use std::sync::atomic::Ordering;
+    if counter.fetch_add(1, Ordering::SeqCst) >= max {
+        counter.fetch_sub(1, Ordering::SeqCst);
+        return false;
+    }
+    let spawned = std::thread::Builder::new().name(name.into()).stack_size(stack).spawn(move || {
+        f();
+        counter.fetch_sub(1, Ordering::SeqCst);
+    });
+    if spawned.is_err() {
+        counter.fetch_sub(1, Ordering::SeqCst);
+    }
+    spawned.is_ok()
+}
+
+/// `getsockopt(SOL_SOCKET, opt)` as an int (`None` when it fails: not a socket).
+#[cfg(target_os = "linux")]
+pub(crate) fn sockopt(fd: &impl std::os::fd::AsRawFd, opt: i32) -> Option<i32> {
+    let mut v: i32 = 0;
+    let mut l = std::mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: getsockopt into a local int.
+    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, opt, (&mut v as *mut i32).cast(), &mut l) };
+    (r == 0).then_some(v)
+}

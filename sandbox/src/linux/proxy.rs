@@ -30,12 +30,7 @@ pub(crate) struct Events {
 /// Whether `fd` is a listening TCP socket (PID 1's proxy socket, told apart from the seccomp
 /// listener that may come on the same channel).
 pub(crate) fn is_tcp_listener(fd: &OwnedFd) -> bool {
-    let get = |opt: i32| {
-        let mut v: i32 = 0;
-        let mut l = std::mem::size_of::<i32>() as libc::socklen_t;
-        // SAFETY: getsockopt into a local int.
-        (unsafe { libc::getsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, opt, (&mut v as *mut i32).cast(), &mut l) } == 0).then_some(v)
-    };
+    let get = |opt: i32| crate::linux::sockopt(fd, opt);
     get(libc::SO_ACCEPTCONN) == Some(1) && get(libc::SO_DOMAIN) == Some(libc::AF_INET) && get(libc::SO_TYPE) == Some(libc::SOCK_STREAM)
 }
 
@@ -65,19 +60,11 @@ pub(crate) fn serve(listener: OwnedFd, allow: Arc<Allowlist>, events: Events, st
         while let Ok((c, _)) = listener.accept() {
             // At most MAX_CONNECTIONS at once (each is a thread of the runner): beyond that a
             // connection is closed at once, as by a full backlog.
-            if OPEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= MAX_CONNECTIONS {
-                OPEN.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-                continue;
-            }
             let (a, e) = (Arc::clone(&allow), events.clone());
-            let spawned = std::thread::Builder::new().name("lg-proxy".into()).stack_size(256 << 10).spawn(move || {
+            crate::linux::spawn_bounded(&OPEN, MAX_CONNECTIONS, "lg-proxy", 256 << 10, move || {
                 let _ = c.set_nonblocking(false);
                 handle(c, &a, &e);
-                OPEN.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             });
-            if spawned.is_err() {
-                OPEN.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-            }
         }
     }
 }

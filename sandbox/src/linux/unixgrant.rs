@@ -22,7 +22,7 @@
 //! `connect` once the runner closes it.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use crate::error::SandboxError;
@@ -145,22 +145,15 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, stop: i32) {
         };
         // A connect may block (a full backlog): each runs on its own thread, at most
         // MAX_IN_FLIGHT at once; beyond that the command gets EAGAIN, as from a full backlog.
-        if IN_FLIGHT.fetch_add(1, Ordering::SeqCst) >= MAX_IN_FLIGHT {
-            IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
-            respond(&listener, req.id, Err(libc::EAGAIN));
-            continue;
-        }
         let (l, id) = (Arc::clone(&listener), req.id);
-        let spawned = std::thread::Builder::new().name("lg-connect".into()).stack_size(64 << 10).spawn(move || {
+        let started = crate::linux::spawn_bounded(&IN_FLIGHT, MAX_IN_FLIGHT, "lg-connect", 64 << 10, move || {
             let r = match &target {
                 Target::Unix(p) => connect_unix(&sock, p),
                 Target::Raw(a) => connect_raw(&sock, a),
             };
             respond(&l, id, r);
-            IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
         });
-        if spawned.is_err() {
-            IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+        if !started {
             respond(&listener, req.id, Err(libc::EAGAIN));
         }
     }
@@ -223,7 +216,7 @@ fn take_socket(listener: &OwnedFd, req: &libc::seccomp_notif) -> Result<(OwnedFd
     if !id_valid(listener, req.id) {
         return Err(libc::EPERM);
     }
-    let kind = match (sockopt(&sock, libc::SO_DOMAIN), sockopt(&sock, libc::SO_TYPE)) {
+    let kind = match (crate::linux::sockopt(&sock, libc::SO_DOMAIN), crate::linux::sockopt(&sock, libc::SO_TYPE)) {
         (Some(libc::AF_UNIX), Some(libc::SOCK_STREAM | libc::SOCK_SEQPACKET)) => Kind::Unix,
         // A unix datagram socket never reaches here (seccomp refuses to create one), and one
         // must not be connected to a host socket: refused like anything unknown.
@@ -238,14 +231,6 @@ fn id_valid(listener: &OwnedFd, id: u64) -> bool {
     let mut id = id;
     // SAFETY: the ioctl reads the u64 id.
     unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_ID_VALID as _, &mut id) == 0 }
-}
-
-fn sockopt(sock: &OwnedFd, opt: i32) -> Option<i32> {
-    let mut v: i32 = 0;
-    let mut l = std::mem::size_of::<i32>() as libc::socklen_t;
-    // SAFETY: getsockopt into a local int.
-    let r = unsafe { libc::getsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, opt, (&mut v as *mut i32).cast(), &mut l) };
-    (r == 0).then_some(v)
 }
 
 /// The pathname in a unix socket address (`None`: not `AF_UNIX`, unnamed or abstract).
