@@ -351,10 +351,11 @@ fn base_env(xdg: &Path) -> Env {
     if !base.iter().any(|(k, _)| k == "PATH") {
         base.push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
     }
-    // The update notices of npm and pip need the network, which only the bare run has: both
-    // runs go without them (a notice is not the command's output).
+    // npm's update notice needs the network, which only the bare run has: both runs go without
+    // it (a notice is not the command's output). (Not pip's variable: `pip config list` prints
+    // the PIP_* variables it sees, and the sandbox does not pass them.)
     for (k, v) in [("LANG", "C.UTF-8"), ("TERM", "dumb"), ("SHELL", "/bin/bash"), ("TMPDIR", "/tmp"),
-        ("npm_config_update_notifier", "false"), ("NO_UPDATE_NOTIFIER", "1"), ("PIP_DISABLE_PIP_VERSION_CHECK", "1")] {
+        ("npm_config_update_notifier", "false"), ("NO_UPDATE_NOTIFIER", "1")] {
         base.push((k.into(), v.into()));
     }
     base.push(("XDG_CONFIG_HOME".into(), xdg.display().to_string()));
