@@ -236,6 +236,10 @@ pub struct LevelInfo {
 /// elsewhere, as the unprivileged user).
 const EXPECTATIONS: &str = include_str!("../../ci/kernel-matrix.d/expectations.json");
 
+/// How the kernel matrix reads those expectations: the same source file.
+#[path = "../../matrix/src/gaps.rs"]
+mod gaps;
+
 /// The protections pinned as not enforced for a machine with Landlock ABI `abi`, for `user`
 /// (`root` or any unprivileged one) at `level` (`minimal+mounts` for Minimal with namespaces),
 /// with `cgroup`/`memory_cgroup` as `status` reports them: the configuration named `host` when
@@ -248,21 +252,8 @@ fn pinned_gaps(abi: u64, root: bool, level: &str, cgroup: bool, memory_cgroup: b
         .iter()
         .find(|c| c["name"] == "host" && c["abi"].as_u64() == Some(abi))
         .or_else(|| cfgs.iter().find(|c| c["abi"].as_u64() == Some(abi)))?;
-    let strings = |v: &serde_json::Value| -> std::collections::BTreeSet<String> {
-        v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
-    };
-    let user = if root { "root" } else { "uid65534" };
-    let mut s = strings(&exp["level_gaps"][level]);
-    s.extend(strings(&exp["world_gaps"][level]));
-    s.extend(strings(&exp["user_gaps"][user][level]));
-    s.extend(strings(&cfg["kernel_gaps"][level]));
-    for (has, key) in [(cgroup, "cgroup_covers"), (memory_cgroup, "memory_cgroup_covers")] {
-        if has {
-            for c in strings(&exp[key]) {
-                s.remove(&c);
-            }
-        }
-    }
+    let mut s = gaps::expected_gaps(&exp, cfg, if root { "root" } else { "uid65534" }, level, cgroup, memory_cgroup);
+    s.extend(gaps::strings(&exp["world_gaps"][level]));
     Some((cfg["name"].as_str().unwrap_or("?").to_string(), s))
 }
 

@@ -33,6 +33,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+mod gaps;
+use gaps::{expected_gaps, strings};
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let code = match args.get(1).map(String::as_str) {
@@ -516,27 +519,6 @@ fn not_enforced(protections: &Value) -> BTreeSet<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn strings(v: &Value) -> BTreeSet<String> {
-    v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
-}
-
-/// Protections expected not to be enforced for `user` at `level` in configuration `cfg`:
-/// what the level lacks everywhere, what the user lacks there, what this kernel lacks there.
-/// A usable pids cgroup (reported by `status`) bounds the process count and the kill tree.
-fn expected_gaps(exp: &Value, cfg: &Value, user: &str, level: &str, cgroup: bool, memory_cgroup: bool) -> BTreeSet<String> {
-    let mut s = strings(&exp["level_gaps"][level]);
-    s.extend(strings(&exp["user_gaps"][user][level]));
-    s.extend(strings(&cfg["kernel_gaps"][level]));
-    for (has, key) in [(cgroup, "cgroup_covers"), (memory_cgroup, "memory_cgroup_covers")] {
-        if has {
-            for c in strings(&exp[key]) {
-                s.remove(&c);
-            }
-        }
-    }
-    s
 }
 
 fn fmt_set(s: &BTreeSet<String>) -> String {
