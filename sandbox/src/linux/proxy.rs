@@ -96,9 +96,17 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
     let mut ev = NetEvent { via: req.via.into(), host: req.host.clone(), port: req.port, address: None, allowed: false, rule: String::new(), bytes_up: 0, bytes_down: 0, duration_ms: 0 };
     let verdict = allow.decide(&req.host, req.port);
     ev.rule = verdict.rule.clone();
-    let addrs = if verdict.allowed { resolve(allow, &req.host, req.port) } else { Err(verdict.rule.clone()) };
-    let addrs = match addrs {
-        Ok(a) => a,
+    // A TLS tunnel is dialled only once its server name is checked (the upstream sees nothing
+    // of a refused one); anything else is dialled first, so that a failure can be told (403).
+    let tls = req.via != "http" && req.port == 443;
+    let address = |ev: &mut NetEvent, (s, a): (TcpStream, SocketAddr)| {
+        ev.address = Some(a.ip().to_string());
+        s
+    };
+    let decided = if verdict.allowed { resolve(allow, &req.host, req.port) } else { Err(verdict.rule.clone()) }
+        .and_then(|addrs| if tls { Ok((addrs, None)) } else { dial(&req.host, &addrs).map(|d| (addrs, Some(address(&mut ev, d)))) });
+    let (addrs, mut up) = match decided {
+        Ok(d) => d,
         Err(why) => {
             ev.rule = why.clone();
             refuse(&mut c, &req, &why);
@@ -106,40 +114,17 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
             return;
         }
     };
-    // A TLS tunnel is dialled only once its server name is checked (the upstream sees nothing
-    // of a refused one); anything else is dialled first, so that a failure can be told.
-    let tls = req.via != "http" && req.port == 443;
-    let mut up = None;
-    if !tls {
-        match dial(&req.host, &addrs) {
-            Ok((s, a)) => {
-                ev.address = Some(a.ip().to_string());
-                up = Some(s);
-            }
-            Err(why) => {
-                ev.rule = why.clone();
-                refuse(&mut c, &req, &why);
-                record(events, ev, start);
-                return;
-            }
-        }
-    }
     // Accepted: tell the client, then check a TLS tunnel's server name before forwarding.
     let mut pending = req.forward;
-    match req.via {
-        "connect" => {
-            if c.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").is_err() {
-                return;
-            }
-        }
-        "socks5" => {
-            if c.write_all(&[5, 0, 0, 1, 0, 0, 0, 0, 0, 0]).is_err() {
-                return;
-            }
-        }
-        _ => {}
+    let accepted: &[u8] = match req.via {
+        "connect" => b"HTTP/1.1 200 Connection established\r\n\r\n",
+        "socks5" => &[5, 0, 0, 1, 0, 0, 0, 0, 0, 0],
+        _ => b"",
+    };
+    if !accepted.is_empty() && c.write_all(accepted).is_err() {
+        return;
     }
-    if req.via != "http" && req.port == 443 {
+    if tls {
         match read_client_hello(&mut c) {
             Some((hello, sni)) => {
                 let host = crate::network::normalize_host(&req.host).unwrap_or_default();
@@ -159,10 +144,7 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
             }
         }
         match dial(&req.host, &addrs) {
-            Ok((s, a)) => {
-                ev.address = Some(a.ip().to_string());
-                up = Some(s);
-            }
+            Ok(d) => up = Some(address(&mut ev, d)),
             Err(why) => {
                 ev.rule = why;
                 record(events, ev, start);

@@ -1123,47 +1123,41 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         Some(_) => prot(ProtectionId::TmpPrivate, Enforced, "read-only mounts", "/tmp and /dev/shm are read-only in read-only mode"),
         None => prot(ProtectionId::TmpPrivate, Degraded, "none", "/tmp and /dev/shm are shared with the host (read-write); Full level gives a private /tmp"),
     });
+    // Network, then host unix sockets: with a granted socket every `connect` goes to the runner,
+    // which checks the address and makes the connection itself.
     let granted = granted_sockets_text(plan);
-    if let (Some(_), Some(a)) = (ns, &plan.network_allowlist) {
-        let list = |v: &[crate::network::DomainRule]| if v.is_empty() { "none".to_string() } else { v.iter().map(|d| d.text.clone()).collect::<Vec<_>>().join(", ") };
-        v.push(prot(ProtectionId::Network, Enforced, "private network namespace (only lo) + the runner's allowlist proxy + seccomp (socket families)",
-            format!("only through the proxy at 127.0.0.1:{} (HTTP, CONNECT, SOCKS5): allowed domains {}, denied {}, ports {}; the runner resolves names itself and refuses loopback, private, link-local and other special addresses{}; a TLS tunnel's server name must be the requested host",
-                crate::network::PROXY_PORT, list(&a.allow), list(&a.deny), a.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
-                if a.cidrs.is_empty() { String::new() } else { format!(" outside allow_cidrs {}", a.cidrs.iter().map(|c| format!("{}/{}", c.addr, c.prefix)).collect::<Vec<_>>().join(", ")) })));
-        if granted.is_empty() {
-            v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (no socket(AF_UNIX): socketpairs only)",
-                "pathname sockets (docker.sock, D-Bus, systemd) are unreachable: the command cannot create a unix socket to connect with"));
-        } else {
-            v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (connect → the runner, which checks the address and connects itself)",
-                format!("pathname sockets (docker.sock, D-Bus, systemd) are unreachable, except the granted {granted} (connect-only; stream sockets)")));
+    let via_runner = !granted.is_empty();
+    v.push(match (ns, &plan.network_allowlist) {
+        (Some(_), Some(a)) => {
+            let list = |v: &[crate::network::DomainRule]| if v.is_empty() { "none".to_string() } else { v.iter().map(|d| d.text.clone()).collect::<Vec<_>>().join(", ") };
+            prot(ProtectionId::Network, Enforced, "private network namespace (only lo) + the runner's allowlist proxy + seccomp (socket families)",
+                format!("only through the proxy at 127.0.0.1:{} (HTTP, CONNECT, SOCKS5): allowed domains {}, denied {}, ports {}; the runner resolves names itself and refuses loopback, private, link-local and other special addresses{}; a TLS tunnel's server name must be the requested host",
+                    crate::network::PROXY_PORT, list(&a.allow), list(&a.deny), a.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
+                    if a.cidrs.is_empty() { String::new() } else { format!(" outside allow_cidrs {}", a.cidrs.iter().map(|c| format!("{}/{}", c.addr, c.prefix)).collect::<Vec<_>>().join(", ")) }))
         }
-    } else if ns.is_some() && granted.is_empty() {
-        v.push(prot(ProtectionId::Network, Enforced, "private network namespace (only lo) + seccomp (socket families)",
-            "TCP and UDP work on the sandbox's own loopback (local servers and their clients); nothing reaches the host's network; no netlink, packet or raw sockets"));
-        v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (no socket(AF_UNIX): socketpairs only)",
-            "pathname sockets (docker.sock, D-Bus, systemd) are unreachable: the command cannot create a unix socket to connect with"));
-    } else if ns.is_some() {
-        v.push(prot(ProtectionId::Network, Enforced, "private network namespace (only lo) + seccomp (socket families) + every connect made by the runner",
-            "TCP and UDP work on the sandbox's own loopback (local servers and their clients); nothing reaches the host's network; no netlink, packet or raw sockets"));
-        v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (connect → the runner, which checks the address and connects itself)",
-            format!("pathname sockets (docker.sock, D-Bus, systemd) are unreachable, except the granted {granted} (connect-only; stream sockets)")));
-    } else if !granted.is_empty() {
-        let mut net_mech = "seccomp (socket family; connect → the runner; bind/listen/accept)".to_string();
-        if abi >= 4 {
-            net_mech.push_str(" + landlock TCP (ABI 4)");
+        (Some(_), None) => prot(ProtectionId::Network, Enforced,
+            if via_runner { "private network namespace (only lo) + seccomp (socket families) + every connect made by the runner" } else { "private network namespace (only lo) + seccomp (socket families)" },
+            "TCP and UDP work on the sandbox's own loopback (local servers and their clients); nothing reaches the host's network; no netlink, packet or raw sockets"),
+        (None, _) => {
+            let mut net_mech = if via_runner { "seccomp (socket family; connect → the runner; bind/listen/accept)" } else { "seccomp (socket family, connect/bind/listen/accept)" }.to_string();
+            if abi >= 4 {
+                net_mech.push_str(" + landlock TCP (ABI 4)");
+            }
+            prot(ProtectionId::Network, Enforced, &net_mech, if via_runner {
+                "no AF_INET/AF_INET6/netlink/packet sockets; no bind, listen or accept on any socket; connect only to a granted unix socket"
+            } else {
+                "no AF_INET/AF_INET6/netlink/packet sockets; no connect, bind, listen or accept on any socket"
+            })
         }
-        v.push(prot(ProtectionId::Network, Enforced, &net_mech, "no AF_INET/AF_INET6/netlink/packet sockets; no bind, listen or accept on any socket; connect only to a granted unix socket"));
-        v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (connect → the runner, which checks the address and connects itself)",
-            format!("pathname sockets (docker.sock, D-Bus, systemd) are unreachable, except the granted {granted} (connect-only; stream sockets)")));
-    } else {
-        let mut net_mech = "seccomp (socket family, connect/bind/listen/accept)".to_string();
-        if abi >= 4 {
-            net_mech.push_str(" + landlock TCP (ABI 4)");
-        }
-        v.push(prot(ProtectionId::Network, Enforced, &net_mech, "no AF_INET/AF_INET6/netlink/packet sockets; no connect, bind, listen or accept on any socket"));
-        let unix_mech = if abi >= 9 { "seccomp (connect) + landlock resolve_unix (ABI 9)" } else { "seccomp (connect)" };
-        v.push(prot(ProtectionId::UnixSocketsOutside, Enforced, unix_mech, "pathname sockets (docker.sock, D-Bus, systemd) are unreachable"));
-    }
+    });
+    v.push(match (via_runner, ns) {
+        (true, _) => prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (connect → the runner, which checks the address and connects itself)",
+            format!("pathname sockets (docker.sock, D-Bus, systemd) are unreachable, except the granted {granted} (connect-only; stream sockets)")),
+        (false, Some(_)) => prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (no socket(AF_UNIX): socketpairs only)",
+            "pathname sockets (docker.sock, D-Bus, systemd) are unreachable: the command cannot create a unix socket to connect with"),
+        (false, None) => prot(ProtectionId::UnixSocketsOutside, Enforced,
+            if abi >= 9 { "seccomp (connect) + landlock resolve_unix (ABI 9)" } else { "seccomp (connect)" }, "pathname sockets (docker.sock, D-Bus, systemd) are unreachable"),
+    });
     let mut abs_mech = if abi >= 6 { "seccomp (connect) + landlock scope (ABI 6)".to_string() } else { "seccomp (connect)".to_string() };
     if ns.is_some() {
         abs_mech.push_str(" + network namespace");

@@ -148,8 +148,6 @@ pub struct Reported {
     pub status: Option<i32>,
     /// Degradations.
     pub warnings: Vec<SetupWarning>,
-    /// PID 1's proxy listener port.
-    pub proxy_port: Option<u16>,
 }
 
 impl Reported {
@@ -164,7 +162,8 @@ impl Reported {
                 Report::ExecFailed(e) => r.exec_errno = Some(e),
                 Report::Status(s) => r.status = Some(s),
                 Report::Warning(w) => r.warnings.push(w),
-                Report::ProxyListening(p) => r.proxy_port = Some(p),
+                // The socket that came with it is what the runner uses (told apart by its type).
+                Report::ProxyListening(_) => {}
             }
         }
         r

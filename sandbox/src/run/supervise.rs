@@ -283,8 +283,10 @@ pub(crate) fn supervise_run(
                         token_fd = None; // cancelled: the tick at the loop's top acts on it
                         continue;
                     }
+                    // The report channel is a socketpair when it also carries descriptors (the
+                    // seccomp listener, PID 1's proxy socket): each goes to the thread serving it.
                     #[cfg(target_os = "linux")]
-                    if p.fd == rep.read && rep_socket {
+                    let got = if p.fd == rep.read && rep_socket {
                         let mut passed = Vec::new();
                         let got = super::fds::read_with_fd(p.fd, &mut buf, &mut passed);
                         for fd in passed {
@@ -303,16 +305,13 @@ pub(crate) fn supervise_run(
                                 _ => drop(fd),
                             }
                         }
-                        if got > 0 {
-                            if report.len() < 65536 {
-                                report.extend_from_slice(&buf[..got as usize]);
-                            }
-                        } else {
-                            report_open = false;
-                        }
-                        continue;
-                    }
+                        got
+                    } else {
+                        // SAFETY: reading into our buffer.
+                        unsafe { libc::read(p.fd, buf.as_mut_ptr().cast(), buf.len()) }
+                    };
                     // SAFETY: reading into our buffer.
+                    #[cfg(not(target_os = "linux"))]
                     let got = unsafe { libc::read(p.fd, buf.as_mut_ptr().cast(), buf.len()) };
                     if p.fd == rep.read {
                         if got > 0 {
