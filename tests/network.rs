@@ -250,9 +250,12 @@ fn the_audit_log_has_whole_lines_for_start_each_decision_and_end_under_concurren
     assert!(lines.iter().filter(|v| v["event"] == "network" && v["allowed"] == true).all(|v| v["address"] == "127.0.0.1" && v["bytes_down"].as_u64() > Some(0)));
     assert!(lines.iter().filter(|v| v["event"] == "start").all(|v| v["level"] == "full" && v["policy_digest"].as_str().is_some_and(|d| d.starts_with("fnv1a64:"))));
     assert_eq!(up.count(), 4);
-    // An audit log the command could write is refused: nothing runs.
-    let inside = w.ws.join("audit.jsonl");
-    let o = run(w.sandbox_cmd(&["--audit-log", &inside.display().to_string()], &["touch ran"]), "audit log in the workspace");
-    assert_eq!(o.code(), Some(2), "{}", o.describe());
-    assert!(!w.ws.join("ran").exists());
+    // An audit log the command could write is refused, however it is spelled (`..`, a link to
+    // the workspace): nothing runs.
+    std::os::unix::fs::symlink(&w.ws, w.outside.join("ws-link")).unwrap();
+    for inside in [w.ws.join("audit.jsonl"), w.outside.join("../ws/audit.jsonl"), w.outside.join("ws-link/audit.jsonl")] {
+        let o = run(w.sandbox_cmd(&["--audit-log", &inside.display().to_string()], &["touch ran"]), "audit log in the workspace");
+        assert_eq!(o.code(), Some(2), "{}{}", inside.display(), o.describe());
+        assert!(!w.ws.join("ran").exists());
+    }
 }

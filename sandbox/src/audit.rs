@@ -27,7 +27,7 @@ impl Audit {
             .append(true)
             .create(true)
             .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
             .open(path)
             .map_err(|e| SandboxError::io(format!("open audit log {}", path.display()), e))?;
         Ok(Audit { file, run: run.to_string() })
@@ -52,6 +52,33 @@ impl Audit {
     }
 }
 
+/// The `end` line of a run, owed once its `start` line is written: [`RunEnd::end`] writes it
+/// with the result; dropped unwritten (the run stopped in its set-up, before or while starting
+/// the command), it writes an `end` saying so, so that no `start` stays without an `end`.
+pub(crate) struct RunEnd(Option<std::sync::Arc<Audit>>);
+
+impl RunEnd {
+    /// The `end` owed for the `start` just written to `audit`.
+    pub(crate) fn new(audit: std::sync::Arc<Audit>) -> RunEnd {
+        RunEnd(Some(audit))
+    }
+
+    /// Writes the `end` line.
+    pub(crate) fn end(mut self, fields: serde_json::Value) {
+        if let Some(a) = self.0.take() {
+            a.event("end", fields);
+        }
+    }
+}
+
+impl Drop for RunEnd {
+    fn drop(&mut self) {
+        if let Some(a) = self.0.take() {
+            a.event("end", serde_json::json!({ "error": "the run stopped in its set-up; the command did not run" }));
+        }
+    }
+}
+
 /// An identifier of a run's effective policy for the audit log: FNV-1a (64 bit) of the JSON of
 /// what the plan grants (mode, workspace, access, limits, network). It tells runs under the same
 /// policy apart from others; it is not a cryptographic digest.
@@ -69,6 +96,22 @@ pub fn policy_digest(plan: &crate::plan::Plan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_always_gets_an_end_and_links_are_not_followed() {
+        let d = crate::test_dir();
+        let p = d.path().join("audit.jsonl");
+        let a = std::sync::Arc::new(Audit::open(&p, "r").unwrap());
+        a.event("start", serde_json::json!({}));
+        drop(RunEnd::new(std::sync::Arc::clone(&a))); // set-up failed
+        a.event("start", serde_json::json!({}));
+        RunEnd::new(a).end(serde_json::json!({ "exit_code": 0 }));
+        let ends: Vec<serde_json::Value> = std::fs::read_to_string(&p).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).filter(|v: &serde_json::Value| v["event"] == "end").collect();
+        assert_eq!(ends.len(), 2);
+        assert!(ends[0]["error"].as_str().is_some_and(|e| e.contains("did not run")) && ends[1]["exit_code"] == 0);
+        std::os::unix::fs::symlink(&p, d.path().join("link.jsonl")).unwrap();
+        assert!(Audit::open(&d.path().join("link.jsonl"), "r").is_err());
+    }
 
     #[test]
     fn lines_from_many_threads_stay_whole() {

@@ -326,7 +326,14 @@ impl SandboxPolicy {
         }
         if let Some(a) = &self.audit_log {
             check_absolute("audit_log", a)?;
-            let writable = a.starts_with(ws) || (self.mode == SandboxMode::WorkspaceWrite && self.writable_paths.iter().any(|w| a.starts_with(w)));
+            // Where it really is: its directory with links and `..` resolved (the file itself
+            // is opened without following a link).
+            let real = match (a.parent().map(std::fs::canonicalize), a.file_name()) {
+                (Some(Ok(dir)), Some(name)) => dir.join(name),
+                (Some(Err(e)), _) => return Err(SandboxError::Policy(format!("audit_log {}: its directory: {e}", a.display()))),
+                _ => return Err(SandboxError::Policy(format!("audit_log {}: not a file path", a.display()))),
+            };
+            let writable = [a, &real].iter().any(|a| a.starts_with(ws) || (self.mode == SandboxMode::WorkspaceWrite && self.writable_paths.iter().any(|w| a.starts_with(w))));
             if writable {
                 return Err(SandboxError::Policy(format!("audit_log {}: inside what the command may write, it could rewrite its own record; put it elsewhere", a.display())));
             }

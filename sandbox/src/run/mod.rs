@@ -388,7 +388,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     let start = Instant::now();
     // The audit log: opened before anything starts (a run the user asked to record does not
     // run unrecorded).
-    let audit = match &plan.audit_log {
+    let (audit, run_end) = match &plan.audit_log {
         Some(p) => {
             let run = format!("{}-{}", std::process::id(), RUN_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
             let a = std::sync::Arc::new(crate::audit::Audit::open(p, &run)?);
@@ -401,9 +401,10 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
                 "network": plan.network,
                 "not_enforced": degraded,
             }));
-            Some(a)
+            let end = crate::audit::RunEnd::new(std::sync::Arc::clone(&a));
+            (Some(a), Some(end))
         }
-        None => None,
+        None => (None, None),
     };
     let cgroup = RunCgroup::create(&plan.cgroup_settings())?;
     // SAFETY: getpid cannot fail.
@@ -445,7 +446,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     // Granted host sockets: held open from now on, and the report channel also carries the
     // seccomp listener.
     #[cfg(target_os = "linux")]
-    let granted = if helper_plan.seccomp_listener { Some(Granted::open(&plan.unix_sockets)?) } else { None };
+    let granted = if helper_plan.seccomp_listener { Some(Granted::open(&plan.unix_sockets, plan.namespaces().is_some())?) } else { None };
     #[cfg(not(target_os = "linux"))]
     let granted: Option<Granted> = None;
     #[cfg(target_os = "linux")]
@@ -502,16 +503,22 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     for fd in [out.read, err.read, rep.read] {
         close(fd);
     }
-    if let (Some(a), Err(e)) = (&audit, &outcome) {
-        a.event("end", serde_json::json!({ "error": e.to_string() }));
-    }
-    let (mut r, reported) = outcome?;
-    if let Some(a) = &audit {
+    drop(audit);
+    let (mut r, reported) = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            if let Some(end) = run_end {
+                end.end(serde_json::json!({ "error": e.to_string() }));
+            }
+            return Err(e);
+        }
+    };
+    if let Some(end) = run_end {
         let signal = match r.status {
             ExitKind::Signaled { signal } => Some(signal),
             ExitKind::Exited { .. } => None,
         };
-        a.event("end", serde_json::json!({
+        end.end(serde_json::json!({
             "exit_code": r.exit_code,
             "signal": signal,
             "timed_out": r.timed_out,
