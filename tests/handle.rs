@@ -175,6 +175,13 @@ fn stdin_is_delivered_and_closed() {
     child.stdout().unwrap().read_to_string(&mut out).unwrap();
     let r = child.wait().unwrap();
     assert_eq!((r.exit_code, out.as_str()), (0, "hello from the host\neof\n"));
+    // A piped stdin never taken is closed by wait(): the command sees its end, not the timeout.
+    let mut child = sb.spawn(&Command::new("sh").arg("-c").arg("cat; echo eof").stdin_piped()).unwrap();
+    let r = child.wait().unwrap();
+    assert!(!r.timed_out && r.exit_code == 0, "{r:?}");
+    let mut out = String::new();
+    child.stdout().unwrap().read_to_string(&mut out).unwrap();
+    assert_eq!(out, "eof\n");
 }
 
 #[test]

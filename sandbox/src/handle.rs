@@ -236,12 +236,14 @@ impl SandboxedChild {
     }
 
     /// Waits for the run to end (every process of the tree is gone when it returns) and
-    /// returns its result (its streams stay readable until drained).
+    /// returns its result (its streams stay readable until drained). A stdin not taken yet is
+    /// closed first, as `std::process::Child::wait` does, so a command reading it ends.
     ///
     /// # Errors
     /// [`SandboxError::Setup`] when the sandbox could not be set up (nothing ran), or an I/O
     /// error of the runner.
     pub fn wait(&mut self) -> Result<RunResult, SandboxError> {
+        drop(self.stdin.take());
         let r = self.done.wait();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -256,6 +258,7 @@ impl SandboxedChild {
     /// As [`SandboxedChild::wait`].
     #[cfg(feature = "tokio")]
     pub async fn wait_async(&mut self) -> Result<RunResult, SandboxError> {
+        drop(self.stdin.take());
         std::future::poll_fn(|cx| self.done.poll(cx)).await;
         self.wait()
     }

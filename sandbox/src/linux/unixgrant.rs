@@ -66,6 +66,10 @@ pub fn check_support(is_root: bool) -> Result<(), SandboxError> {
 /// `/tmp` at Standard) with a link to another socket.
 pub(crate) struct Granted {
     grants: Vec<(UnixSocketGrant, OwnedFd)>,
+    /// The command's TCP/UDP sockets live in its own network namespace (Full level): their
+    /// `connect` is made as asked. Elsewhere seccomp lets the command create none, and one that
+    /// turned up anyway is refused rather than connected in the host's namespace.
+    own_netns: bool,
 }
 
 impl Granted {
@@ -73,7 +77,7 @@ impl Granted {
     ///
     /// # Errors
     /// [`SandboxError::Setup`] when one is gone or is no longer a socket.
-    pub(crate) fn open(grants: &[UnixSocketGrant]) -> Result<Granted, SandboxError> {
+    pub(crate) fn open(grants: &[UnixSocketGrant], own_netns: bool) -> Result<Granted, SandboxError> {
         use std::os::unix::ffi::OsStrExt;
         let mut out = Vec::new();
         for g in grants {
@@ -93,7 +97,7 @@ impl Granted {
             }
             out.push((g.clone(), fd));
         }
-        Ok(Granted { grants: out })
+        Ok(Granted { grants: out, own_netns })
     }
 }
 
@@ -141,7 +145,11 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, stop: i32) {
                     continue;
                 }
             },
-            Kind::Other => Target::Raw(addr),
+            Kind::Other if granted.own_netns => Target::Raw(addr),
+            Kind::Other => {
+                respond(&listener, req.id, Err(libc::EPERM));
+                continue;
+            }
         };
         // A connect may block (a full backlog): each runs on its own thread, at most
         // MAX_IN_FLIGHT at once; beyond that the command gets EAGAIN, as from a full backlog.
