@@ -65,7 +65,7 @@ pub fn protection_ids() -> Vec<&'static str> {
 /// Placeholders a probe, check or env value may use; the harness substitutes them per world.
 pub const PLACEHOLDERS: &[&str] = &[
     "ws", "outside", "home", "canary", "bin", "token", "tcp_port", "udp_port", "docker_sock", "dbus_sock",
-    "systemd_sock", "dgram_sock", "agent_sock", "ws_agent_sock", "abstract_name", "abstract_dgram", "pty", "shm_id", "msg_id", "sem_id",
+    "systemd_sock", "dgram_sock", "agent_sock", "ws_agent_sock", "abstract_name", "abstract_dgram", "squat_name", "pty", "shm_id", "msg_id", "sem_id",
     "key_desc", "host_tmp_secret", "host_shm_secret", "secret_env", "uid", "gid", "lo_addr", "kmsg_console", "etc_secret",
 ];
 
@@ -212,6 +212,9 @@ pub enum Check {
     DgramSilent,
     /// The abstract unix listeners (stream and datagram) saw nothing.
     AbstractSilent,
+    /// No host process reached a listener on the world's squatted abstract name
+    /// (`{squat_name}`: a host client tries to connect to it all through the run).
+    SquatUnreached,
     /// The victim (an unsandboxed ancestor of the command) was not signalled, stopped, killed
     /// or written to.
     VictimUntouched,

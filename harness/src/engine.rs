@@ -817,6 +817,10 @@ impl Suite {
                 let s = w.observe_abstract();
                 some(s.anything(), format!("abstract socket saw {} connection(s)/datagram(s)", s.connections))
             }
+            Check::SquatUnreached => {
+                let n = w.squat_reached();
+                some(n > 0, format!("a host client connected {n} time(s) to a listener the command made on the abstract name {}", w.subst("{squat_name}")))
+            }
             Check::VictimUntouched => {
                 let st = fs::read_to_string(w.outside.join("victim.status")).unwrap_or_default();
                 let mut e = Vec::new();

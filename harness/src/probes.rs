@@ -34,7 +34,7 @@ pub const NAMES: &[&str] = &[
     "vm-readv", "read-ancestors-environ", "signal", "pidfd-signal", "userns", "fork-bomb", "survivor", "open-fds",
     "core-dump", "write-flood", "write-big", "tiocsti", "tioclinux-kmsg", "shm-read", "shm-write", "msg-recv",
     "sem-op", "keyring-read", "open-by-handle", "setid-file", "sethostname", "fd-write", "fd-read", "fd-dir-write",
-    "fd-opath-reopen", "inotify-watch", "unix-connect-race", "unix-connect-replaced",
+    "fd-opath-reopen", "inotify-watch", "unix-connect-race", "unix-connect-replaced", "unix-listen-swap", "abstract-listen",
 ];
 
 fn c(s: &str) -> CString {
@@ -74,6 +74,7 @@ pub const LINUX_ONLY: &[&str] = &[
     "setxattr", "raw-udp", "netlink-addaddr", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw", "io-uring-socket",
     "io-uring-openat", "ptrace-poke", "vm-writev", "procmem-write", "vm-readv", "read-ancestors-environ", "pidfd-signal", "userns",
     "tiocsti", "tioclinux-kmsg", "msg-recv", "keyring-read", "open-by-handle", "sethostname", "fd-opath-reopen", "inotify-watch",
+    "abstract-listen",
 ];
 
 /// Probes of x86_64's other system call ABIs (x32, i386 through `int 0x80`).
@@ -185,8 +186,11 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 }
                 unix_stream(a(0)?.as_bytes(), false, a(2)?)
             }
+            "unix-listen-swap" => unix_listen_swap(a(0)?, a(1)?),
             #[cfg(target_os = "linux")]
             "abstract-connect" => unix_stream(a(0)?.as_bytes(), true, a(1)?),
+            #[cfg(target_os = "linux")]
+            "abstract-listen" => abstract_listen(a(0)?.as_bytes(), num(a(1)?)?),
             "unix-dgram" => unix_dgram(a(0)?.as_bytes(), false, a(1)?, libc::SOCK_DGRAM),
             #[cfg(target_os = "linux")]
             "abstract-dgram" => unix_dgram(a(0)?.as_bytes(), true, a(1)?, libc::SOCK_DGRAM),
@@ -554,6 +558,177 @@ unsafe fn unix_connect_race(granted: &str, target: &str, data: &str) -> i32 {
     // Success here proves nothing by itself (the granted socket may take them): the outside
     // check on `target`'s listener decides.
     result(reached > 0 || ok > 0, "connect to the target through a link or a race")
+}
+
+/// A listening unix stream socket at `path` (relative to the working directory), or -1.
+unsafe fn unix_listener_at(path: &str) -> i32 {
+    let _ = std::fs::remove_file(path);
+    let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+    let (sa, len) = sockaddr_un(path.as_bytes(), false);
+    if fd < 0 || libc::bind(fd, (&sa as *const libc::sockaddr_un).cast(), len) != 0 || libc::listen(fd, 64) != 0 {
+        say(&format!("own listener {path}: {}", errno()));
+        return -1;
+    }
+    fd
+}
+
+/// Reaches the host socket `target` past a runner that connects only to the sandbox's own
+/// listeners: the command makes its own listener (which it may connect to), then points its
+/// path at `target` — a symbolic link renamed over it, a hard link to `target` — and connects,
+/// and races: one thread renames links to its own listener and to `target` over one path while
+/// this one connects to that path again and again. Every connection writes `data`.
+unsafe fn unix_listen_swap(target: &str, data: &str) -> i32 {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let pid = std::process::id();
+    let (own, path) = (format!("lg-own-{pid}.sock"), format!("lg-swap-{pid}.sock"));
+    let l = unix_listener_at(&own);
+    if l >= 0 {
+        libc::fcntl(l, libc::F_SETFL, libc::O_NONBLOCK); // the accept loop below must not wait
+    }
+    let mut tries: Vec<(String, String)> = Vec::new();
+    // 1. The listener's own path, replaced by a symbolic link to the target.
+    let s = unix_listener_at(&path);
+    let tmp = format!("lg-tmp-{pid}");
+    let _ = std::os::unix::fs::symlink(target, &tmp);
+    if let Err(e) = std::fs::rename(&tmp, &path) {
+        say(&format!("rename the link over the listener's path: {e}"));
+    }
+    tries.push(("the listener's path, now a link to the target".into(), path.clone()));
+    // 2. A hard link to the target's socket file.
+    let hard = format!("lg-hard-{pid}.sock");
+    match std::fs::hard_link(target, &hard) {
+        Ok(()) => tries.push(("a hard link to the target".into(), hard.clone())),
+        Err(e) => say(&format!("hard link: {e}")),
+    }
+    let mut reached = 0;
+    for (what, p) in &tries {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+        let (sa, len) = sockaddr_un(p.as_bytes(), false);
+        if fd >= 0 && libc::connect(fd, (&sa as *const libc::sockaddr_un).cast(), len) == 0 {
+            say(&format!("connected through {what}"));
+            libc::write(fd, data.as_ptr().cast(), data.len());
+            reached += 1;
+        } else {
+            say(&format!("{what}: {}", errno()));
+        }
+        libc::close(fd);
+    }
+    // 3. The race.
+    let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    let (t, o, p2) = (target.to_string(), own.clone(), path.clone());
+    let flipper = std::thread::spawn(move || {
+        let mut flip = false;
+        let tmp = format!("lg-flip-{}", std::process::id());
+        while !stop.load(Ordering::Relaxed) {
+            let _ = std::os::unix::fs::symlink(if flip { &t } else { &o }, &tmp);
+            let _ = std::fs::rename(&tmp, &p2);
+            flip = !flip;
+        }
+    });
+    let (mut ok, mut refused) = (0, 0);
+    let (sa, len) = sockaddr_un(path.as_bytes(), false);
+    for _ in 0..2000 {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+        if fd < 0 {
+            break;
+        }
+        if libc::connect(fd, (&sa as *const libc::sockaddr_un).cast(), len) == 0 {
+            ok += 1;
+            libc::write(fd, data.as_ptr().cast(), data.len());
+        } else {
+            refused += 1;
+        }
+        libc::close(fd);
+        // Keep the own listener's backlog from filling.
+        loop {
+            let c = libc::accept4(l, std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_NONBLOCK);
+            if c < 0 {
+                break;
+            }
+            libc::close(c);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = flipper.join();
+    for f in [&own, &path, &hard] {
+        let _ = std::fs::remove_file(f);
+    }
+    let _ = (s, l);
+    say(&format!("race: {ok} connect(s) succeeded (own listener or not), {refused} refused"));
+    // Success proves nothing by itself (the own listener takes some): the outside check on
+    // `target`'s listener decides.
+    result(reached > 0 || ok > 0, "connect to the target through the own listener's path")
+}
+
+/// Listens on the abstract unix name `name` for `secs` seconds and accepts what comes: a host
+/// process that connects to a name the command squats (an X server's, a D-Bus bus's) talks to
+/// the command. Binds it directly, then races: one thread flips the shared address between a
+/// pathname and the abstract name while this one binds fresh sockets with it and listens (a
+/// runner that checks the address and lets the kernel redo the bind is fooled).
+#[cfg(target_os = "linux")]
+unsafe fn abstract_listen(name: &[u8], secs: u64) -> i32 {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let mut listening = Vec::new();
+    let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+    let (sa, len) = sockaddr_un(name, true);
+    if fd < 0 || libc::bind(fd, (&sa as *const libc::sockaddr_un).cast(), len) != 0 || libc::listen(fd, 16) != 0 {
+        say(&format!("bind and listen on the abstract name: {}", errno()));
+    } else {
+        listening.push(fd);
+    }
+    let path = format!("lg-squat-{}.sock", std::process::id());
+    let (p, plen) = sockaddr_un(path.as_bytes(), false);
+    let shared: &'static mut libc::sockaddr_un = Box::leak(Box::new(p));
+    let addr = shared as *mut libc::sockaddr_un as usize;
+    let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    let flipper = std::thread::spawn(move || {
+        let mut flip = false;
+        while !stop.load(Ordering::Relaxed) {
+            std::ptr::write_volatile(addr as *mut libc::sockaddr_un, if flip { sa } else { p });
+            flip = !flip;
+        }
+    });
+    let mut raced = 0;
+    for _ in 0..500 {
+        let _ = std::fs::remove_file(&path);
+        let f = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+        if f < 0 {
+            break;
+        }
+        if libc::bind(f, addr as *const libc::sockaddr, len.max(plen)) == 0 && libc::listen(f, 16) == 0 {
+            let mut got: libc::sockaddr_un = std::mem::zeroed();
+            let mut gl = std::mem::size_of::<libc::sockaddr_un>() as u32;
+            libc::getsockname(f, (&mut got as *mut libc::sockaddr_un).cast(), &mut gl);
+            if got.sun_path[0] == 0 {
+                raced += 1;
+                listening.push(f);
+                continue;
+            }
+        }
+        libc::close(f);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = flipper.join();
+    let _ = std::fs::remove_file(&path);
+    say(&format!("{} listener(s) on an abstract name ({raced} from the race)", listening.len()));
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let mut accepted = 0;
+    while std::time::Instant::now() < end {
+        let mut any = false;
+        for &l in &listening {
+            let c = libc::accept(l, std::ptr::null_mut(), std::ptr::null_mut());
+            if c >= 0 {
+                accepted += 1;
+                any = true;
+                libc::close(c);
+            }
+        }
+        if !any {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    say(&format!("{accepted} connection(s) accepted on abstract names"));
+    result(accepted > 0, "listen on an abstract name the host reaches")
 }
 
 /// Sends a datagram to a unix socket address without `connect`, from a socket of `ty`

@@ -193,6 +193,8 @@ pub struct World {
     children: Vec<std::process::Child>,
     /// The granted socket's accepting thread (`{agent_sock}`), stopped on drop.
     agent: Option<(std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>)>,
+    /// The host client of `{squat_name}`: stop flag, connections made, thread.
+    squat: Option<(std::sync::Arc<std::sync::atomic::AtomicBool>, std::sync::Arc<std::sync::atomic::AtomicU32>, std::thread::JoinHandle<()>)>,
     /// Snapshots taken before the run (path → (content, metadata summary)).
     pub before: BTreeMap<String, Snapshot>,
 }
@@ -358,6 +360,7 @@ impl World {
         put("ws_agent_sock", ws.join("agent.sock").display().to_string());
         put("abstract_name", abstract_name);
         put("abstract_dgram", abstract_dgram_name);
+        put("squat_name", format!("{token}-squat"));
         put("secret_env", env_secret);
         put("uid", uid.to_string());
         put("gid", gid.to_string());
@@ -385,6 +388,7 @@ impl World {
             host_globs: Vec::new(),
             children: Vec::new(),
             agent: None,
+            squat: None,
             before: BTreeMap::new(),
         };
         if let Some(cfg) = &v.config {
@@ -414,6 +418,9 @@ impl World {
         }
         if text.contains("{agent_sock}") {
             w.make_agent(&w.outside.join("agent.sock"))?;
+        }
+        if text.contains("{squat_name}") {
+            w.make_squat_client()?;
         }
         if text.contains("{ws_agent_sock}") {
             w.make_agent(&w.ws.join("agent.sock"))?;
@@ -602,6 +609,41 @@ impl World {
         Ok(())
     }
 
+    /// A host client that tries, every few milliseconds until the world is dropped, to connect
+    /// to the abstract name `{squat_name}` (as an X client or a D-Bus client connects to the
+    /// name it knows), and counts the connections made.
+    #[cfg(target_os = "linux")]
+    fn make_squat_client(&mut self) -> Result<(), String> {
+        use std::os::linux::net::SocketAddrExt;
+        use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+        let a = std::os::unix::net::SocketAddr::from_abstract_name(format!("{}-squat", self.token).as_bytes()).map_err(|x| format!("squat name: {x}"))?;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let reached = std::sync::Arc::new(AtomicU32::new(0));
+        let (s, r) = (std::sync::Arc::clone(&stop), std::sync::Arc::clone(&reached));
+        let t = std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                if let Ok(mut c) = std::os::unix::net::UnixStream::connect_addr(&a) {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    let _ = std::io::Write::write_all(&mut c, b"host client hello");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        });
+        self.squat = Some((stop, reached, t));
+        Ok(())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn make_squat_client(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Connections the `{squat_name}` host client made so far.
+    #[must_use]
+    pub fn squat_reached(&self) -> u32 {
+        self.squat.as_ref().map_or(0, |(_, r, _)| r.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
     fn make_host_files(&mut self) -> Result<(), String> {
         for (var, dir, name) in [("host_tmp_secret", "/tmp", "host_tmp"), ("host_shm_secret", "/dev/shm", "host_shm")] {
             let p = PathBuf::from(dir).join(format!("{}-{name}", self.token));
@@ -758,6 +800,10 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
+        if let Some((stop, _, t)) = self.squat.take() {
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = t.join();
+        }
         if let Some((stop, t)) = self.agent.take() {
             stop.store(true, std::sync::atomic::Ordering::SeqCst);
             let _ = t.join();

@@ -78,6 +78,12 @@ pub struct Capabilities {
     /// reviewed in place instead of made private.
     #[serde(default)]
     pub overlay_fs: bool,
+    /// The runner can answer the command's seccomp user notifications (`linux::unixgrant`):
+    /// `pidfd_getfd` and `openat2` (Linux 5.6) and ptrace access to its own children (Yama).
+    /// Without it unix sockets are socketpairs only and `--allow-unix-socket` is refused.
+    /// `None`: not Linux.
+    #[serde(default)]
+    pub seccomp_broker: Option<Feature>,
     /// Effective uid is 0.
     pub is_root: bool,
     /// Effective uid.
@@ -188,6 +194,24 @@ pub fn detect_landlock() -> LandlockSupport {
     }
     #[cfg(not(target_os = "linux"))]
     LandlockSupport { abi: 0, state: "not-built".into(), detail: "not Linux".into() }
+}
+
+/// Whether the runner can answer seccomp user notifications (see
+/// [`Capabilities::seccomp_broker`]).
+#[must_use]
+pub fn detect_seccomp_broker(is_root: bool) -> Feature {
+    #[cfg(target_os = "linux")]
+    {
+        match crate::linux::unixgrant::check_support(is_root) {
+            Ok(()) => Feature { available: true, detail: "pidfd_getfd, openat2, ptrace access to the command".into() },
+            Err(e) => Feature { available: false, detail: e },
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = is_root;
+        Feature { available: false, detail: "not Linux".into() }
+    }
 }
 
 /// Detects seccomp filter support.
@@ -465,6 +489,7 @@ pub fn detect_quick() -> Capabilities {
         cgroup_memory: sources.as_ref().filter(|_| CGROUP_FAILURE.get().is_none()).and_then(|(m, o)| detect_cgroup(m, o, "memory")),
         mem_total_bytes: mem_total_bytes(),
         overlay_fs: linux && has_filesystem("overlay"),
+        seccomp_broker: linux.then(|| detect_seccomp_broker(uid == 0)),
         is_root: cfg!(unix) && uid == 0,
         uid,
         gid,
@@ -492,6 +517,7 @@ pub fn assumed_for(platform: Platform) -> Capabilities {
         cgroup_memory: None,
         mem_total_bytes: 0,
         overlay_fs: false,
+        seccomp_broker: None,
         is_root: uid == 0,
         uid,
         gid,
@@ -529,6 +555,7 @@ mod tests {
             cgroup_memory: None,
             mem_total_bytes: 8 << 30,
             overlay_fs: true,
+            seccomp_broker: Some(Feature { available: true, detail: String::new() }),
             is_root: false,
             uid: 1000,
             gid: 1000,

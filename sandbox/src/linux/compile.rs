@@ -98,7 +98,15 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
     let seccomp = if level >= SandboxLevel::Minimal {
         // In the sandbox's own network namespace TCP and UDP on lo are the sandbox's own.
         let scope = if full { seccomp::SocketScope::OwnNetworkNamespace } else { seccomp::SocketScope::SocketpairsOnly };
-        let mut rules = seccomp::seccomp_table_with(scope, !policy.allow_unix_sockets.is_empty());
+        // The runner answers connect and listen where it can: the sandbox's own unix servers
+        // then work, and granted host sockets are reachable. A grant it cannot serve is an
+        // error, never a silent refusal at run time.
+        let brokered = caps.seccomp_broker.as_ref().is_some_and(|b| b.available);
+        if !brokered && !policy.allow_unix_sockets.is_empty() {
+            let why = caps.seccomp_broker.as_ref().map_or_else(|| "not detected".to_string(), |b| b.detail.clone());
+            return Err(SandboxError::Unsupported(format!("--allow-unix-socket: the runner cannot answer the command's connect calls here ({why})")));
+        }
+        let mut rules = seccomp::seccomp_table_with(scope, brokered);
         // Below Landlock ABI 3 nothing else stops truncation outside the workspace at Standard
         // (at Full the read-only mounts do).
         if level == SandboxLevel::Standard && (1..3).contains(&caps.landlock.abi) {

@@ -238,6 +238,18 @@ fn start_init(plan: &HelperPlan, ns: &crate::linux::mounts::NamespacePlan, argv:
             Err(e) => fail(&format!("proxy socket on 127.0.0.1:{port}: {e}")),
         }
     }
+    if plan.seccomp_listener {
+        // The runner's broker asks sock_diag which unix sockets listen in this namespace: the
+        // socket must be made in it, before the command runs. PID 1 keeps no copy.
+        match crate::linux::unixgrant::diag_socket() {
+            Ok(d) => {
+                if let Err(e) = report_with_fd(&Report::SocketDiag, std::os::fd::AsRawFd::as_raw_fd(&d)) {
+                    fail(&format!("pass the sock_diag socket to the runner: {e}"));
+                }
+            }
+            Err(e) => fail(&format!("sock_diag socket: {e}")),
+        }
+    }
     let cmd = fork_child();
     if cmd == 0 {
         exec_confined(plan, argv);

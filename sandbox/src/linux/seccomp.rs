@@ -158,11 +158,14 @@ pub fn seccomp_table_for(scope: SocketScope) -> Vec<SeccompRuleSpec> {
     seccomp_table_with(scope, false)
 }
 
-/// The rule table for a socket scope; with `granted_sockets` (`--allow-unix-socket`) every
-/// `connect` goes to the runner ([`SeccompDeny::UserNotif`]), which connects only to a granted
-/// host socket, and unix stream sockets may be created at Full level too.
+/// The rule table for a socket scope. `brokered`: the runner answers the command's `connect`
+/// and `listen` calls ([`SeccompDeny::UserNotif`]; see `linux::unixgrant`): unix stream and
+/// seqpacket sockets may then be created, bound and listened on at every level, and a
+/// `connect` reaches only a socket the sandbox's own processes listen on or one the user
+/// granted (`--allow-unix-socket`). Without it (a kernel or host where the runner cannot
+/// answer) unix sockets are socketpairs only.
 #[must_use]
-pub fn seccomp_table_with(scope: SocketScope, granted_sockets: bool) -> Vec<SeccompRuleSpec> {
+pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRuleSpec> {
     let mut t = Vec::new();
     let mut row_all = |syscall: &str, nr: i64, conditions: Vec<ArgCondition>, text: Option<String>, action, reason: &str| {
         t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text: text, action, reason: reason.into() });
@@ -173,15 +176,13 @@ pub fn seccomp_table_with(scope: SocketScope, granted_sockets: bool) -> Vec<Secc
     // sockets outside (/dev/log, journald) through sendto/sendmsg (red-team finding; an earlier
     // rule refused only type == SOCK_DGRAM). With the flags masked off, the allowed values are
     // exactly 0b0001 and 0b0101: refuse when bit 0 is clear, or when any other bit is set (one
-    // rule per bit, which the compiler folds into a single JSET). Every other domain is refused
-    // by the rows below, so these need no domain condition.
+    // rule per bit, which the compiler folds into a single JSET). `socketpair` is refused for
+    // every other domain below, so it needs no domain condition; `socket` is type-checked for
+    // AF_UNIX only where unix sockets may be created with it (UDP and netlink are datagram or
+    // raw sockets).
     let own_netns = scope == SocketScope::OwnNetworkNamespace;
-    // At Full level `socket` is type-checked only where it may create unix sockets (a granted
-    // host socket): there the check applies to AF_UNIX alone, since UDP is a datagram socket.
     let mut type_checked: Vec<(&str, i64, Vec<ArgCondition>, &str)> = vec![("socketpair", x86("socketpair"), Vec::new(), "")];
-    if !own_netns {
-        type_checked.insert(0, ("socket", x86("socket"), Vec::new(), ""));
-    } else if granted_sockets {
+    if !own_netns || brokered {
         type_checked.insert(0, ("socket", x86("socket"), vec![ArgCondition::Eq { arg: 0, value: AF_UNIX }], "domain == AF_UNIX && "));
     }
     for (name, nr, domain, domain_text) in type_checked {
@@ -194,20 +195,21 @@ pub fn seccomp_table_with(scope: SocketScope, granted_sockets: bool) -> Vec<Secc
                 Some(format!("{domain_text}type & {bit:#x} (not stream or seqpacket)")), SeccompDeny::Eperm, why);
         }
     }
-    if own_netns && granted_sockets {
-        row_all("socket", x86("socket"),
-            vec![ArgCondition::Ne { arg: 0, value: AF_INET }, ArgCondition::Ne { arg: 0, value: AF_INET6 }, ArgCondition::Ne { arg: 0, value: AF_NETLINK }, ArgCondition::Ne { arg: 0, value: AF_UNIX }],
+    let ne = |v: u32| ArgCondition::Ne { arg: 0, value: v };
+    match (own_netns, brokered) {
+        (true, true) => row_all("socket", x86("socket"), vec![ne(AF_INET), ne(AF_INET6), ne(AF_NETLINK), ne(AF_UNIX)],
             Some("domain != AF_INET && domain != AF_INET6 && domain != AF_NETLINK && domain != AF_UNIX".into()), SeccompDeny::Eperm,
-            "in the sandbox's own network namespace (only lo) TCP and UDP reach nothing outside; unix stream sockets only connect through the runner (a granted host socket); no packet or other families");
-    } else if own_netns {
-        row_all("socket", x86("socket"),
-            vec![ArgCondition::Ne { arg: 0, value: AF_INET }, ArgCondition::Ne { arg: 0, value: AF_INET6 }, ArgCondition::Ne { arg: 0, value: AF_NETLINK }],
+            "in the sandbox's own network namespace (only lo) TCP and UDP reach nothing outside; unix stream sockets connect only through the runner (the sandbox's own listeners, granted host sockets); no packet or other families"),
+        (true, false) => row_all("socket", x86("socket"), vec![ne(AF_INET), ne(AF_INET6), ne(AF_NETLINK)],
             Some("domain != AF_INET && domain != AF_INET6 && domain != AF_NETLINK".into()), SeccompDeny::Eperm,
-            "in the sandbox's own network namespace (only lo) TCP and UDP reach nothing outside; unix sockets only as socketpairs (a pathname socket of the host would be reachable with connect), no packet or other families");
-        row_all("socket", x86("socket"), vec![ArgCondition::Eq { arg: 0, value: AF_NETLINK }, ArgCondition::Ne { arg: 2, value: NETLINK_ROUTE }],
-            Some("domain == AF_NETLINK && protocol != NETLINK_ROUTE".into()), SeccompDeny::Eperm,
-            "netlink only for routing queries, which in the sandbox's own network namespace show only lo (getifaddrs: Node's os.networkInterfaces(), dev servers); changes fail without capabilities there; audit, uevent, netfilter and the rest stay refused");
+            "in the sandbox's own network namespace (only lo) TCP and UDP reach nothing outside; unix sockets only as socketpairs (a pathname socket of the host would be reachable with connect), no packet or other families"),
+        (false, _) => row_all("socket", x86("socket"), vec![ne(AF_UNIX), ne(AF_NETLINK)],
+            Some("domain != AF_UNIX && domain != AF_NETLINK".into()), SeccompDeny::Eperm,
+            "no network: the host's network namespace; only unix sockets (socketpairs, and with the runner answering connect, the sandbox's own listeners) and routing queries"),
     }
+    row_all("socket", x86("socket"), vec![ArgCondition::Eq { arg: 0, value: AF_NETLINK }, ArgCondition::Ne { arg: 2, value: NETLINK_ROUTE }],
+        Some("domain == AF_NETLINK && protocol != NETLINK_ROUTE".into()), SeccompDeny::Eperm,
+        "netlink only for routing queries (getifaddrs: Node's os.networkInterfaces(), dev servers), which show what /sys/class/net and /proc/net already show; changes need CAP_NET_ADMIN, which the sandbox never has (capabilities dropped, or a user namespace's own); audit, uevent, sock_diag, netfilter and the rest stay refused");
     let mut row = |syscall: &str, nr: i64, condition: Option<(ArgCondition, String)>, action, reason: &str| {
         let (conditions, condition_text) = match condition {
             Some((c, s)) => (vec![c], Some(s)),
@@ -227,19 +229,26 @@ pub fn seccomp_table_with(scope: SocketScope, granted_sockets: bool) -> Vec<Secc
     let sock = "no network: only AF_UNIX sockets (socketpair, pipes between the sandbox's own processes)";
     row("socketpair", x86("socketpair"), Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
     let outside = "pathname and abstract unix sockets outside (docker.sock, D-Bus, systemd) are full escapes";
-    if granted_sockets {
-        // The runner reads the address once, refuses all but a granted socket, and makes the
-        // connection itself on the command's socket (pidfd_getfd): what the command's memory
-        // or descriptor table says after the check cannot matter.
+    if brokered {
+        // The runner reads the address once, refuses all but the sandbox's own listeners and
+        // granted host sockets, and makes the call itself on the command's socket
+        // (pidfd_getfd): what the command's memory or descriptor table says after the check
+        // cannot matter.
         row("connect", x86("connect"), None, UserNotif,
-            "granted host sockets: the runner connects the command's socket to a granted path itself and refuses every other address");
-    }
-    if !own_netns {
-        row("socket", x86("socket"), Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
-        if !granted_sockets {
-            row("connect", x86("connect"), None, Eperm, outside);
+            "the runner connects the command's socket itself, only to a socket the sandbox's own processes listen on or to a granted host socket, and refuses every other address");
+        row("listen", x86("listen"), None, UserNotif,
+            "the runner makes the call itself and records the listener (connect reaches only recorded listeners); in the host's network namespace it refuses an abstract unix name outside the run's own prefix, which host processes could reach");
+        if !own_netns {
+            row("bind", x86("bind"), None, UserNotif,
+                "in the host's network namespace the runner binds an abstract unix name itself, under the run's own prefix (no well-known name a host client connects to can be taken); a pathname bind is made by the kernel, under Landlock, and checked at listen");
         }
-        for (name, n) in [("bind", x86("bind")), ("listen", x86("listen")), ("accept", x86("accept")), ("accept4", x86("accept4"))] {
+    } else if !own_netns {
+        for (name, n) in [("connect", x86("connect")), ("listen", x86("listen"))] {
+            row(name, n, None, Eperm, outside);
+        }
+    }
+    if !own_netns && !brokered {
+        for (name, n) in [("bind", x86("bind")), ("accept", x86("accept")), ("accept4", x86("accept4"))] {
             row(name, n, None, Eperm, outside);
         }
     }
@@ -556,16 +565,17 @@ struct Handler {
 
 impl Handler {
     /// Rules in table order up to the first unconditional one (which becomes `otherwise`); runs of
-    /// one-bit `HasBits` rules on the same argument with the same action become one `JSET`.
+    /// rules with the same action whose tests differ only in a last one-bit `HasBits` on the same
+    /// argument become one rule ending in one `JSET`.
     fn new(rows: Vec<Rule>) -> Handler {
         let mut rules: Vec<Rule> = Vec::new();
         for r in rows {
             if r.tests.is_empty() {
                 return Handler { rules, otherwise: r.action };
             }
-            if let (Some(prev), [Test::AnyBit { arg, bits, negate: false }]) = (rules.last_mut(), r.tests.as_slice()) {
-                if let [Test::AnyBit { arg: parg, bits: pbits, negate: false }] = prev.tests.as_mut_slice() {
-                    if parg == arg && prev.action == r.action {
+            if let (Some(prev), Some((Test::AnyBit { arg, bits, negate: false }, same))) = (rules.last_mut(), r.tests.split_last()) {
+                if let Some((Test::AnyBit { arg: parg, bits: pbits, negate: false }, psame)) = prev.tests.split_last_mut() {
+                    if parg == arg && prev.action == r.action && psame == same {
                         *pbits |= *bits;
                         continue;
                     }
@@ -1071,33 +1081,56 @@ mod tests {
         }
     }
 
-    /// A granted host socket: every connect goes to the runner; unix sockets stay stream or
-    /// seqpacket only (a datagram one would reach any host socket with sendto); at Full unix
-    /// stream sockets may be created, and UDP still may; bind/listen/accept stay refused where
-    /// they were.
+    /// The runner answers connect and listen: both go to it at every scope; unix sockets stay
+    /// stream or seqpacket only (a datagram one would reach any host socket with sendto), and
+    /// may be created, bound and accepted on; UDP only in the sandbox's own network namespace;
+    /// every other syscall decides as without the runner.
     #[test]
-    fn granted_sockets_send_connect_to_the_runner_and_nothing_else_changes() {
+    fn brokered_tables_send_connect_and_listen_to_the_runner_and_nothing_else_changes() {
         for scope in [SocketScope::SocketpairsOnly, SocketScope::OwnNetworkNamespace] {
             let own = scope == SocketScope::OwnNetworkNamespace;
             let p = compile(&seccomp_table_with(scope, true)).unwrap();
             let base = compile(&seccomp_table_for(scope)).unwrap();
             let act = |p: &[PackedInsn], nr: i64, a: [u64; 6]| run(p, &data(nr as u32, AUDIT_ARCH_X86_64, a)).action;
             assert_eq!(act(&p, libc::SYS_connect, [3, 0, 0, 0, 0, 0]), RET_USER_NOTIF, "{scope:?}");
+            assert_eq!(act(&p, libc::SYS_listen, [3, 0, 0, 0, 0, 0]), RET_USER_NOTIF, "{scope:?}");
+            for nr in [libc::SYS_accept, libc::SYS_accept4] {
+                assert_eq!(act(&p, nr, [3, 0, 0, 0, 0, 0]), RET_ALLOW, "{scope:?} {nr}");
+            }
+            assert_eq!(act(&p, libc::SYS_bind, [3, 0, 0, 0, 0, 0]), if own { RET_ALLOW } else { RET_USER_NOTIF }, "{scope:?} bind");
             for ty in [1u64, 5, 1 | 0o2_000_000 | 0o4000] {
                 assert_eq!(act(&p, libc::SYS_socket, [1, ty, 0, 0, 0, 0]), RET_ALLOW, "{scope:?} unix type {ty:#o}");
             }
-            for ty in [2u64, 3, 4, 2 | 0o2_000_000, 0] {
+            for ty in [2u64, 3, 4, 2 | 0o2_000_000, 0, 1 | 0x100, 5 | 0x8000_0000] {
                 assert_eq!(act(&p, libc::SYS_socket, [1, ty, 0, 0, 0, 0]), EPERM, "{scope:?} unix type {ty:#o}");
                 assert_eq!(act(&p, libc::SYS_socketpair, [1, ty, 0, 0, 0, 0]), EPERM, "{scope:?} unix pair type {ty:#o}");
             }
             assert_eq!(act(&p, libc::SYS_socket, [2, 2, 0, 0, 0, 0]), if own { RET_ALLOW } else { EPERM }, "{scope:?} UDP");
+            assert_eq!(act(&p, libc::SYS_socket, [2, 1, 0, 0, 0, 0]), if own { RET_ALLOW } else { EPERM }, "{scope:?} TCP");
             assert_eq!(act(&p, libc::SYS_socket, [17, 3, 0, 0, 0, 0]), EPERM, "{scope:?} packet");
-            // Everything but connect and socket(AF_UNIX) decides as without a grant.
-            for nr in probe_nrs().into_iter().filter(|&n| n != libc::SYS_connect as u32 && n != libc::SYS_socket as u32) {
+            assert_eq!(act(&p, libc::SYS_socket, [16, 3 | 0o2_000_000, 0, 0, 0, 0]), RET_ALLOW, "{scope:?} NETLINK_ROUTE");
+            assert_eq!(act(&p, libc::SYS_socket, [16, 3, 4, 0, 0, 0]), EPERM, "{scope:?} NETLINK_SOCK_DIAG");
+            let changed = [libc::SYS_connect, libc::SYS_listen, libc::SYS_socket, libc::SYS_bind, libc::SYS_accept, libc::SYS_accept4];
+            for nr in probe_nrs().into_iter().filter(|&n| !changed.contains(&i64::from(n))) {
                 for args in [[0u64; 6], [1, 2, 0, 0, 0, 0], [1, 3, 0, 0, 0, 0], [u64::MAX; 6]] {
                     assert_eq!(act(&p, i64::from(nr), args), act(&base, i64::from(nr), args), "{scope:?} nr {nr} {args:?}");
                 }
             }
+        }
+    }
+
+    /// Without the runner, in the host's network namespace: unix sockets (socketpairs only work:
+    /// no connect, bind, listen or accept) and routing queries, nothing else.
+    #[test]
+    fn host_network_namespace_without_the_runner_allows_socketpairs_and_routing_queries() {
+        let p = compile(&seccomp_table()).unwrap();
+        let act = |nr: i64, a: [u64; 6]| run(&p, &data(nr as u32, AUDIT_ARCH_X86_64, a)).action;
+        for nr in [libc::SYS_connect, libc::SYS_bind, libc::SYS_listen, libc::SYS_accept, libc::SYS_accept4] {
+            assert_eq!(act(nr, [3, 0, 0, 0, 0, 0]), EPERM, "{nr}");
+        }
+        for (dom, ty, proto, want) in [(16u64, 3u64, 0u64, RET_ALLOW), (16, 2, 0, RET_ALLOW), (16, 3, 4, EPERM), (16, 3, 9, EPERM),
+            (2, 1, 0, EPERM), (10, 2, 0, EPERM), (1, 1, 0, RET_ALLOW), (1, 2, 0, EPERM), (17, 3, 0, EPERM)] {
+            assert_eq!(act(libc::SYS_socket, [dom, ty, proto, 0, 0, 0]), want, "socket({dom}, {ty}, {proto})");
         }
     }
 

@@ -1,25 +1,41 @@
-//! Granted host unix sockets (`--allow-unix-socket`): the runner's side.
+//! The runner's answers to the command's `connect` and `listen` calls (seccomp user
+//! notification): the sandbox's own unix servers, and granted host sockets
+//! (`--allow-unix-socket`).
 //!
-//! With a grant, the command's seccomp filter sends every `connect` to the runner (seccomp user
-//! notification; the helper passes the filter's listener to the runner with its report and keeps
-//! no copy). For each call the runner:
+//! Where the runner can answer ([`check_support`]), the command's seccomp filter sends every
+//! `connect` and `listen` to it (the helper passes the filter's listener to the runner with its
+//! report and keeps no copy). For each call the runner:
 //!
 //! 1. reads the address from the command's memory once (`process_vm_readv`) and checks that the
 //!    notification is still pending (the pid was not reused);
 //! 2. takes a duplicate of the command's socket (`pidfd_getfd`) and asks *it* what it is
-//!    (`SO_DOMAIN`, `SO_TYPE`): never the arguments, which another thread of the command may
-//!    change after the check;
-//! 3. for a unix socket: refuses every address but a granted one (compared byte for byte with the
-//!    path as given or its canonical form; abstract and relative addresses never match) and then
-//!    connects the socket itself, to the granted path as the host resolves it. For a TCP, UDP or
-//!    netlink socket (Full level only: the sandbox's own network namespace) it makes the call
-//!    itself with the address it read, which is what the kernel would have done;
-//! 4. answers with the result. Nothing is ever "continued" in the kernel: the call that runs is
+//!    (`SO_DOMAIN`, `SO_TYPE`, `getsockname`): never the arguments, which another thread of the
+//!    command may change after the check;
+//! 3. `bind` (host's network namespace only: Standard, Minimal): an abstract unix name is bound
+//!    by the runner itself, under the run's random prefix (`lgsbx-<id>/`), so that the command
+//!    can never hold a well-known name a host client connects to (an X server's, a D-Bus bus's);
+//!    `connect` to an abstract name gets the same prefix, which keeps the command's own servers
+//!    working. Anything else is made by the kernel as asked (`CONTINUE`: a pathname under
+//!    Landlock's rules), and checked again at `listen`.
+//!    `listen`: makes the call itself and records the socket (its sockfs inode) as one of the
+//!    sandbox's own listeners. In the host's network namespace it refuses a socket bound to an
+//!    abstract name outside the run's prefix;
+//! 4. `connect` on a unix socket: a granted path (compared byte for byte with the path as given or
+//!    its canonical form) goes to the socket held open since before the run. Any other path is
+//!    opened as the command sees it (`/proc/PID/root` or `/proc/PID/cwd`, `openat2`
+//!    `RESOLVE_IN_ROOT`), and is connected to only when the socket file is bound to one of the
+//!    recorded listeners that still listens (`sock_diag` `UNIX_DIAG_VFS`, asked in the
+//!    listener's network namespace) — through that open descriptor, so that replacing the path
+//!    after the check reaches nothing else. An abstract name is connected to only in the
+//!    sandbox's own network namespace (Full), which scopes abstract names. For a TCP, UDP or
+//!    netlink socket (Full only: the sandbox's own network namespace) it makes the call itself
+//!    with the address it read, which is what the kernel would have done;
+//! 5. answers with the result. Nothing is ever "continued" in the kernel: the call that runs is
 //!    always the runner's own, with its own copy of the address, so swapping the memory or the
 //!    descriptor after the check changes nothing.
 //!
 //! The listener stays in the runner; a process that outlives the run gets `ENOSYS` from
-//! `connect` once the runner closes it.
+//! `connect` and `listen` once the runner closes it.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::AtomicUsize;
@@ -28,34 +44,37 @@ use std::sync::Arc;
 use crate::error::SandboxError;
 use crate::plan::UnixSocketGrant;
 
-/// What the kernel and the host must allow for the runner to answer (checked before the run, so
-/// that a grant that cannot work is an error, not a hang): `pidfd_getfd` (Linux 5.6) and ptrace
-/// access to the command (Yama's `ptrace_scope` below 3, below 2 without root).
+/// What the kernel and the host must allow for the runner to answer (checked when the
+/// capabilities are detected, so that a plan never sends calls to a runner that cannot answer
+/// them): `pidfd_getfd` and `openat2` (Linux 5.6) and ptrace access to the command (Yama's
+/// `ptrace_scope` below 3, below 2 without root).
 ///
 /// # Errors
-/// [`SandboxError::Unsupported`] naming what is missing.
-pub fn check_support(is_root: bool) -> Result<(), SandboxError> {
+/// What is missing.
+pub(crate) fn check_support(is_root: bool) -> Result<(), String> {
     // SAFETY: pidfd_open of our own pid; the descriptor is owned below.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
     if pidfd < 0 {
-        return Err(SandboxError::Unsupported(format!(
-            "--allow-unix-socket needs pidfd_open (Linux 5.3): {}", std::io::Error::last_os_error())));
+        return Err(format!("needs pidfd_open (Linux 5.3): {}", std::io::Error::last_os_error()));
     }
     // SAFETY: just opened, owned here.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     // SAFETY: duplicating our own stderr through our own pidfd.
     let dup = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), 2, 0) } as i32;
     if dup < 0 {
-        return Err(SandboxError::Unsupported(format!(
-            "--allow-unix-socket needs pidfd_getfd (Linux 5.6): {}", std::io::Error::last_os_error())));
+        return Err(format!("needs pidfd_getfd (Linux 5.6): {}", std::io::Error::last_os_error()));
     }
     // SAFETY: just created, owned and closed here.
     drop(unsafe { OwnedFd::from_raw_fd(dup) });
+    match open_beneath(libc::AT_FDCWD, b"/", false) {
+        Ok(fd) => drop(fd),
+        Err(e) => return Err(format!("needs openat2 (Linux 5.6): {}", std::io::Error::from_raw_os_error(e))),
+    }
     let scope = crate::detect::read_small("/proc/sys/kernel/yama/ptrace_scope").and_then(|s| s.trim().parse::<u32>().ok()).unwrap_or(0);
     if scope >= 3 || (scope == 2 && !is_root) {
-        return Err(SandboxError::Unsupported(format!(
-            "--allow-unix-socket needs to read the command's connect() address, which kernel.yama.ptrace_scope = {scope} forbids{}",
-            if scope == 2 { " without root" } else { "" })));
+        return Err(format!(
+            "needs to read the command's connect() address, which kernel.yama.ptrace_scope = {scope} forbids{}",
+            if scope == 2 { " without root" } else { "" }));
     }
     Ok(())
 }
@@ -66,6 +85,12 @@ pub fn check_support(is_root: bool) -> Result<(), SandboxError> {
 /// `/tmp` at Standard) with a link to another socket.
 pub(crate) struct Granted {
     grants: Vec<(UnixSocketGrant, OwnedFd)>,
+    /// `sock_diag` in the host's network namespace (Standard, Minimal: the command's too); at
+    /// Full PID 1 passes one made in the sandbox's namespace.
+    host_diag: Option<OwnedFd>,
+    /// The run's own abstract-name prefix (`lgsbx-<random>/`): in the host's network namespace
+    /// every abstract name the command binds or connects to is put under it.
+    prefix: Vec<u8>,
     /// The command's TCP/UDP sockets live in its own network namespace (Full level): their
     /// `connect` is made as asked. Elsewhere seccomp lets the command create none, and one that
     /// turned up anyway is refused rather than connected in the host's namespace.
@@ -97,14 +122,22 @@ impl Granted {
             }
             out.push((g.clone(), fd));
         }
-        Ok(Granted { grants: out, own_netns })
+        let host_diag = if own_netns { None } else { Some(diag_socket().map_err(|e| SandboxError::Setup(format!("sock_diag socket: {e}")))?) };
+        let mut id = [0u8; 6];
+        crate::rand::fill(&mut id);
+        let prefix = format!("lgsbx-{}/", id.iter().map(|b| format!("{b:02x}")).collect::<String>()).into_bytes();
+        Ok(Granted { grants: out, host_diag, prefix, own_netns })
     }
 }
 
-/// Answers the command's `connect` calls until `stop` (a pipe's read end) reports hang-up or the
-/// listener has no more processes. Runs on its own thread in the runner.
-pub(crate) fn serve(listener: OwnedFd, granted: &Granted, stop: i32) {
+/// Answers the command's `connect` and `listen` calls until `stop` (a pipe's read end) reports
+/// hang-up or the listener has no more processes. Runs on its own thread in the runner.
+/// `ns_diag`: a `sock_diag` socket of the sandbox's own network namespace (Full), from PID 1.
+pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedFd>, stop: i32) {
     let listener = Arc::new(listener);
+    let diag = if granted.own_netns { ns_diag.as_ref() } else { granted.host_diag.as_ref() };
+    // The sandbox's own listening unix sockets (sockfs inode numbers).
+    let mut own: Vec<u32> = Vec::new();
     loop {
         let mut p = [
             libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 },
@@ -130,24 +163,33 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, stop: i32) {
         if unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV as _, &mut req) } != 0 {
             continue; // the caller went away (ENOENT) or was interrupted
         }
-        let (sock, addr, kind) = match take_socket(&listener, &req) {
+        if req.data.nr == libc::SYS_listen as i32 {
+            let r = listen_for(&listener, &req, granted, &mut own);
+            respond(&listener, req.id, r);
+            continue;
+        }
+        if req.data.nr == libc::SYS_bind as i32 {
+            match bind_for(&listener, &req, granted) {
+                Some(r) => respond(&listener, req.id, r),
+                None => continue_call(&listener, req.id),
+            }
+            continue;
+        }
+        let target = take_socket(&listener, &req).and_then(|(sock, addr, kind)| {
+            let t = match kind {
+                Kind::Unix => match granted_path(&addr, &granted.grants) {
+                    Some(p) => Target::Unix(p),
+                    None => own_listener(&listener, &req, &addr, granted, diag, &mut own)?,
+                },
+                Kind::Other if granted.own_netns => Target::Raw(addr),
+                Kind::Other => return Err(libc::EPERM),
+            };
+            Ok((sock, t))
+        });
+        let (sock, target) = match target {
+            Ok(t) => t,
             Err(errno) => {
                 respond(&listener, req.id, Err(errno));
-                continue;
-            }
-            Ok(t) => t,
-        };
-        let target = match kind {
-            Kind::Unix => match granted_path(&addr, &granted.grants) {
-                Some(p) => Target::Unix(p),
-                None => {
-                    respond(&listener, req.id, Err(libc::EPERM));
-                    continue;
-                }
-            },
-            Kind::Other if granted.own_netns => Target::Raw(addr),
-            Kind::Other => {
-                respond(&listener, req.id, Err(libc::EPERM));
                 continue;
             }
         };
@@ -157,6 +199,7 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, stop: i32) {
         let started = crate::linux::spawn_bounded(&IN_FLIGHT, MAX_IN_FLIGHT, "lg-connect", 64 << 10, move || {
             let r = match &target {
                 Target::Unix(p) => connect_unix(&sock, p),
+                Target::Held(fd) => connect_unix(&sock, format!("/proc/self/fd/{}", fd.as_raw_fd()).as_bytes()),
                 Target::Raw(a) => connect_raw(&sock, a),
             };
             respond(&l, id, r);
@@ -167,6 +210,121 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, stop: i32) {
     }
 }
 
+/// `listen` (step 3 of the module docs): the runner's own call on the command's socket.
+fn listen_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted, own: &mut Vec<u32>) -> Result<i64, i32> {
+    let own_netns = granted.own_netns;
+    let sock = take_fd(listener, req, req.data.args[0] as i32)?;
+    let backlog = req.data.args[1] as i32;
+    let unix = match kind(&sock)? {
+        Kind::Unix => true,
+        Kind::Other if own_netns => false,
+        Kind::Other => return Err(libc::EPERM),
+    };
+    if unix && !own_netns {
+        // An abstract name lives in the host's network namespace: a host client connecting to a
+        // well-known name (an X server's, a D-Bus bus's) would talk to the command. Only names
+        // under the run's own prefix (bound by the runner, see `bind_for`) may listen.
+        let name = sock_name(&sock).ok_or(libc::EPERM)?;
+        if name.len() > 2 && name[2] == 0 && !name[3..].starts_with(&granted.prefix) {
+            return Err(libc::EPERM);
+        }
+    }
+    // SAFETY: listen on our duplicate of the caller's socket.
+    if unsafe { libc::listen(sock.as_raw_fd(), backlog) } != 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+    }
+    if unix {
+        let ino = fstat(&sock).map_err(|_| libc::EIO)?.st_ino as u32;
+        if !own.contains(&ino) {
+            own.push(ino);
+        }
+    }
+    Ok(0)
+}
+
+/// A unix `connect` to anything but a granted socket (step 4 of the module docs): the target
+/// when it is one of the sandbox's own listeners; `Err(errno)` otherwise.
+fn own_listener(listener: &OwnedFd, req: &libc::seccomp_notif, addr: &[u8], granted: &Granted, diag: Option<&OwnedFd>, own: &mut Vec<u32>) -> Result<Target, i32> {
+    let Some(path) = unix_path(addr) else {
+        // An abstract (or unnamed) address: the sandbox's own network namespace scopes abstract
+        // names, so there any name is one of its own sockets; in the host's, the name is put
+        // under the run's prefix, where only the command's own listeners are.
+        return if granted.own_netns || addr.len() <= 2 { Ok(Target::Raw(addr.to_vec())) } else { Ok(Target::Raw(prefixed(addr, &granted.prefix)?)) };
+    };
+    let diag = diag.ok_or(libc::EPERM)?;
+    let absolute = path.first() == Some(&b'/');
+    let base = format!("/proc/{}/{}\0", req.pid, if absolute { "root" } else { "cwd" });
+    // SAFETY: a NUL-terminated path; the descriptor is owned below.
+    let dir = unsafe { libc::open(base.as_ptr().cast(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if dir < 0 {
+        return Err(libc::EPERM);
+    }
+    // SAFETY: just opened.
+    let dir = unsafe { OwnedFd::from_raw_fd(dir) };
+    if !id_valid(listener, req.id) {
+        return Err(libc::EPERM); // the pid was reused: that is not the caller's view
+    }
+    let target = open_beneath(dir.as_raw_fd(), path, absolute)?;
+    let st = fstat(&target).map_err(|_| libc::EPERM)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(libc::ECONNREFUSED); // what the kernel answers for a file that is no socket
+    }
+    // sock_diag reports 32 bits of the file's inode number: a longer one cannot be compared.
+    let Ok(ino) = u32::try_from(st.st_ino) else { return Err(libc::EPERM) };
+    let (major, minor) = (libc::major(st.st_dev), libc::minor(st.st_dev));
+    let mut found = false;
+    own.retain(|&l| match unix_diag_vfs(diag, l) {
+        Some(Diag::Gone) => false,
+        Some(Diag::Found { vfs: Some((dev, vino)), listening: true }) => {
+            found |= vino == ino && dev >> 20 == major && dev & 0xf_ffff == minor;
+            true
+        }
+        _ => true,
+    });
+    if found { Ok(Target::Held(target)) } else { Err(libc::EPERM) }
+}
+
+/// `bind` in the host's network namespace: an abstract unix name is bound by the runner itself,
+/// under the run's prefix (`Some(result)`); everything else is made by the kernel as asked
+/// (`None`: continue) — a pathname under Landlock's rules, and whatever the command's memory
+/// says by then is checked again at `listen`, the only way a stream socket becomes reachable.
+fn bind_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted) -> Option<Result<i64, i32>> {
+    let (sock, addr, kind) = match take_socket(listener, req) {
+        Ok(t) => t,
+        Err(e) => return Some(Err(e)),
+    };
+    if !matches!(kind, Kind::Unix) || addr.len() <= 2 || addr[2] != 0 {
+        return None;
+    }
+    Some(prefixed(&addr, &granted.prefix).and_then(|a| {
+        // SAFETY: binding our duplicate of the caller's socket to an address of `a.len()` bytes.
+        let r = unsafe { libc::bind(sock.as_raw_fd(), a.as_ptr().cast(), a.len() as libc::socklen_t) };
+        if r == 0 { Ok(0) } else { Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)) }
+    }))
+}
+
+/// An abstract unix address (`family`, NUL, name) with its name under `prefix` (unchanged when
+/// it already is).
+fn prefixed(addr: &[u8], prefix: &[u8]) -> Result<Vec<u8>, i32> {
+    let name = &addr[3..];
+    if name.starts_with(prefix) {
+        return Ok(addr.to_vec());
+    }
+    let out: Vec<u8> = addr[..3].iter().chain(prefix).chain(name).copied().collect();
+    if out.len() > std::mem::size_of::<libc::sockaddr_un>() {
+        return Err(libc::ENAMETOOLONG);
+    }
+    Ok(out)
+}
+
+/// Lets the kernel make the call as the command asked (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`):
+/// only for `bind`, whose outcome `listen` checks again.
+fn continue_call(listener: &OwnedFd, id: u64) {
+    let mut resp = libc::seccomp_notif_resp { id, val: 0, error: 0, flags: 1 };
+    // SAFETY: the ioctl reads the response; ENOENT (the caller went away) needs nothing.
+    unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND as _, &mut resp) };
+}
+
 /// Connects the runner is making for commands (all runs of this process).
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 /// Bound on [`IN_FLIGHT`].
@@ -174,8 +332,10 @@ const MAX_IN_FLIGHT: usize = 64;
 
 /// What to connect a command's socket to.
 enum Target {
-    /// A granted host socket's canonical path.
+    /// A granted host socket (`/proc/self/fd/N` of the one held open).
     Unix(Vec<u8>),
+    /// One of the sandbox's own listeners, held open (`O_PATH`) since it was checked.
+    Held(OwnedFd),
     /// The address as read (a socket of the sandbox's own network namespace).
     Raw(Vec<u8>),
 }
@@ -185,10 +345,10 @@ enum Kind {
     Other,
 }
 
-/// The command's socket (a duplicate) and the address it passed, after the checks of step 1
-/// and 2 of the module docs; `Err(errno)` to answer with.
+/// The command's socket (a duplicate) and the address it passed to `connect` or `bind`, after the checks
+/// of step 1 and 2 of the module docs; `Err(errno)` to answer with.
 fn take_socket(listener: &OwnedFd, req: &libc::seccomp_notif) -> Result<(OwnedFd, Vec<u8>, Kind), i32> {
-    if req.data.nr != libc::SYS_connect as i32 {
+    if req.data.nr != libc::SYS_connect as i32 && req.data.nr != libc::SYS_bind as i32 {
         return Err(libc::EPERM);
     }
     let (fd, ptr, len) = (req.data.args[0] as i32, req.data.args[1], req.data.args[2] as usize);
@@ -206,6 +366,14 @@ fn take_socket(listener: &OwnedFd, req: &libc::seccomp_notif) -> Result<(OwnedFd
     if !id_valid(listener, req.id) {
         return Err(libc::EPERM); // the pid was reused: what we read is not the caller's
     }
+    let sock = take_fd(listener, req, fd)?;
+    let kind = kind(&sock)?;
+    Ok((sock, addr, kind))
+}
+
+/// A duplicate of the caller's descriptor `fd` (`pidfd_getfd`), checked to be taken from the
+/// caller still waiting for this answer.
+fn take_fd(listener: &OwnedFd, req: &libc::seccomp_notif, fd: i32) -> Result<OwnedFd, i32> {
     // SAFETY: pidfd_open of the caller, owned below.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, req.pid as libc::pid_t, 0) } as i32;
     if pidfd < 0 {
@@ -224,14 +392,170 @@ fn take_socket(listener: &OwnedFd, req: &libc::seccomp_notif) -> Result<(OwnedFd
     if !id_valid(listener, req.id) {
         return Err(libc::EPERM);
     }
-    let kind = match (crate::linux::sockopt(&sock, libc::SO_DOMAIN), crate::linux::sockopt(&sock, libc::SO_TYPE)) {
-        (Some(libc::AF_UNIX), Some(libc::SOCK_STREAM | libc::SOCK_SEQPACKET)) => Kind::Unix,
+    Ok(sock)
+}
+
+/// What the socket itself says it is.
+fn kind(sock: &OwnedFd) -> Result<Kind, i32> {
+    match (crate::linux::sockopt(sock, libc::SO_DOMAIN), crate::linux::sockopt(sock, libc::SO_TYPE)) {
+        (Some(libc::AF_UNIX), Some(libc::SOCK_STREAM | libc::SOCK_SEQPACKET)) => Ok(Kind::Unix),
         // A unix datagram socket never reaches here (seccomp refuses to create one), and one
         // must not be connected to a host socket: refused like anything unknown.
-        (Some(libc::AF_UNIX), _) | (None, _) | (_, None) => return Err(libc::EPERM),
-        (Some(_), Some(_)) => Kind::Other,
+        (Some(libc::AF_UNIX), _) | (None, _) | (_, None) => Err(libc::EPERM),
+        (Some(_), Some(_)) => Ok(Kind::Other),
+    }
+}
+
+/// The socket's own address (`getsockname`), as raw bytes.
+fn sock_name(sock: &OwnedFd) -> Option<Vec<u8>> {
+    // SAFETY: a zeroed sockaddr_storage.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: getsockname into our buffer of `len` bytes.
+    if unsafe { libc::getsockname(sock.as_raw_fd(), (&mut ss as *mut libc::sockaddr_storage).cast(), &mut len) } != 0 {
+        return None;
+    }
+    let len = (len as usize).min(std::mem::size_of::<libc::sockaddr_storage>());
+    // SAFETY: `ss` holds at least `len` initialised bytes.
+    Some(unsafe { std::slice::from_raw_parts((&ss as *const libc::sockaddr_storage).cast::<u8>(), len) }.to_vec())
+}
+
+fn fstat(fd: &OwnedFd) -> std::io::Result<libc::stat> {
+    // SAFETY: fstat into a zeroed struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+/// `openat2(dirfd, path, O_PATH)` without magic links; `in_root`: `dirfd` is the root the path
+/// is resolved in (absolute paths and symlinks stay beneath it).
+fn open_beneath(dirfd: i32, path: &[u8], in_root: bool) -> Result<OwnedFd, i32> {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+    const RESOLVE_IN_ROOT: u64 = 0x10;
+    let c = std::ffi::CString::new(path).map_err(|_| libc::EINVAL)?;
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_NO_MAGICLINKS | if in_root { RESOLVE_IN_ROOT } else { 0 },
     };
-    Ok((sock, addr, kind))
+    // SAFETY: a valid C string and open_how of the size passed; the descriptor is owned below.
+    let fd = unsafe { libc::syscall(libc::SYS_openat2, dirfd, c.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>()) } as i32;
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EPERM));
+    }
+    // SAFETY: just opened.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A `sock_diag` netlink socket of the calling thread's network namespace (with a receive
+/// timeout: an answer never comes late).
+///
+/// # Errors
+/// The failing call.
+pub(crate) fn diag_socket() -> std::io::Result<OwnedFd> {
+    // SAFETY: plain socket call; the descriptor is owned below.
+    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, libc::NETLINK_SOCK_DIAG) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: just created.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_diag_timeout(&fd);
+    Ok(fd)
+}
+
+/// One second: `sock_diag` answers at once, or never.
+pub(crate) fn set_diag_timeout(fd: &OwnedFd) {
+    let tv = libc::timeval { tv_sec: 1, tv_usec: 0 };
+    // SAFETY: setsockopt with a timeval of its size.
+    unsafe { libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as libc::socklen_t) };
+}
+
+/// What `sock_diag` says about a unix socket.
+#[derive(Debug, PartialEq, Eq)]
+enum Diag {
+    /// No such socket any more.
+    Gone,
+    /// It exists: the (kernel `dev_t`, inode) of the file it is bound to, and whether it listens.
+    Found { vfs: Option<(u32, u32)>, listening: bool },
+}
+
+/// Asks `sock_diag` about the unix socket with sockfs inode `ino` (`None`: no answer).
+fn unix_diag_vfs(diag: &OwnedFd, ino: u32) -> Option<Diag> {
+    static SEQ: AtomicUsize = AtomicUsize::new(1);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as u32;
+    let mut req = Vec::with_capacity(40);
+    req.extend_from_slice(&40u32.to_ne_bytes()); // nlmsg_len
+    req.extend_from_slice(&20u16.to_ne_bytes()); // SOCK_DIAG_BY_FAMILY
+    req.extend_from_slice(&1u16.to_ne_bytes()); // NLM_F_REQUEST: one socket, not a dump
+    req.extend_from_slice(&seq.to_ne_bytes());
+    req.extend_from_slice(&0u32.to_ne_bytes());
+    req.extend_from_slice(&[libc::AF_UNIX as u8, 0, 0, 0]); // family, protocol, pad
+    req.extend_from_slice(&u32::MAX.to_ne_bytes()); // every state
+    req.extend_from_slice(&ino.to_ne_bytes());
+    req.extend_from_slice(&2u32.to_ne_bytes()); // UDIAG_SHOW_VFS
+    req.extend_from_slice(&[0xff; 8]); // no cookie
+    // SAFETY: sending our buffer to the kernel (an unconnected netlink socket's default peer).
+    if unsafe { libc::send(diag.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) } != req.len() as isize {
+        return None;
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: receiving into our buffer.
+        let n = unsafe { libc::recv(diag.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 16 {
+            return None;
+        }
+        if let Some(d) = parse_diag(&buf[..n as usize], seq) {
+            return d;
+        }
+    }
+}
+
+/// One reply to request `seq`: `None` when it answers another request (skip it), `Some(None)`
+/// when it cannot be read.
+fn parse_diag(m: &[u8], seq: u32) -> Option<Option<Diag>> {
+    let u32_at = |o: usize| m.get(o..o + 4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+    let u16_at = |o: usize| m.get(o..o + 2).map(|b| u16::from_ne_bytes([b[0], b[1]]));
+    let (Some(len), Some(ty), Some(s)) = (u32_at(0), u16_at(4), u32_at(8)) else { return Some(None) };
+    if s != seq {
+        return None;
+    }
+    let len = (len as usize).min(m.len());
+    match ty {
+        2 => Some(match u32_at(16).map(|e| e as i32) {
+            Some(e) if e == -libc::ENOENT => Some(Diag::Gone),
+            _ => None,
+        }),
+        20 if len >= 32 => {
+            let listening = m[18] == 10; // TCP_LISTEN
+            let mut vfs = None;
+            let mut o = 32;
+            while o + 4 <= len {
+                let (Some(alen), Some(aty)) = (u16_at(o), u16_at(o + 2)) else { break };
+                let alen = alen as usize;
+                if alen < 4 || o + alen > len {
+                    break;
+                }
+                if let (true, 1, Some(vino), Some(dev)) = (alen >= 12, aty, u32_at(o + 4), u32_at(o + 8)) {
+                    // struct unix_diag_vfs { u32 ino; u32 dev; }
+                    vfs = Some((dev, vino));
+                }
+                o += (alen + 3) & !3;
+            }
+            Some(Some(Diag::Found { vfs, listening }))
+        }
+        _ => Some(None),
+    }
 }
 
 /// `SECCOMP_IOCTL_NOTIF_ID_VALID`: the caller is still waiting for this answer.

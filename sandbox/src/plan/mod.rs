@@ -1123,10 +1123,11 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         Some(_) => prot(ProtectionId::TmpPrivate, Enforced, "read-only mounts", "/tmp and /dev/shm are read-only in read-only mode"),
         None => prot(ProtectionId::TmpPrivate, Degraded, "none", "/tmp and /dev/shm are shared with the host (read-write); Full level gives a private /tmp"),
     });
-    // Network, then host unix sockets: with a granted socket every `connect` goes to the runner,
-    // which checks the address and makes the connection itself.
+    // Network, then host unix sockets: where the runner answers (seccomp user notification),
+    // every `connect` and `listen` goes to it; it checks and makes the call itself.
     let granted = granted_sockets_text(plan);
-    let via_runner = !granted.is_empty();
+    let via_runner = plan.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.action == crate::linux::seccomp::SeccompDeny::UserNotif));
+    let and_granted = if granted.is_empty() { String::new() } else { format!(", and the granted {granted} (connect-only; stream sockets)") };
     v.push(match (ns, &plan.network_allowlist) {
         (Some(_), Some(a)) => {
             let list = |v: &[crate::network::DomainRule]| if v.is_empty() { "none".to_string() } else { v.iter().map(|d| d.text.clone()).collect::<Vec<_>>().join(", ") };
@@ -1139,20 +1140,20 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
             if via_runner { "private network namespace (only lo) + seccomp (socket families) + every connect made by the runner" } else { "private network namespace (only lo) + seccomp (socket families)" },
             "TCP and UDP work on the sandbox's own loopback (local servers and their clients); nothing reaches the host's network; no netlink, packet or raw sockets"),
         (None, _) => {
-            let mut net_mech = if via_runner { "seccomp (socket family; connect → the runner; bind/listen/accept)" } else { "seccomp (socket family, connect/bind/listen/accept)" }.to_string();
+            let mut net_mech = if via_runner { "seccomp (socket family; connect and listen → the runner)" } else { "seccomp (socket family, connect/bind/listen/accept)" }.to_string();
             if abi >= 4 {
                 net_mech.push_str(" + landlock TCP (ABI 4)");
             }
             prot(ProtectionId::Network, Enforced, &net_mech, if via_runner {
-                "no AF_INET/AF_INET6/netlink/packet sockets; no bind, listen or accept on any socket; connect only to a granted unix socket"
+                "no AF_INET/AF_INET6/packet sockets (netlink: routing queries only, no capabilities to change anything); unix sockets only between the sandbox's own processes"
             } else {
-                "no AF_INET/AF_INET6/netlink/packet sockets; no connect, bind, listen or accept on any socket"
+                "no AF_INET/AF_INET6/packet sockets (netlink: routing queries only, no capabilities to change anything); no connect, bind, listen or accept on any socket"
             })
         }
     });
     v.push(match (via_runner, ns) {
-        (true, _) => prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (connect → the runner, which checks the address and connects itself)",
-            format!("pathname sockets (docker.sock, D-Bus, systemd) are unreachable, except the granted {granted} (connect-only; stream sockets)")),
+        (true, _) => prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (connect and listen → the runner, which checks what the path is bound to and makes the call itself)",
+            format!("pathname sockets (docker.sock, D-Bus, systemd) are unreachable: connect reaches only sockets the sandbox's own processes listen on{and_granted}")),
         (false, Some(_)) => prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (no socket(AF_UNIX): socketpairs only)",
             "pathname sockets (docker.sock, D-Bus, systemd) are unreachable: the command cannot create a unix socket to connect with"),
         (false, None) => prot(ProtectionId::UnixSocketsOutside, Enforced,
@@ -1162,7 +1163,11 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     if ns.is_some() {
         abs_mech.push_str(" + network namespace");
     }
-    v.push(prot(ProtectionId::AbstractSocketsOutside, Enforced, &abs_mech, "abstract unix sockets outside are unreachable"));
+    if via_runner && ns.is_none() {
+        abs_mech.push_str(" + listen → the runner");
+    }
+    v.push(prot(ProtectionId::AbstractSocketsOutside, Enforced, &abs_mech,
+        if ns.is_some() { "abstract unix sockets outside are unreachable, and the sandbox's own abstract names are invisible outside (network namespace)" } else { "abstract unix sockets outside are unreachable, and the command cannot listen on an abstract name (host processes could reach it)" }));
     v.push(match (ns.is_some(), abi >= 6) {
         (true, true) => prot(ProtectionId::SignalsOutside, Enforced, "PID namespace + landlock scope (ABI 6)", "no process outside the sandbox is visible or signalable"),
         (true, false) => prot(ProtectionId::SignalsOutside, Enforced, "PID namespace", "no process outside the sandbox is visible or signalable"),
@@ -1471,6 +1476,7 @@ mod tests {
             cgroup_memory: None,
             mem_total_bytes: 8 << 30,
             overlay_fs: true,
+            seccomp_broker: Some(Feature { available: true, detail: String::new() }),
             is_root: root,
             uid: if root { 0 } else { 1000 },
             gid: if root { 0 } else { 1000 },
@@ -1536,14 +1542,23 @@ mod tests {
         assert!(p.helper_plan(1, Vec::new()).seccomp_listener);
         let row = p.protections.iter().find(|x| x.id == ProtectionId::UnixSocketsOutside).unwrap();
         assert_eq!(row.state, ProtectionState::Enforced);
-        assert!(row.detail.contains("except the granted /run/user/1000/ssh-agent.sock"), "{row:?}");
+        assert!(row.detail.contains("and the granted /run/user/1000/ssh-agent.sock"), "{row:?}");
         assert!(p.warnings.iter().all(|w| !w.contains("GRANTED SOCKET")), "{:?}", p.warnings);
         // The same variable naming another socket stays out; no grant, no listener.
         let other = RunContext { caller_env: vec![("SSH_AUTH_SOCK".into(), "/tmp/other".into())], ..Default::default() };
         assert!(!make_plan(&pol, &caps(7, false), &other).unwrap().env.vars.iter().any(|(k, _)| k == "SSH_AUTH_SOCK"));
+        // No grant: the runner still answers connect and listen (the sandbox's own servers).
         let plain = make_plan(&policy(SandboxMode::WorkspaceWrite, &home, &ws), &caps(7, false), &ctx).unwrap();
-        assert!(!plain.helper_plan(1, Vec::new()).seccomp_listener && plain.unix_sockets.is_empty());
+        assert!(plain.helper_plan(1, Vec::new()).seccomp_listener && plain.unix_sockets.is_empty());
         assert!(!plain.env.vars.iter().any(|(k, _)| k == "SSH_AUTH_SOCK"));
+        // Where the runner cannot answer: no listener, and a grant is an error naming why.
+        let mut old = caps(7, false);
+        old.seccomp_broker = Some(Feature { available: false, detail: "needs pidfd_getfd (Linux 5.6): ENOSYS".into() });
+        let p = make_plan(&policy(SandboxMode::WorkspaceWrite, &home, &ws), &old, &ctx).unwrap();
+        assert!(!p.helper_plan(1, Vec::new()).seccomp_listener);
+        assert!(p.seccomp().unwrap().rules.iter().any(|r| r.syscall == "listen" && r.action == crate::linux::seccomp::SeccompDeny::Eperm));
+        let e = make_plan(&pol, &old, &ctx).unwrap_err().to_string();
+        assert!(e.contains("--allow-unix-socket") && e.contains("pidfd_getfd"), "{e}");
         // A container runtime's socket is said loudly.
         let docker = PathBuf::from("/var/run/docker.sock");
         pol.allow_unix_sockets = vec![(docker, PathBuf::from("/run/docker.sock"))];

@@ -303,10 +303,6 @@ pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
     let run_id: String = id.iter().map(|b| format!("{b:02x}")).collect();
     let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks, run_id: Some(run_id), helper_exe: None };
     let mut plan = crate::plan::make_plan_at(policy, &caps, &ctx, level)?;
-    #[cfg(target_os = "linux")]
-    if !plan.unix_sockets.is_empty() {
-        crate::linux::unixgrant::check_support(caps.is_root)?;
-    }
     if let Err(e) = crate::denied::record(policy) {
         plan.warnings.push(format!("the denied paths' inodes could not be recorded ({e}): if a command moves one, the next run's rule matches only its name"));
     }

@@ -99,6 +99,9 @@ pub enum Report {
     /// PID 1 listens on this port of the sandbox's loopback for the runner's proxy (the
     /// listening socket comes with this message).
     ProxyListening(u16),
+    /// PID 1's `sock_diag` socket, made in the sandbox's network namespace for the runner's
+    /// answers to `connect` (the socket comes with this message).
+    SocketDiag,
 }
 
 /// The longest message text kept in a line (so that a line stays below `PIPE_BUF`).
@@ -163,7 +166,7 @@ impl Reported {
                 Report::Status(s) => r.status = Some(s),
                 Report::Warning(w) => r.warnings.push(w),
                 // The socket that came with it is what the runner uses (told apart by its type).
-                Report::ProxyListening(_) => {}
+                Report::ProxyListening(_) | Report::SocketDiag => {}
             }
         }
         r

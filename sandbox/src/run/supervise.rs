@@ -198,6 +198,8 @@ pub(crate) fn supervise_run(
         #[cfg(target_os = "linux")]
         let mut broker: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
         #[cfg(target_os = "linux")]
+        let mut ns_diag: Option<std::os::fd::OwnedFd> = None;
+        #[cfg(target_os = "linux")]
         let mut proxy: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
         let result = (|| {
             let mut status: Option<i32> = None;
@@ -291,6 +293,12 @@ pub(crate) fn supervise_run(
                         let got = super::fds::read_with_fd(p.fd, &mut buf, &mut passed);
                         for fd in passed {
                             let stop = broker_stop.read;
+                            // PID 1's sock_diag socket (sandbox's network namespace): the broker's.
+                            if crate::linux::sockopt(&fd, libc::SO_DOMAIN) == Some(libc::AF_NETLINK) {
+                                crate::linux::unixgrant::set_diag_timeout(&fd);
+                                ns_diag = Some(fd);
+                                continue;
+                            }
                             match (crate::linux::proxy::is_tcp_listener(&fd), granted, &plan.network_allowlist) {
                                 // PID 1's listener: the allowlist proxy serves it.
                                 (true, _, Some(a)) if proxy.is_none() => {
@@ -300,7 +308,8 @@ pub(crate) fn supervise_run(
                                 }
                                 // The seccomp listener: answer the command's connect calls.
                                 (false, Some(g), _) if broker.is_none() => {
-                                    broker = Some(scope.spawn(move || crate::linux::unixgrant::serve(fd, g, stop)));
+                                    let diag = ns_diag.take();
+                                    broker = Some(scope.spawn(move || crate::linux::unixgrant::serve(fd, g, diag, stop)));
                                 }
                                 _ => drop(fd),
                             }
