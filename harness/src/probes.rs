@@ -628,10 +628,11 @@ unsafe fn unix_listen_swap(target: &str, data: &str) -> i32 {
     let (mut ok, mut refused) = (0, 0);
     let (sa, len) = sockaddr_un(path.as_bytes(), false);
     for _ in 0..2000 {
-        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
         if fd < 0 {
             break;
         }
+        libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK);
         if libc::connect(fd, (&sa as *const libc::sockaddr_un).cast(), len) == 0 {
             ok += 1;
             libc::write(fd, data.as_ptr().cast(), data.len());
@@ -641,7 +642,7 @@ unsafe fn unix_listen_swap(target: &str, data: &str) -> i32 {
         libc::close(fd);
         // Keep the own listener's backlog from filling.
         loop {
-            let c = libc::accept4(l, std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_NONBLOCK);
+            let c = libc::accept(l, std::ptr::null_mut(), std::ptr::null_mut());
             if c < 0 {
                 break;
             }
