@@ -162,6 +162,10 @@ pub fn status_text(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> St
         let _ = writeln!(s, "    {} ABI {a} (Linux {k}): {what}", if ll.abi >= *a { "✓" } else { "·" });
     }
     let _ = writeln!(s, "  Seccomp:   {} {}", caps.seccomp.detail, ok(caps.seccomp.available));
+    if let Some(b) = &caps.seccomp_broker {
+        let what = if b.available { "the runner answers connect/bind/listen: the sandbox's own unix servers work, --allow-unix-socket available" } else { "unix sockets are socketpairs only; --allow-unix-socket refused" };
+        let _ = writeln!(s, "  Broker:    {} ({}) {}", what, b.detail, ok(b.available));
+    }
     if let Some(u) = &caps.user_namespaces {
         let _ = writeln!(s, "  Userns:    {} {}", u.detail, ok(u.available));
     }

@@ -79,7 +79,9 @@ pub(crate) fn check_support(is_root: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// The granted sockets of one run, each held open (`O_PATH`) from before the command starts:
+/// The runner's side of one run: the granted sockets, the `sock_diag` socket of the host's
+/// namespace and the run's abstract-name prefix. The granted sockets are each held open
+/// (`O_PATH`) from before the command starts:
 /// the runner connects to `/proc/self/fd/N`, the socket the user granted, even if the command
 /// later replaces the path (a grant in a directory it may write: the workspace, the host's
 /// `/tmp` at Standard) with a link to another socket.
@@ -164,7 +166,7 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
             continue; // the caller went away (ENOENT) or was interrupted
         }
         if req.data.nr == libc::SYS_listen as i32 {
-            let r = listen_for(&listener, &req, granted, &mut own);
+            let r = listen_for(&listener, &req, granted, diag, &mut own);
             respond(&listener, req.id, r);
             continue;
         }
@@ -211,7 +213,7 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
 }
 
 /// `listen` (step 3 of the module docs): the runner's own call on the command's socket.
-fn listen_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted, own: &mut Vec<u32>) -> Result<i64, i32> {
+fn listen_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted, diag: Option<&OwnedFd>, own: &mut Vec<u32>) -> Result<i64, i32> {
     let own_netns = granted.own_netns;
     let sock = take_fd(listener, req, req.data.args[0] as i32)?;
     let backlog = req.data.args[1] as i32;
@@ -235,7 +237,17 @@ fn listen_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted, 
     }
     if unix {
         let ino = fstat(&sock).map_err(|_| libc::EIO)?.st_ino as u32;
+        // Bounded: closed listeners are forgotten once the list grows (the runner's memory is
+        // not the command's to fill).
+        if own.len() >= MAX_OWN / 4 {
+            if let Some(d) = diag {
+                own.retain(|&l| unix_diag_vfs(d, l) != Some(Diag::Gone));
+            }
+        }
         if !own.contains(&ino) {
+            if own.len() >= MAX_OWN {
+                return Err(libc::ENOBUFS);
+            }
             own.push(ino);
         }
     }
@@ -324,6 +336,9 @@ fn continue_call(listener: &OwnedFd, id: u64) {
     // SAFETY: the ioctl reads the response; ENOENT (the caller went away) needs nothing.
     unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND as _, &mut resp) };
 }
+
+/// The most listening unix sockets of one run the runner keeps track of at once.
+const MAX_OWN: usize = 4096;
 
 /// Connects the runner is making for commands (all runs of this process).
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
@@ -646,6 +661,38 @@ mod tests {
         let mut inet = (libc::AF_INET as u16).to_ne_bytes().to_vec();
         inet.extend_from_slice(b"/tmp/ssh-x/agent.1");
         assert!(!ok(&inet), "not AF_UNIX");
+    }
+
+    #[test]
+    fn abstract_names_go_under_the_run_prefix_once() {
+        let p = b"lgsbx-0123456789ab/";
+        let a = addr(b"\0listener-1");
+        assert_eq!(prefixed(&a, p).unwrap(), addr(b"\0lgsbx-0123456789ab/listener-1"));
+        assert_eq!(prefixed(&prefixed(&a, p).unwrap(), p).unwrap(), prefixed(&a, p).unwrap(), "already under it");
+        let long = addr(&[b"\0".as_slice(), &[b'x'; 100]].concat());
+        assert_eq!(prefixed(&long, p), Err(libc::ENAMETOOLONG));
+    }
+
+    #[test]
+    fn sock_diag_replies_are_read_by_sequence() {
+        let hdr = |len: u32, ty: u16, seq: u32| [len.to_ne_bytes().as_slice(), &ty.to_ne_bytes(), &0u16.to_ne_bytes(), &seq.to_ne_bytes(), &0u32.to_ne_bytes()].concat();
+        // An error reply: ENOENT means gone; another error means no answer.
+        let gone = [hdr(20, 2, 7), (-libc::ENOENT).to_ne_bytes().to_vec()].concat();
+        assert_eq!(parse_diag(&gone, 7), Some(Some(Diag::Gone)));
+        assert_eq!(parse_diag(&gone, 8), None, "another request's reply is skipped");
+        let eperm = [hdr(20, 2, 7), (-libc::EPERM).to_ne_bytes().to_vec()].concat();
+        assert_eq!(parse_diag(&eperm, 7), Some(None));
+        // A socket: unix_diag_msg (state 10 = listening) then UNIX_DIAG_VFS { ino, dev }.
+        let msg = [1u8, 1, 10, 0].iter().copied().chain(42u32.to_ne_bytes()).chain([0xff; 8]).collect::<Vec<u8>>();
+        let vfs = [12u16.to_ne_bytes().as_slice(), &1u16.to_ne_bytes(), &99u32.to_ne_bytes(), &((8u32 << 20) | 3).to_ne_bytes()].concat();
+        let found = [hdr(44, 20, 7), msg.clone(), vfs].concat();
+        assert_eq!(parse_diag(&found, 7), Some(Some(Diag::Found { vfs: Some(((8 << 20) | 3, 99)), listening: true })));
+        // Unbound (no VFS attribute), not listening; a truncated attribute is ignored.
+        let mut m2 = msg;
+        m2[2] = 1;
+        assert_eq!(parse_diag(&[hdr(32, 20, 7), m2.clone()].concat(), 7), Some(Some(Diag::Found { vfs: None, listening: false })));
+        let bad = [hdr(40, 20, 7), m2, vec![40, 0, 1, 0, 1, 2, 3, 4]].concat();
+        assert_eq!(parse_diag(&bad, 7), Some(Some(Diag::Found { vfs: None, listening: false })));
     }
 
     #[test]
