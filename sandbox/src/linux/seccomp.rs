@@ -114,6 +114,11 @@ const AF_INET: u32 = 2;
 const AF_INET6: u32 = 10;
 const AF_NETLINK: u32 = 16;
 const NETLINK_ROUTE: u32 = 0;
+const IPPROTO_TCP: u32 = 6;
+/// `sendto`/`sendmsg` flag that makes a TCP socket connect (Fast Open).
+const MSG_FASTOPEN: u32 = 0x2000_0000;
+const SOL_SOCKET: u32 = 1;
+const SO_REUSEPORT: u32 = 15;
 /// `SOCK_NONBLOCK | SOCK_CLOEXEC`: the only flags `socket(2)` accepts in `type`.
 const SOCK_TYPE_FLAGS: u32 = 0o4000 | 0o2_000_000;
 /// Bits of a unix socket's `type` that neither SOCK_STREAM (1) nor SOCK_SEQPACKET (5) has, once
@@ -182,7 +187,11 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
     // raw sockets).
     let own_netns = scope == SocketScope::OwnNetworkNamespace;
     let mut type_checked: Vec<(&str, i64, Vec<ArgCondition>, &str)> = vec![("socketpair", x86("socketpair"), Vec::new(), "")];
-    if !own_netns || brokered {
+    if !own_netns {
+        // The host's namespace: every socket but a netlink one (unix, and TCP with the runner)
+        // is stream or seqpacket; TCP is further narrowed below.
+        type_checked.insert(0, ("socket", x86("socket"), vec![ArgCondition::Ne { arg: 0, value: AF_NETLINK }], "domain != AF_NETLINK && "));
+    } else if brokered {
         type_checked.insert(0, ("socket", x86("socket"), vec![ArgCondition::Eq { arg: 0, value: AF_UNIX }], "domain == AF_UNIX && "));
     }
     for (name, nr, domain, domain_text) in type_checked {
@@ -195,6 +204,25 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
                 Some(format!("{domain_text}type & {bit:#x} (not stream or seqpacket)")), SeccompDeny::Eperm, why);
         }
     }
+    // In the host's network namespace, with the runner answering: TCP only (SOCK_STREAM with
+    // protocol 0 or IPPROTO_TCP: no UDP, whose sendmsg addresses anyone, no SCTP, which connects
+    // from sendmsg, no MPTCP), and the runner makes every bind, listen and connect (loopback only;
+    // connect only to the sandbox's own listeners).
+    let host_tcp = !own_netns && brokered;
+    if host_tcp {
+        // The checks above leave stream and seqpacket; the domain row below leaves unix,
+        // netlink, IPv4 and IPv6. For the two inet families: stream only, TCP only.
+        let inet = || vec![ArgCondition::Ne { arg: 0, value: AF_UNIX }, ArgCondition::Ne { arg: 0, value: AF_NETLINK }];
+        row_all("socket", x86("socket"), inet().into_iter().chain([ArgCondition::HasBits { arg: 1, bits: 4 }]).collect(),
+            Some("domain is AF_INET/AF_INET6 && type & 4 (seqpacket: SCTP)".into()), SeccompDeny::Eperm,
+            "in the host's network namespace only TCP: SCTP associates from sendmsg without connect");
+        row_all("socket", x86("socket"), inet().into_iter().chain([ArgCondition::Ne { arg: 2, value: 0 }, ArgCondition::Ne { arg: 2, value: IPPROTO_TCP }]).collect(),
+            Some("domain is AF_INET/AF_INET6 && protocol != 0 && protocol != IPPROTO_TCP".into()), SeccompDeny::Eperm,
+            "in the host's network namespace only TCP: SCTP associates from sendmsg without connect; MPTCP and the rest are not needed");
+        row_all("setsockopt", x86("setsockopt"), vec![ArgCondition::Eq { arg: 1, value: SOL_SOCKET }, ArgCondition::Eq { arg: 2, value: SO_REUSEPORT }],
+            Some("level == SOL_SOCKET && optname == SO_REUSEPORT".into()), SeccompDeny::Eperm,
+            "a listener sharing a host service's port (SO_REUSEPORT, same uid) would take some of the connections the runner lets the command make to its own listener");
+    }
     let ne = |v: u32| ArgCondition::Ne { arg: 0, value: v };
     match (own_netns, brokered) {
         (true, true) => row_all("socket", x86("socket"), vec![ne(AF_INET), ne(AF_INET6), ne(AF_NETLINK), ne(AF_UNIX)],
@@ -203,9 +231,12 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
         (true, false) => row_all("socket", x86("socket"), vec![ne(AF_INET), ne(AF_INET6), ne(AF_NETLINK)],
             Some("domain != AF_INET && domain != AF_INET6 && domain != AF_NETLINK".into()), SeccompDeny::Eperm,
             "in the sandbox's own network namespace (only lo) TCP and UDP reach nothing outside; unix sockets only as socketpairs (a pathname socket of the host would be reachable with connect), no packet or other families"),
-        (false, _) => row_all("socket", x86("socket"), vec![ne(AF_UNIX), ne(AF_NETLINK)],
+        (false, true) => row_all("socket", x86("socket"), vec![ne(AF_UNIX), ne(AF_NETLINK), ne(AF_INET), ne(AF_INET6)],
+            Some("domain != AF_UNIX && domain != AF_NETLINK && domain != AF_INET && domain != AF_INET6".into()), SeccompDeny::Eperm,
+            "no network: the host's network namespace; unix and TCP sockets connect only to the sandbox's own listeners (the runner decides; TCP on loopback only), and routing queries"),
+        (false, false) => row_all("socket", x86("socket"), vec![ne(AF_UNIX), ne(AF_NETLINK)],
             Some("domain != AF_UNIX && domain != AF_NETLINK".into()), SeccompDeny::Eperm,
-            "no network: the host's network namespace; only unix sockets (socketpairs, and with the runner answering connect, the sandbox's own listeners) and routing queries"),
+            "no network: the host's network namespace; only unix socketpairs and routing queries"),
     }
     row_all("socket", x86("socket"), vec![ArgCondition::Eq { arg: 0, value: AF_NETLINK }, ArgCondition::Ne { arg: 2, value: NETLINK_ROUTE }],
         Some("domain == AF_NETLINK && protocol != NETLINK_ROUTE".into()), SeccompDeny::Eperm,
@@ -240,7 +271,11 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
             "the runner makes the call itself and records the listener (connect reaches only recorded listeners); in the host's network namespace it refuses an abstract unix name outside the run's own prefix, which host processes could reach");
         if !own_netns {
             row("bind", x86("bind"), None, UserNotif,
-                "in the host's network namespace the runner binds an abstract unix name itself, under the run's own prefix (no well-known name a host client connects to can be taken); a pathname bind is made by the kernel, under Landlock, and checked at listen");
+                "in the host's network namespace the runner binds an abstract unix name itself, under the run's own prefix (no well-known name a host client connects to can be taken), and a TCP socket itself, to loopback only (a wildcard address becomes loopback); a pathname bind is made by the kernel, under Landlock, and checked at listen");
+            let tfo = "TCP Fast Open connects from sendto/sendmsg without connect: refused (connect goes through the runner)";
+            row("sendto", x86("sendto"), Some((ArgCondition::HasBits { arg: 3, bits: MSG_FASTOPEN }, "flags & MSG_FASTOPEN".into())), Eperm, tfo);
+            row("sendmsg", x86("sendmsg"), Some((ArgCondition::HasBits { arg: 2, bits: MSG_FASTOPEN }, "flags & MSG_FASTOPEN".into())), Eperm, tfo);
+            row("sendmmsg", x86("sendmmsg"), Some((ArgCondition::HasBits { arg: 3, bits: MSG_FASTOPEN }, "flags & MSG_FASTOPEN".into())), Eperm, tfo);
         }
     } else if !own_netns {
         for (name, n) in [("connect", x86("connect")), ("listen", x86("listen"))] {
@@ -927,6 +962,12 @@ mod tests {
                 prog.push(pack(BPF_RET_K, 0, 0, ENOSYS));
             }
         }
+        // The runner's calls: unconditional rows only (connect, listen, bind).
+        for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::UserNotif) {
+            assert!(r.conditions.is_empty(), "conditional user-notification rows are not in the reference");
+            prog.push(pack(BPF_JEQ_K, 0, 1, r.nr as u32));
+            prog.push(pack(BPF_RET_K, 0, 0, RET_USER_NOTIF));
+        }
         let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
         for r in table.iter().filter(|r| r.nr >= 0 && r.action == SeccompDeny::Eperm) {
             let entry = rules.entry(r.nr).or_default();
@@ -1043,13 +1084,15 @@ mod tests {
         len[0]
     }
 
-    fn tables() -> [(&'static str, Vec<SeccompRuleSpec>); 3] {
+    fn tables() -> [(&'static str, Vec<SeccompRuleSpec>); 5] {
         let mut guarded = seccomp_table();
         guarded.extend(truncate_guard_rules());
         [
             ("seccomp_table", seccomp_table()),
             ("seccomp_table+truncate_guard_rules", guarded),
             ("seccomp_table_for(OwnNetworkNamespace)", seccomp_table_for(SocketScope::OwnNetworkNamespace)),
+            ("seccomp_table_with(SocketpairsOnly, brokered)", seccomp_table_with(SocketScope::SocketpairsOnly, true)),
+            ("seccomp_table_with(OwnNetworkNamespace, brokered)", seccomp_table_with(SocketScope::OwnNetworkNamespace, true)),
         ]
     }
 
@@ -1106,11 +1149,27 @@ mod tests {
                 assert_eq!(act(&p, libc::SYS_socketpair, [1, ty, 0, 0, 0, 0]), EPERM, "{scope:?} unix pair type {ty:#o}");
             }
             assert_eq!(act(&p, libc::SYS_socket, [2, 2, 0, 0, 0, 0]), if own { RET_ALLOW } else { EPERM }, "{scope:?} UDP");
-            assert_eq!(act(&p, libc::SYS_socket, [2, 1, 0, 0, 0, 0]), if own { RET_ALLOW } else { EPERM }, "{scope:?} TCP");
+            // TCP at every scope (in the host's namespace the runner binds, listens and connects).
+            for (dom, ty, proto) in [(2u64, 1u64, 0u64), (10, 1, 6), (2, 1 | 0o2_000_000 | 0o4000, 0)] {
+                assert_eq!(act(&p, libc::SYS_socket, [dom, ty, proto, 0, 0, 0]), RET_ALLOW, "{scope:?} TCP {dom} {ty:#o} {proto}");
+            }
+            // In the host's namespace: no SCTP or MPTCP stream socket, no UDP, no Fast Open, no
+            // SO_REUSEPORT.
+            for (dom, ty, proto) in [(2u64, 1u64, 132u64), (10, 1, 262), (2, 2, 17), (10, 3, 0), (2, 5, 132)] {
+                assert_eq!(act(&p, libc::SYS_socket, [dom, ty, proto, 0, 0, 0]), if own { RET_ALLOW } else { EPERM }, "{scope:?} {dom} {ty} {proto}");
+            }
+            let tfo = 0x2000_0000u64;
+            assert_eq!(act(&p, libc::SYS_sendto, [3, 0, 9, tfo, 0, 0]), if own { RET_ALLOW } else { EPERM }, "{scope:?} sendto MSG_FASTOPEN");
+            assert_eq!(act(&p, libc::SYS_sendmsg, [3, 0, tfo | 0x40, 0, 0, 0]), if own { RET_ALLOW } else { EPERM }, "{scope:?} sendmsg MSG_FASTOPEN");
+            assert_eq!(act(&p, libc::SYS_sendmmsg, [3, 0, 1, tfo, 0, 0]), if own { RET_ALLOW } else { EPERM }, "{scope:?} sendmmsg MSG_FASTOPEN");
+            assert_eq!(act(&p, libc::SYS_sendto, [3, 0, 9, 0x40, 0, 0]), RET_ALLOW, "{scope:?} sendto");
+            assert_eq!(act(&p, libc::SYS_setsockopt, [3, 1, 15, 0, 4, 0]), if own { RET_ALLOW } else { EPERM }, "{scope:?} SO_REUSEPORT");
+            assert_eq!(act(&p, libc::SYS_setsockopt, [3, 1, 2, 0, 4, 0]), RET_ALLOW, "{scope:?} SO_REUSEADDR");
             assert_eq!(act(&p, libc::SYS_socket, [17, 3, 0, 0, 0, 0]), EPERM, "{scope:?} packet");
             assert_eq!(act(&p, libc::SYS_socket, [16, 3 | 0o2_000_000, 0, 0, 0, 0]), RET_ALLOW, "{scope:?} NETLINK_ROUTE");
             assert_eq!(act(&p, libc::SYS_socket, [16, 3, 4, 0, 0, 0]), EPERM, "{scope:?} NETLINK_SOCK_DIAG");
-            let changed = [libc::SYS_connect, libc::SYS_listen, libc::SYS_socket, libc::SYS_bind, libc::SYS_accept, libc::SYS_accept4];
+            let changed = [libc::SYS_connect, libc::SYS_listen, libc::SYS_socket, libc::SYS_bind, libc::SYS_accept, libc::SYS_accept4,
+                libc::SYS_sendto, libc::SYS_sendmsg, libc::SYS_sendmmsg, libc::SYS_setsockopt];
             for nr in probe_nrs().into_iter().filter(|&n| !changed.contains(&i64::from(n))) {
                 for args in [[0u64; 6], [1, 2, 0, 0, 0, 0], [1, 3, 0, 0, 0, 0], [u64::MAX; 6]] {
                     assert_eq!(act(&p, i64::from(nr), args), act(&base, i64::from(nr), args), "{scope:?} nr {nr} {args:?}");
@@ -1204,7 +1263,7 @@ mod tests {
             let act = |nr: i64| run(&new, &data(nr as u32, AUDIT_ARCH_X86_64, [0; 6])).action;
             assert_eq!(act(libc::SYS_getpid), RET_ALLOW);
             let own_netns = name.contains("OwnNetworkNamespace");
-            assert_eq!(act(libc::SYS_connect), if own_netns { RET_ALLOW } else { EPERM });
+            assert_eq!(act(libc::SYS_connect), if name.contains("brokered") { RET_USER_NOTIF } else if own_netns { RET_ALLOW } else { EPERM });
             assert_eq!(act(x86("clone3")), ENOSYS);
             assert_eq!(act(x86("openat2")), ENOSYS);
             assert_eq!(run(&new, &data(39 | X32_BIT, AUDIT_ARCH_X86_64, [0; 6])).action, EPERM);
@@ -1301,7 +1360,10 @@ mod tests {
             );
             assert!(new.len() * 3 < old.len(), "{name}: {} vs {}", new.len(), old.len());
             assert!(new.len() <= 160, "{name}: {} instructions", new.len());
-            assert!(new_path <= 32, "{name}: longest path {new_path}");
+            // The brokered host table's longest path is socket() (unix, TCP and netlink each
+            // type-checked, one argument load per condition): a rare call.
+            let path_bound = if name.contains("SocketpairsOnly, brokered") { 44 } else { 32 };
+            assert!(new_path <= path_bound, "{name}: longest path {new_path}");
             assert!(new_nr <= 20, "{name}: {new_nr} instructions before the decision or an argument load");
             // The balanced tree: a native number passes the prologue (arch load and check, nr load,
             // x32 check, two ENOSYS checks), then at most ceil(log2(leaves)) JGE nodes, then
@@ -1468,7 +1530,7 @@ mod tests {
     #[test]
     fn loaded_program_enforces_the_table_in_a_forked_child() {
         // The no-network tables (the own-namespace one is checked on its decisions above).
-        for (name, t) in tables().into_iter().filter(|(n, _)| !n.contains("OwnNetworkNamespace")) {
+        for (name, t) in tables().into_iter().filter(|(n, _)| !n.contains("OwnNetworkNamespace") && !n.contains("brokered")) {
             let guard = t.iter().any(|r| r.syscall == "truncate");
             let filter: Vec<libc::sock_filter> = compile(&t)
                 .unwrap()

@@ -106,7 +106,11 @@ const TABLE: &[(&str, i64, Option<i64>)] = &[
     ("semget", 64, Some(190)),
     ("semop", 65, Some(193)),
     ("semtimedop", 220, Some(192)),
+    ("sendmmsg", 307, Some(269)),
+    ("sendmsg", 46, Some(211)),
+    ("sendto", 44, Some(206)),
     ("setns", 308, Some(268)),
+    ("setsockopt", 54, Some(208)),
     ("shmat", 30, Some(196)),
     ("shmctl", 31, Some(195)),
     ("shmdt", 67, Some(197)),
@@ -155,6 +159,7 @@ mod tests {
             ("shmget", libc::SYS_shmget), ("semtimedop", libc::SYS_semtimedop), ("truncate", libc::SYS_truncate),
             ("process_vm_writev", libc::SYS_process_vm_writev), ("userfaultfd", libc::SYS_userfaultfd), ("getpid", libc::SYS_getpid),
             ("io_uring_setup", libc::SYS_io_uring_setup), ("open_by_handle_at", libc::SYS_open_by_handle_at),
+            ("sendto", libc::SYS_sendto), ("sendmsg", libc::SYS_sendmsg), ("sendmmsg", libc::SYS_sendmmsg), ("setsockopt", libc::SYS_setsockopt),
         ];
         for (name, n) in libc_nr {
             assert_eq!(number(native, name), Some(*n), "{name}");

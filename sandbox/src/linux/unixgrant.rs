@@ -138,8 +138,10 @@ impl Granted {
 pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedFd>, stop: i32) {
     let listener = Arc::new(listener);
     let diag = if granted.own_netns { ns_diag.as_ref() } else { granted.host_diag.as_ref() };
-    // The sandbox's own listening unix sockets (sockfs inode numbers).
+    // The sandbox's own listening unix sockets (sockfs inode numbers), and in the host's network
+    // namespace its TCP listeners (sockfs inode, loopback address, port).
     let mut own: Vec<u32> = Vec::new();
+    let mut tcp: Vec<TcpListener> = Vec::new();
     loop {
         let mut p = [
             libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 },
@@ -166,7 +168,7 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
             continue; // the caller went away (ENOENT) or was interrupted
         }
         if req.data.nr == libc::SYS_listen as i32 {
-            let r = listen_for(&listener, &req, granted, diag, &mut own);
+            let r = listen_for(&listener, &req, granted, diag, &mut own, &mut tcp);
             respond(&listener, req.id, r);
             continue;
         }
@@ -183,7 +185,8 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
                     Some(p) => Target::Unix(p),
                     None => own_listener(&listener, &req, &addr, granted, diag, &mut own)?,
                 },
-                Kind::Other if granted.own_netns => Target::Raw(addr),
+                Kind::Tcp | Kind::Other if granted.own_netns => Target::Raw(addr),
+                Kind::Tcp => own_tcp_listener(&addr, &tcp)?,
                 Kind::Other => return Err(libc::EPERM),
             };
             Ok((sock, t))
@@ -213,13 +216,14 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
 }
 
 /// `listen` (step 3 of the module docs): the runner's own call on the command's socket.
-fn listen_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted, diag: Option<&OwnedFd>, own: &mut Vec<u32>) -> Result<i64, i32> {
+fn listen_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted, diag: Option<&OwnedFd>, own: &mut Vec<u32>, tcp: &mut Vec<TcpListener>) -> Result<i64, i32> {
     let own_netns = granted.own_netns;
     let sock = take_fd(listener, req, req.data.args[0] as i32)?;
     let backlog = req.data.args[1] as i32;
     let unix = match kind(&sock)? {
         Kind::Unix => true,
-        Kind::Other if own_netns => false,
+        Kind::Tcp | Kind::Other if own_netns => false,
+        Kind::Tcp => return listen_tcp(&sock, backlog, tcp),
         Kind::Other => return Err(libc::EPERM),
     };
     if unix && !own_netns {
@@ -305,14 +309,127 @@ fn bind_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted) ->
         Ok(t) => t,
         Err(e) => return Some(Err(e)),
     };
+    if matches!(kind, Kind::Tcp) && !granted.own_netns {
+        return Some(loopback_only(&addr).and_then(|a| bind_raw(&sock, &a)));
+    }
     if !matches!(kind, Kind::Unix) || addr.len() <= 2 || addr[2] != 0 {
         return None;
     }
-    Some(prefixed(&addr, &granted.prefix).and_then(|a| {
-        // SAFETY: binding our duplicate of the caller's socket to an address of `a.len()` bytes.
-        let r = unsafe { libc::bind(sock.as_raw_fd(), a.as_ptr().cast(), a.len() as libc::socklen_t) };
-        if r == 0 { Ok(0) } else { Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)) }
-    }))
+    Some(prefixed(&addr, &granted.prefix).and_then(|a| bind_raw(&sock, &a)))
+}
+
+/// `bind` of our duplicate of the caller's socket to a raw address.
+fn bind_raw(sock: &OwnedFd, a: &[u8]) -> Result<i64, i32> {
+    // SAFETY: binding our duplicate of the caller's socket to an address of `a.len()` bytes.
+    let r = unsafe { libc::bind(sock.as_raw_fd(), a.as_ptr().cast(), a.len() as libc::socklen_t) };
+    if r == 0 { Ok(0) } else { Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)) }
+}
+
+/// One of the sandbox's TCP listeners in the host's network namespace.
+struct TcpListener {
+    ino: u64,
+    ip: std::net::IpAddr,
+    port: u16,
+}
+
+/// The IP address and port of a raw `sockaddr_in`/`sockaddr_in6` (IPv4-mapped IPv6 addresses as
+/// IPv4); `None` when it is neither or too short.
+fn inet_addr(a: &[u8]) -> Option<(std::net::IpAddr, u16)> {
+    let family = i32::from(u16::from_ne_bytes([*a.first()?, *a.get(1)?]));
+    let port = u16::from_be_bytes([*a.get(2)?, *a.get(3)?]);
+    if family == libc::AF_INET {
+        let o: [u8; 4] = a.get(4..8)?.try_into().ok()?;
+        return Some((std::net::IpAddr::from(o), port));
+    }
+    if family == libc::AF_INET6 {
+        let o: [u8; 16] = a.get(8..24)?.try_into().ok()?;
+        let v6 = std::net::Ipv6Addr::from(o);
+        return Some((v6.to_ipv4_mapped().map_or(std::net::IpAddr::V6(v6), std::net::IpAddr::V4), port));
+    }
+    None
+}
+
+/// A TCP bind address in the host's network namespace, made loopback-only: the wildcard becomes
+/// loopback (`0.0.0.0` → `127.0.0.1`, `::` → `::1`, and IPv4-mapped alike), a loopback address
+/// stays, any other is refused (`EPERM`): a listener there would take connections from the
+/// network.
+fn loopback_only(a: &[u8]) -> Result<Vec<u8>, i32> {
+    let (ip, _) = inet_addr(a).ok_or(libc::EINVAL)?;
+    let mut out = a.to_vec();
+    match ip {
+        std::net::IpAddr::V4(v4) if v4.is_loopback() => {}
+        std::net::IpAddr::V4(v4) if v4.is_unspecified() => {
+            let at = if i32::from(u16::from_ne_bytes([a[0], a[1]])) == libc::AF_INET { 4 } else { 20 };
+            out[at..at + 4].copy_from_slice(&[127, 0, 0, 1]);
+        }
+        std::net::IpAddr::V6(v6) if v6.is_loopback() => {}
+        std::net::IpAddr::V6(v6) if v6.is_unspecified() => out[8..24].copy_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets()),
+        _ => return Err(libc::EPERM),
+    }
+    Ok(out)
+}
+
+/// `listen` on a TCP socket in the host's network namespace: an unbound socket is first bound to
+/// loopback (the kernel would bind it to every address), a socket bound anywhere but loopback is
+/// refused; the listener is recorded.
+fn listen_tcp(sock: &OwnedFd, backlog: i32, tcp: &mut Vec<TcpListener>) -> Result<i64, i32> {
+    let name = sock_name(sock).ok_or(libc::EPERM)?;
+    let (mut ip, mut port) = inet_addr(&name).ok_or(libc::EPERM)?;
+    if port == 0 && ip.is_unspecified() {
+        bind_raw(sock, &loopback_only(&name)?)?;
+        (ip, port) = sock_name(sock).as_deref().and_then(inet_addr).ok_or(libc::EPERM)?;
+    }
+    if !ip.is_loopback() {
+        return Err(libc::EPERM);
+    }
+    // SAFETY: listen on our duplicate of the caller's socket.
+    if unsafe { libc::listen(sock.as_raw_fd(), backlog) } != 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+    }
+    let ino = fstat(sock).map_err(|_| libc::EIO)?.st_ino;
+    if tcp.len() >= MAX_OWN / 4 {
+        tcp.retain(|l| tcp_listening(l));
+    }
+    if !tcp.iter().any(|l| l.ino == ino) {
+        if tcp.len() >= MAX_OWN {
+            return Err(libc::ENOBUFS);
+        }
+        tcp.push(TcpListener { ino, ip, port });
+    }
+    Ok(0)
+}
+
+/// `connect` of a TCP socket in the host's network namespace: only to one of the sandbox's own
+/// listeners that still listens (`/proc/net/tcp`, by inode and port); loopback without one is
+/// `ECONNREFUSED` (the host's own services stay invisible), anything else `EPERM`.
+fn own_tcp_listener(addr: &[u8], tcp: &[TcpListener]) -> Result<Target, i32> {
+    let (ip, port) = inet_addr(addr).ok_or(libc::EINVAL)?;
+    if !ip.is_loopback() {
+        return Err(libc::EPERM);
+    }
+    if tcp.iter().any(|l| l.ip == ip && l.port == port && tcp_listening(l)) {
+        Ok(Target::Raw(addr.to_vec()))
+    } else {
+        Err(libc::ECONNREFUSED)
+    }
+}
+
+/// The listener is still in `/proc/self/net/tcp{,6}` (the runner's network namespace is the
+/// host's, the command's) in state LISTEN, with its inode and port.
+fn tcp_listening(l: &TcpListener) -> bool {
+    let file = if l.ip.is_ipv4() { "/proc/self/net/tcp" } else { "/proc/self/net/tcp6" };
+    // An IPv4 listener on an IPv6 socket (IPv4-mapped) is listed in tcp6.
+    [file, "/proc/self/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| t.lines().skip(1).any(|line| proc_tcp_line_is(line, l.ino, l.port)))
+    })
+}
+
+/// A `/proc/net/tcp` line is a listening socket with inode `ino` on `port`.
+fn proc_tcp_line_is(line: &str, ino: u64, port: u16) -> bool {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else { return false };
+    let p = local.rsplit(':').next().and_then(|h| u16::from_str_radix(h, 16).ok());
+    *state == "0A" && p == Some(port) && inode.parse::<u64>().ok() == Some(ino)
 }
 
 /// An abstract unix address (`family`, NUL, name) with its name under `prefix` (unchanged when
@@ -357,6 +474,8 @@ enum Target {
 
 enum Kind {
     Unix,
+    /// A TCP socket (IPv4 or IPv6).
+    Tcp,
     Other,
 }
 
@@ -414,6 +533,7 @@ fn take_fd(listener: &OwnedFd, req: &libc::seccomp_notif, fd: i32) -> Result<Own
 fn kind(sock: &OwnedFd) -> Result<Kind, i32> {
     match (crate::linux::sockopt(sock, libc::SO_DOMAIN), crate::linux::sockopt(sock, libc::SO_TYPE)) {
         (Some(libc::AF_UNIX), Some(libc::SOCK_STREAM | libc::SOCK_SEQPACKET)) => Ok(Kind::Unix),
+        (Some(libc::AF_INET | libc::AF_INET6), Some(libc::SOCK_STREAM)) => Ok(Kind::Tcp),
         // A unix datagram socket never reaches here (seccomp refuses to create one), and one
         // must not be connected to a host socket: refused like anything unknown.
         (Some(libc::AF_UNIX), _) | (None, _) | (_, None) => Err(libc::EPERM),
