@@ -65,7 +65,7 @@ pub fn protection_ids() -> Vec<&'static str> {
 /// Placeholders a probe, check or env value may use; the harness substitutes them per world.
 pub const PLACEHOLDERS: &[&str] = &[
     "ws", "outside", "home", "canary", "bin", "token", "tcp_port", "udp_port", "docker_sock", "dbus_sock",
-    "systemd_sock", "dgram_sock", "agent_sock", "ws_agent_sock", "abstract_name", "abstract_dgram", "squat_name", "pty", "shm_id", "msg_id", "sem_id",
+    "systemd_sock", "dgram_sock", "agent_sock", "ws_agent_sock", "abstract_name", "abstract_dgram", "squat_name", "tcp_reuse_port", "free_port", "host_ip", "pty", "shm_id", "msg_id", "sem_id",
     "key_desc", "host_tmp_secret", "host_shm_secret", "secret_env", "uid", "gid", "lo_addr", "kmsg_console", "etc_secret",
 ];
 
@@ -104,6 +104,8 @@ pub enum Require {
     IpCommand,
     /// The host's network namespace has an interface besides `lo` (in `/sys/class/net`).
     HostInterface,
+    /// The host has an IPv4 address outside 127.0.0.0/8 (`{host_ip}`).
+    HostAddress,
 }
 
 /// The workspace a vector runs in. Worlds are what users have, never arranged so that a vector
@@ -215,6 +217,9 @@ pub enum Check {
     /// No host process reached a listener on the world's squatted abstract name
     /// (`{squat_name}`: a host client tries to connect to it all through the run).
     SquatUnreached,
+    /// No host client reached a listener the command made, through the host's non-loopback
+    /// address `{host_ip}:{free_port}` (a host client tries all through the run).
+    InboundUnreached,
     /// The victim (an unsandboxed ancestor of the command) was not signalled, stopped, killed
     /// or written to.
     VictimUntouched,

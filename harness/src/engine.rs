@@ -97,6 +97,9 @@ fn linux_facts(root: bool, no: &mut impl FnMut(Require, &str)) {
         if !other_if {
             no(Require::HostInterface, "the host's network namespace has no interface besides lo");
         }
+        if crate::world::host_ipv4().is_none() {
+            no(Require::HostAddress, "the host has no IPv4 address outside 127.0.0.0/8");
+        }
         if !Path::new("/dev/tty0").exists() {
             no(Require::VtConsole, "no virtual console (/dev/tty0)");
         }
@@ -154,6 +157,7 @@ impl Facts {
             (Require::SysvIpc, "the SysV message queues the world uses"),
             (Require::CorePatternPlain, "kernel.core_pattern"),
             (Require::HostInterface, "/sys/class/net"),
+            (Require::HostAddress, "the host's addresses (getifaddrs)"),
         ] {
             no(r, &format!("{what}: Linux only ({} here)", std::env::consts::OS));
         }
@@ -816,6 +820,10 @@ impl Suite {
             Check::AbstractSilent => {
                 let s = w.observe_abstract();
                 some(s.anything(), format!("abstract socket saw {} connection(s)/datagram(s)", s.connections))
+            }
+            Check::InboundUnreached => {
+                let n = w.inbound_reached();
+                some(n > 0, format!("a host client connected {n} time(s) to a listener the command made, through {}:{}", w.subst("{host_ip}"), w.subst("{free_port}")))
             }
             Check::SquatUnreached => {
                 let n = w.squat_reached();

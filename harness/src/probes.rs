@@ -35,6 +35,7 @@ pub const NAMES: &[&str] = &[
     "core-dump", "write-flood", "write-big", "tiocsti", "tioclinux-kmsg", "shm-read", "shm-write", "msg-recv",
     "sem-op", "keyring-read", "open-by-handle", "setid-file", "sethostname", "fd-write", "fd-read", "fd-dir-write",
     "fd-opath-reopen", "inotify-watch", "unix-connect-race", "unix-connect-replaced", "unix-listen-swap", "abstract-listen",
+    "tcp-reuseport", "tcp-fastopen", "tcp-connect-race", "tcp-listen-any",
 ];
 
 fn c(s: &str) -> CString {
@@ -74,7 +75,7 @@ pub const LINUX_ONLY: &[&str] = &[
     "setxattr", "raw-udp", "netlink-addaddr", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw", "io-uring-socket",
     "io-uring-openat", "ptrace-poke", "vm-writev", "procmem-write", "vm-readv", "read-ancestors-environ", "pidfd-signal", "userns",
     "tiocsti", "tioclinux-kmsg", "msg-recv", "keyring-read", "open-by-handle", "sethostname", "fd-opath-reopen", "inotify-watch",
-    "abstract-listen",
+    "abstract-listen", "tcp-fastopen",
 ];
 
 /// Probes of x86_64's other system call ABIs (x32, i386 through `int 0x80`).
@@ -162,6 +163,11 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 }
             }
             "tcp-connect" => tcp_connect(num(a(0)?)?, a(1)?),
+            "tcp-reuseport" => tcp_reuseport(num(a(0)?)?, a(1)?),
+            #[cfg(target_os = "linux")]
+            "tcp-fastopen" => tcp_fastopen(num(a(0)?)?, a(1)?),
+            "tcp-connect-race" => tcp_connect_race(num(a(0)?)?, a(1)?),
+            "tcp-listen-any" => tcp_listen_any(num(a(0)?)?, num(a(1)?)?),
             "udp-send" => udp_send(num(a(0)?)?, a(1)?.as_bytes()),
             "dns-exfil" => {
                 let mut q = vec![0x4c, 0x47, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
@@ -394,6 +400,143 @@ unsafe fn tcp_connect(port: u16, data: &str) -> i32 {
         return result(false, "connect");
     }
     write_fd(fd, data, "tcp send")
+}
+
+/// A TCP listener of the probe on `addr` (`None`: the call that failed was said).
+unsafe fn tcp_listener_on(addr: &libc::sockaddr_in, reuseport: bool) -> Option<i32> {
+    let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+    if fd < 0 {
+        say(&format!("socket(AF_INET): {}", errno()));
+        return None;
+    }
+    let one: libc::c_int = 1;
+    if reuseport && libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, (&one as *const libc::c_int).cast(), 4) != 0 {
+        say(&format!("SO_REUSEPORT: {}", errno()));
+    }
+    if libc::bind(fd, (addr as *const libc::sockaddr_in).cast(), std::mem::size_of::<libc::sockaddr_in>() as u32) != 0 {
+        say(&format!("bind: {}", errno()));
+        return None;
+    }
+    if libc::listen(fd, 128) != 0 {
+        say(&format!("listen: {}", errno()));
+        return None;
+    }
+    libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK);
+    Some(fd)
+}
+
+/// Shares the port of a host service that listens with SO_REUSEPORT (same user): a listener of
+/// the probe's own on that port, which it may connect to, and the kernel spreads the
+/// connections over both sockets. Connects 64 times and writes `data` on each connection.
+unsafe fn tcp_reuseport(port: u16, data: &str) -> i32 {
+    let own = tcp_listener_on(&sockaddr_in(port), true);
+    let sa = sockaddr_in(port);
+    let mut ok = 0;
+    for _ in 0..64 {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        if fd >= 0 && libc::connect(fd, (&sa as *const libc::sockaddr_in).cast(), 16) == 0 {
+            ok += 1;
+            libc::write(fd, data.as_ptr().cast(), data.len());
+        }
+        libc::close(fd);
+        if let Some(l) = own {
+            loop {
+                let c = libc::accept(l, std::ptr::null_mut(), std::ptr::null_mut());
+                if c < 0 {
+                    break;
+                }
+                libc::close(c);
+            }
+        }
+    }
+    say(&format!("{ok} of 64 connect(s) succeeded (own listener or the service)"));
+    result(ok > 0, "connect to a port shared with SO_REUSEPORT")
+}
+
+/// Connects with TCP Fast Open: `sendto(MSG_FASTOPEN)` sends the SYN with `data` on an
+/// unconnected socket, without `connect`.
+#[cfg(target_os = "linux")]
+unsafe fn tcp_fastopen(port: u16, data: &str) -> i32 {
+    let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+    if fd < 0 {
+        return result(false, "socket(AF_INET)");
+    }
+    let sa = sockaddr_in(port);
+    let n = libc::sendto(fd, data.as_ptr().cast(), data.len(), libc::MSG_FASTOPEN, (&sa as *const libc::sockaddr_in).cast(), 16);
+    if n < 0 {
+        return result(false, "sendto(MSG_FASTOPEN)");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    result(true, "sendto(MSG_FASTOPEN)")
+}
+
+/// Reaches the TCP service on `port` past a runner that connects only to the probe's own
+/// listener: one thread flips the shared address between the own listener's port and `port`
+/// while this one connects with it again and again, writing `data` on each connection.
+unsafe fn tcp_connect_race(port: u16, data: &str) -> i32 {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let Some(own) = tcp_listener_on(&sockaddr_in(0), false) else { return result(false, "own listener") };
+    let mut me: libc::sockaddr_in = std::mem::zeroed();
+    let mut ml = 16u32;
+    libc::getsockname(own, (&mut me as *mut libc::sockaddr_in).cast(), &mut ml);
+    let (a, b) = (sockaddr_in(u16::from_be(me.sin_port)), sockaddr_in(port));
+    let shared: &'static mut libc::sockaddr_in = Box::leak(Box::new(a));
+    let addr = shared as *mut libc::sockaddr_in as usize;
+    let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    let flipper = std::thread::spawn(move || {
+        let mut flip = false;
+        while !stop.load(Ordering::Relaxed) {
+            std::ptr::write_volatile(addr as *mut libc::sockaddr_in, if flip { b } else { a });
+            flip = !flip;
+        }
+    });
+    let (mut ok, mut refused) = (0, 0);
+    for _ in 0..2000 {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        if fd < 0 {
+            break;
+        }
+        if libc::connect(fd, addr as *const libc::sockaddr, 16) == 0 {
+            ok += 1;
+            libc::write(fd, data.as_ptr().cast(), data.len());
+        } else {
+            refused += 1;
+        }
+        libc::close(fd);
+        loop {
+            let c = libc::accept(own, std::ptr::null_mut(), std::ptr::null_mut());
+            if c < 0 {
+                break;
+            }
+            libc::close(c);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = flipper.join();
+    say(&format!("race: {ok} connect(s) succeeded (own listener or not), {refused} refused"));
+    result(ok > 0, "connect to the service through the race")
+}
+
+/// Listens on the wildcard address `0.0.0.0:port` for `secs` seconds and accepts what comes
+/// (a host client connects to the host's non-loopback address: a server reachable from the
+/// network).
+unsafe fn tcp_listen_any(port: u16, secs: u64) -> i32 {
+    let mut sa = sockaddr_in(port);
+    sa.sin_addr = libc::in_addr { s_addr: 0 };
+    let Some(l) = tcp_listener_on(&sa, false) else { return result(false, "listen on 0.0.0.0") };
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let mut accepted = 0;
+    while std::time::Instant::now() < end {
+        let c = libc::accept(l, std::ptr::null_mut(), std::ptr::null_mut());
+        if c >= 0 {
+            accepted += 1;
+            libc::close(c);
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    say(&format!("{accepted} connection(s) accepted"));
+    result(accepted > 0, "listen on the wildcard address")
 }
 
 unsafe fn udp_send(port: u16, data: &[u8]) -> i32 {

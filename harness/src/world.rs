@@ -194,7 +194,11 @@ pub struct World {
     /// The granted socket's accepting thread (`{agent_sock}`), stopped on drop.
     agent: Option<(std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>)>,
     /// The host client of `{squat_name}`: stop flag, connections made, thread.
-    squat: Option<(std::sync::Arc<std::sync::atomic::AtomicBool>, std::sync::Arc<std::sync::atomic::AtomicU32>, std::thread::JoinHandle<()>)>,
+    squat: Option<HostClient>,
+    /// The host client of `{host_ip}:{free_port}`.
+    inbound: Option<HostClient>,
+    /// A second TCP listener on 127.0.0.1, with SO_REUSEPORT (`{tcp_reuse_port}`).
+    tcp_reuse: Option<TcpListener>,
     /// Snapshots taken before the run (path → (content, metadata summary)).
     pub before: BTreeMap<String, Snapshot>,
 }
@@ -389,6 +393,8 @@ impl World {
             children: Vec::new(),
             agent: None,
             squat: None,
+            inbound: None,
+            tcp_reuse: None,
             before: BTreeMap::new(),
         };
         if let Some(cfg) = &v.config {
@@ -421,6 +427,12 @@ impl World {
         }
         if text.contains("{squat_name}") {
             w.make_squat_client()?;
+        }
+        if text.contains("{tcp_reuse_port}") {
+            w.make_tcp_reuse()?;
+        }
+        if text.contains("{free_port}") {
+            w.make_inbound_client()?;
         }
         if text.contains("{ws_agent_sock}") {
             w.make_agent(&w.ws.join("agent.sock"))?;
@@ -615,21 +627,10 @@ impl World {
     #[cfg(target_os = "linux")]
     fn make_squat_client(&mut self) -> Result<(), String> {
         use std::os::linux::net::SocketAddrExt;
-        use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
         let a = std::os::unix::net::SocketAddr::from_abstract_name(format!("{}-squat", self.token).as_bytes()).map_err(|x| format!("squat name: {x}"))?;
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let reached = std::sync::Arc::new(AtomicU32::new(0));
-        let (s, r) = (std::sync::Arc::clone(&stop), std::sync::Arc::clone(&reached));
-        let t = std::thread::spawn(move || {
-            while !s.load(Ordering::SeqCst) {
-                if let Ok(mut c) = std::os::unix::net::UnixStream::connect_addr(&a) {
-                    r.fetch_add(1, Ordering::SeqCst);
-                    let _ = std::io::Write::write_all(&mut c, b"host client hello");
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-        });
-        self.squat = Some((stop, reached, t));
+        self.squat = Some(HostClient::start(move || std::os::unix::net::UnixStream::connect_addr(&a).map(|mut c| {
+            let _ = std::io::Write::write_all(&mut c, b"host client hello");
+        })));
         Ok(())
     }
 
@@ -641,7 +642,56 @@ impl World {
     /// Connections the `{squat_name}` host client made so far.
     #[must_use]
     pub fn squat_reached(&self) -> u32 {
-        self.squat.as_ref().map_or(0, |(_, r, _)| r.load(std::sync::atomic::Ordering::SeqCst))
+        self.squat.as_ref().map_or(0, HostClient::reached)
+    }
+
+    /// A port free on every address now (`{free_port}`), the host's non-loopback address
+    /// (`{host_ip}`), and a host client that tries to connect to that address and port all
+    /// through the run: a listener the command makes on the wildcard address would take
+    /// connections from the network.
+    fn make_inbound_client(&mut self) -> Result<(), String> {
+        let ip = host_ipv4().ok_or("the host has no IPv4 address outside 127.0.0.0/8")?;
+        let port = TcpListener::bind("0.0.0.0:0").and_then(|l| l.local_addr()).map_err(|x| format!("free port: {x}"))?.port();
+        self.vars.insert("free_port".into(), port.to_string());
+        self.vars.insert("host_ip".into(), ip.to_string());
+        let to = std::net::SocketAddr::from((ip, port));
+        self.inbound = Some(HostClient::start(move || {
+            TcpStream::connect_timeout(&to, std::time::Duration::from_millis(200)).map(|mut c| {
+                let _ = std::io::Write::write_all(&mut c, b"host client hello");
+            })
+        }));
+        Ok(())
+    }
+
+    /// Connections the `{host_ip}:{free_port}` host client made so far.
+    #[must_use]
+    pub fn inbound_reached(&self) -> u32 {
+        self.inbound.as_ref().map_or(0, HostClient::reached)
+    }
+
+    /// A second listener on 127.0.0.1 with SO_REUSEPORT set (`{tcp_reuse_port}`), as services
+    /// that scale over several processes have: another socket of the same user with the option
+    /// may bind the same port and take part of its connections.
+    fn make_tcp_reuse(&mut self) -> Result<(), String> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: a fresh socket, configured, bound and listening, then owned by a TcpListener.
+        let l = unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            let one: libc::c_int = 1;
+            let sa = libc::sockaddr_in { sin_family: libc::AF_INET as libc::sa_family_t, sin_port: 0, sin_addr: libc::in_addr { s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be() }, ..std::mem::zeroed() };
+            if fd < 0
+                || libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, (&one as *const libc::c_int).cast(), 4) != 0
+                || libc::bind(fd, (&sa as *const libc::sockaddr_in).cast(), std::mem::size_of::<libc::sockaddr_in>() as u32) != 0
+                || libc::listen(fd, 128) != 0
+            {
+                return Err(format!("SO_REUSEPORT listener: {}", std::io::Error::last_os_error()));
+            }
+            TcpListener::from_raw_fd(fd)
+        };
+        l.set_nonblocking(true).map_err(|x| format!("nonblocking: {x}"))?;
+        self.vars.insert("tcp_reuse_port".into(), l.local_addr().map_err(|x| format!("addr: {x}"))?.port().to_string());
+        self.tcp_reuse = Some(l);
+        Ok(())
     }
 
     fn make_host_files(&mut self) -> Result<(), String> {
@@ -724,10 +774,12 @@ impl World {
     /// TCP listener: connections and data since the last call.
     pub fn observe_tcp(&mut self) -> Seen {
         let mut seen = Seen::default();
-        while let Ok((s, _)) = self.tcp.accept() {
-            seen.connections += 1;
-            let _ = s.set_nonblocking(true);
-            self.accepted.push(Box::new(s));
+        for l in std::iter::once(&self.tcp).chain(self.tcp_reuse.as_ref()) {
+            while let Ok((s, _)) = l.accept() {
+                seen.connections += 1;
+                let _ = s.set_nonblocking(true);
+                self.accepted.push(Box::new(s));
+            }
         }
         for s in &mut self.accepted {
             drain(s.as_mut(), &mut seen.data);
@@ -800,9 +852,8 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
-        if let Some((stop, _, t)) = self.squat.take() {
-            stop.store(true, std::sync::atomic::Ordering::SeqCst);
-            let _ = t.join();
+        for c in [self.squat.take(), self.inbound.take()].into_iter().flatten() {
+            c.stop();
         }
         if let Some((stop, t)) = self.agent.take() {
             stop.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -851,5 +902,68 @@ impl Drop for World {
         }
         unlock(&self.root);
         let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+/// A host process's client (a thread of the harness, outside every sandbox) that tries to
+/// connect every few milliseconds until stopped, and counts the connections it made.
+pub struct HostClient {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    reached: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl HostClient {
+    fn start(connect: impl Fn() -> std::io::Result<()> + Send + 'static) -> HostClient {
+        use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let reached = std::sync::Arc::new(AtomicU32::new(0));
+        let (s, r) = (std::sync::Arc::clone(&stop), std::sync::Arc::clone(&reached));
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                if connect().is_ok() {
+                    r.fetch_add(1, Ordering::SeqCst);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        });
+        HostClient { stop, reached, thread }
+    }
+
+    fn reached(&self) -> u32 {
+        self.reached.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = self.thread.join();
+    }
+}
+
+/// The host's first IPv4 address outside 127.0.0.0/8 (`getifaddrs`).
+#[must_use]
+pub fn host_ipv4() -> Option<std::net::Ipv4Addr> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills a list we free below; each entry is read while the list lives.
+    unsafe {
+        if libc::getifaddrs(&mut head) != 0 {
+            return None;
+        }
+        let mut found = None;
+        let mut p = head;
+        while !p.is_null() {
+            let a = (*p).ifa_addr;
+            if !a.is_null() && i32::from((*a).sa_family) == libc::AF_INET {
+                let sin = &*(a as *const libc::sockaddr_in);
+                let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                if !ip.is_loopback() && !ip.is_unspecified() {
+                    found = Some(ip);
+                    break;
+                }
+            }
+            p = (*p).ifa_next;
+        }
+        libc::freeifaddrs(head);
+        found
     }
 }

@@ -1138,14 +1138,14 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         }
         (Some(_), None) => prot(ProtectionId::Network, Enforced,
             if via_runner { "private network namespace (only lo) + seccomp (socket families) + every connect made by the runner" } else { "private network namespace (only lo) + seccomp (socket families)" },
-            "TCP and UDP work on the sandbox's own loopback (local servers and their clients); nothing reaches the host's network; no netlink, packet or raw sockets"),
+            "TCP and UDP work on the sandbox's own loopback (local servers and their clients); nothing reaches the host's network; netlink routing queries only (they show lo); no packet or raw sockets"),
         (None, _) => {
-            let mut net_mech = if via_runner { "seccomp (socket family; connect and listen → the runner)" } else { "seccomp (socket family, connect/bind/listen/accept)" }.to_string();
+            let mut net_mech = if via_runner { "seccomp (socket family and type; bind, listen and connect → the runner; no MSG_FASTOPEN, no SO_REUSEPORT)" } else { "seccomp (socket family, connect/bind/listen/accept)" }.to_string();
             if abi >= 4 {
                 net_mech.push_str(" + landlock TCP (ABI 4)");
             }
             prot(ProtectionId::Network, Enforced, &net_mech, if via_runner {
-                "no AF_INET/AF_INET6/packet sockets (netlink: routing queries only, no capabilities to change anything); unix sockets only between the sandbox's own processes"
+                "TCP only on loopback, between the sandbox's own processes (the runner binds to loopback only, a wildcard address included, and connects only to the sandbox's own listeners; the host's loopback services answer connection refused); no UDP, SCTP, raw or packet sockets; netlink routing queries only, with no capability to change anything; unix sockets only between the sandbox's own processes"
             } else {
                 "no AF_INET/AF_INET6/packet sockets (netlink: routing queries only, no capabilities to change anything); no connect, bind, listen or accept on any socket"
             })
