@@ -1,4 +1,4 @@
-//! `--network allowlist` (Full level): the runner's proxy lets the command reach allowed hosts
+//! `--network allowlist` (Full level, and Standard where the runner answers connect): the runner's proxy lets the command reach allowed hosts
 //! and nothing else. Every "blocked" is checked at the upstream, a listener on the host side
 //! that records what reached it; the upstreams are local (no internet in CI), reached through an
 //! explicit `allow_cidrs` entry where a test means to reach one.
@@ -56,18 +56,20 @@ impl Upstream {
     }
 }
 
-fn full_or_skip(name: &str, w: &World) -> bool {
+/// The allowlist runs at the suite's level: Full (the sandbox's own network namespace) or
+/// Standard (the host's, where the runner answers every connect and lets TCP reach only its
+/// proxy and the sandbox's own listeners).
+fn full_or_skip(name: &str, _w: &World) -> bool {
     if which("curl").is_none() {
         skip(name, "curl is not installed");
         return false;
     }
-    let level = suite_level(w);
-    if level != "full" {
-        skip(name, &format!("--network allowlist needs Full level; this suite runs at {level}"));
-        return false;
-    }
     true
 }
+
+/// The proxy's `host:port` inside the sandbox, from the variables the plan sets (`3128` on the
+/// sandbox's own loopback at Full, a free port of the host's loopback at Standard).
+const PROXY: &str = "PROXY_HP=${http_proxy#http://}; ";
 
 fn config(w: &World, toml: &str) {
     let dir = w.xdg.join("localgpt");
@@ -76,9 +78,11 @@ fn config(w: &World, toml: &str) {
 }
 
 fn allowlisted(w: &World, flags: &[&str], script: &str) -> Out {
-    let mut opts = vec!["--level", "full", "--network", "allowlist"];
+    let level = suite_level(w);
+    let mut opts = vec!["--level", level.as_str(), "--network", "allowlist"];
     opts.extend_from_slice(flags);
-    run(w.sandbox_cmd(&opts, &[script]), script)
+    let script = format!("{PROXY}{script}");
+    run(w.sandbox_cmd(&opts, &[&script]), &script)
 }
 
 #[test]
@@ -93,7 +97,7 @@ fn allowlist_reaches_allowed_hosts_and_refuses_the_rest_with_a_403() {
     config(&w, &format!("allow_ports = [{p}]\nallow_cidrs = [\"127.0.0.1/32\"]\n"));
     // Allowed, by name (HTTP and SOCKS5 with remote names) and by address in allow_cidrs.
     let o = allowlisted(&w, &["--allow-domain", "localhost"], &format!(
-        "curl -sS --noproxy '' http://localhost:{p}/a; echo; curl -sS --noproxy '' -x socks5h://127.0.0.1:3128 http://localhost:{p}/b; echo; curl -sS --noproxy '' http://127.0.0.1:{p}/c"));
+        "curl -sS --noproxy '' http://localhost:{p}/a; echo; curl -sS --noproxy '' -x socks5h://$PROXY_HP http://localhost:{p}/b; echo; curl -sS --noproxy '' http://127.0.0.1:{p}/c"));
     assert_eq!(o.code(), Some(0), "{}", o.describe());
     assert_eq!(o.stdout, "upstream-page\nupstream-page\nupstream-page", "{}", o.describe());
     assert_eq!(up.count(), 3);
@@ -149,7 +153,7 @@ fn nothing_bypasses_the_proxy() {
     let script = format!(
         "curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:{p}/; (exec 3<>/dev/tcp/127.0.0.1/{p} && echo escaped >&3); \
          echo escaped > /dev/udp/127.0.0.1/{p}; \
-         printf 'CONNECT 127.0.0.1:22 HTTP/1.1\\r\\n\\r\\n' | curl -sS --max-time 5 telnet://127.0.0.1:3128 ; true");
+         printf 'CONNECT 127.0.0.1:22 HTTP/1.1\\r\\n\\r\\n' | curl -sS --max-time 5 telnet://$PROXY_HP ; true");
     let o = allowlisted(&w, &["--allow-domain", "localhost"], &script);
     assert!(!o.stdout.contains("upstream-page"), "{}", o.describe());
     assert_eq!(up.count(), 0, "a direct connection left the namespace");
@@ -169,7 +173,7 @@ fn a_tls_tunnel_whose_server_name_differs_from_the_connect_host_is_refused() {
     config(&w, "allow_ports = [443]\nallow_cidrs = [\"127.0.0.1/32\"]\n");
     for (sni, reaches) in [("evil.example", false), ("localhost", true)] {
         std::fs::write(w.ws.join("hello.bin"), client_hello(sni)).unwrap();
-        let script = "exec 3<>/dev/tcp/127.0.0.1/3128 && printf 'CONNECT localhost:443 HTTP/1.1\\r\\n\\r\\n' >&3 && head -c 39 <&3 && cat hello.bin >&3 && timeout 3 cat <&3; true";
+        let script = "exec 3<>/dev/tcp/127.0.0.1/${PROXY_HP#*:} && printf 'CONNECT localhost:443 HTTP/1.1\\r\\n\\r\\n' >&3 && head -c 39 <&3 && cat hello.bin >&3 && timeout 3 cat <&3; true";
         let before = up.count();
         let o = allowlisted(&w, &["--allow-domain", "localhost", "--json"], script);
         let v = parse_one_json(&o);
@@ -182,12 +186,11 @@ fn a_tls_tunnel_whose_server_name_differs_from_the_connect_host_is_refused() {
 }
 
 #[test]
-fn allowlist_below_full_is_refused_and_nothing_runs() {
+fn bad_network_flags_are_refused_and_nothing_runs() {
     let w = World::new();
-    let o = run(w.sandbox_cmd(&["--level", "standard", "--network", "allowlist", "--allow-domain", "example.com"], &["touch ran"]), "allowlist at standard");
-    assert_ne!(o.code(), Some(0), "{}", o.describe());
-    assert!(o.stderr.contains("needs Full level") && !w.ws.join("ran").exists(), "{}", o.describe());
-    // Domains without the allowlist mode, and a bare wildcard, are refused too.
+    // Domains without the allowlist mode, and a bare wildcard, are refused. (Where the proxy
+    // could be bypassed — no namespace and no runner answering connect — the plan refuses the
+    // allowlist: `plan::tests::allowlist_holds_only_where_the_proxy_is_the_only_way_out`.)
     for flags in [vec!["--allow-domain", "example.com"], vec!["--network", "allowlist", "--allow-domain", "*"]] {
         let o = run(w.sandbox_cmd(&flags, &["touch ran"]), "bad network flags");
         assert_eq!(o.code(), Some(2), "{flags:?}{}", o.describe());
@@ -248,7 +251,7 @@ fn the_audit_log_has_whole_lines_for_start_each_decision_and_end_under_concurren
     let allowed = lines.iter().filter(|v| v["event"] == "network" && v["allowed"] == true).count();
     assert_eq!(allowed, 4, "{text}");
     assert!(lines.iter().filter(|v| v["event"] == "network" && v["allowed"] == true).all(|v| v["address"] == "127.0.0.1" && v["bytes_down"].as_u64() > Some(0)));
-    assert!(lines.iter().filter(|v| v["event"] == "start").all(|v| v["level"] == "full" && v["policy_digest"].as_str().is_some_and(|d| d.starts_with("fnv1a64:"))));
+    assert!(lines.iter().filter(|v| v["event"] == "start").all(|v| v["level"] == suite_level(&w).as_str() && v["policy_digest"].as_str().is_some_and(|d| d.starts_with("fnv1a64:"))));
     assert_eq!(up.count(), 4);
     // An audit log the command could write is refused, however it is spelled (`..`, a link to
     // the workspace): nothing runs.

@@ -93,6 +93,11 @@ pub(crate) struct Granted {
     /// The run's own abstract-name prefix (`lgsbx-<random>/`): in the host's network namespace
     /// every abstract name the command binds or connects to is put under it.
     prefix: Vec<u8>,
+    /// `--network allowlist` in the host's network namespace: the address of the runner's proxy
+    /// (the one TCP destination besides the sandbox's own listeners), and its listening socket
+    /// until the supervisor takes it to serve it.
+    host_proxy: Option<std::net::SocketAddr>,
+    host_proxy_listener: std::sync::Mutex<Option<std::net::TcpListener>>,
     /// The command's TCP/UDP sockets live in its own network namespace (Full level): their
     /// `connect` is made as asked. Elsewhere seccomp lets the command create none, and one that
     /// turned up anyway is refused rather than connected in the host's namespace.
@@ -104,7 +109,7 @@ impl Granted {
     ///
     /// # Errors
     /// [`SandboxError::Setup`] when one is gone or is no longer a socket.
-    pub(crate) fn open(grants: &[UnixSocketGrant], own_netns: bool) -> Result<Granted, SandboxError> {
+    pub(crate) fn open(grants: &[UnixSocketGrant], own_netns: bool, host_proxy: Option<std::net::TcpListener>) -> Result<Granted, SandboxError> {
         use std::os::unix::ffi::OsStrExt;
         let mut out = Vec::new();
         for g in grants {
@@ -128,7 +133,16 @@ impl Granted {
         let mut id = [0u8; 6];
         crate::rand::fill(&mut id);
         let prefix = format!("lgsbx-{}/", id.iter().map(|b| format!("{b:02x}")).collect::<String>()).into_bytes();
-        Ok(Granted { grants: out, host_diag, prefix, own_netns })
+        let proxy_addr = match &host_proxy {
+            Some(l) => Some(l.local_addr().map_err(|e| SandboxError::Setup(format!("proxy socket: {e}")))?),
+            None => None,
+        };
+        Ok(Granted { grants: out, host_diag, prefix, host_proxy: proxy_addr, host_proxy_listener: std::sync::Mutex::new(host_proxy), own_netns })
+    }
+
+    /// The proxy's listening socket on the host's loopback, once (the supervisor serves it).
+    pub(crate) fn take_host_proxy(&self) -> Option<OwnedFd> {
+        self.host_proxy_listener.lock().ok()?.take().map(OwnedFd::from)
     }
 }
 
@@ -186,6 +200,7 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
                     None => own_listener(&listener, &req, &addr, granted, diag, &mut own)?,
                 },
                 Kind::Tcp | Kind::Other if granted.own_netns => Target::Raw(addr),
+                Kind::Tcp if inet_addr(&addr).is_some_and(|(ip, port)| granted.host_proxy.is_some_and(|p| p.ip() == ip && p.port() == port)) => Target::Raw(addr),
                 Kind::Tcp => own_tcp_listener(&addr, &tcp)?,
                 Kind::Other => return Err(libc::EPERM),
             };

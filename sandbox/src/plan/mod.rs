@@ -402,6 +402,10 @@ pub struct Plan {
     /// The network allowlist the runner's proxy enforces ([`crate::policy::NetworkPolicy::Allowlist`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_allowlist: Option<crate::network::Allowlist>,
+    /// With the allowlist: the loopback port the runner's proxy listens on (the sandbox's own
+    /// loopback at Full, the host's elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_port: Option<u16>,
     /// Host unix sockets the command may connect to (connect-only, exactly these; the runner
     /// makes each connection itself, see [`UnixSocketGrant`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -662,6 +666,9 @@ pub struct RunContext {
     pub run_id: Option<String>,
     /// The binary exec'd inside the sandbox as the helper (macOS; default: this executable).
     pub helper_exe: Option<PathBuf>,
+    /// `--network allowlist` without a network namespace: the port on the host's loopback the
+    /// runner's proxy listens on (chosen, and held, by the runner before the plan is made).
+    pub proxy_port: Option<u16>,
 }
 
 /// Whether a run at `level` uses the namespaces and mounts (private `/tmp` included): at Full,
@@ -699,10 +706,21 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     }
     let confined = level > SandboxLevel::None;
     let full = uses_namespaces(policy, caps, level);
-    if policy.network_access == crate::policy::NetworkPolicy::Allowlist && confined && !(full && caps.platform == Platform::Linux) {
+    // The allowlist holds where the proxy is the only way out: the sandbox's own network
+    // namespace (Full), or, in the host's, where the runner answers every connect (it lets TCP
+    // reach the proxy and the sandbox's own listeners, and nothing else; UDP refused).
+    let broker = caps.seccomp_broker.as_ref().filter(|b| b.available);
+    let proxy_port = (policy.network_access == crate::policy::NetworkPolicy::Allowlist && confined).then(|| {
+        if full { crate::network::PROXY_PORT } else { ctx.proxy_port.unwrap_or(crate::network::PROXY_PORT) }
+    });
+    if proxy_port.is_some() && !(caps.platform == Platform::Linux && (full || broker.is_some())) {
         return Err(SandboxError::LevelUnavailable(format!(
-            "--network allowlist needs Full level on Linux (the sandbox's own network namespace, where the runner's proxy is the only way out); this run would be at {level}{}: without a namespace the proxy could be bypassed, so nothing is run",
-            if caps.platform == Platform::Linux { format!(" ({})", caps.missing_for(SandboxLevel::Full).join("; ")) } else { String::new() }
+            "--network allowlist needs Linux with the sandbox's own network namespace (Full level) or a runner that answers the command's connect calls (Linux 5.6); this run would be at {level}{}: the proxy could be bypassed, so nothing is run",
+            match (caps.platform, &caps.seccomp_broker) {
+                (Platform::Linux, Some(b)) => format!(" ({}; {})", caps.missing_for(SandboxLevel::Full).join("; "), b.detail),
+                (Platform::Linux, None) => format!(" ({})", caps.missing_for(SandboxLevel::Full).join("; ")),
+                _ => String::new(),
+            }
         )));
     }
     // Secrets under /etc the caller can read (all of root's): denied like credentials.
@@ -840,12 +858,6 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
             e.vars.retain(|(k, _)| k != "TMPDIR");
             e.vars.push(("TMPDIR".into(), "/tmp".into()));
         }
-        if policy.network_allowlist.is_some() {
-            for (k, v) in env::proxy_vars(crate::network::PROXY_PORT) {
-                e.vars.retain(|(n, _)| *n != k);
-                e.vars.push((k, v));
-            }
-        }
         e
     } else if confined {
         let mut e = env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, ctx.scratch.as_deref());
@@ -867,6 +879,12 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     } else {
         EnvPlan { vars: ctx.caller_env.clone(), dropped: Vec::new(), redirected: Vec::new() }
     };
+    if let (Some(port), true) = (proxy_port, policy.network_allowlist.is_some()) {
+        for (k, v) in env::proxy_vars(port) {
+            env.vars.retain(|(n, _)| *n != k);
+            env.vars.push((k, v));
+        }
+    }
     // A variable that names a granted socket (`SSH_AUTH_SOCK`) is kept: the grant says the
     // command may use it.
     if confined {
@@ -917,6 +935,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
         config_copies,
         network_allowlist: if confined { policy.network_allowlist.clone() } else { None },
+        proxy_port: proxy_port.filter(|_| policy.network_allowlist.is_some()),
         audit_log: policy.audit_log.clone(),
         unix_sockets: if confined { policy.allow_unix_sockets.iter().map(|(g, c)| UnixSocketGrant::new(g, c)).collect() } else { Vec::new() },
         protections: Vec::new(),
@@ -1129,11 +1148,12 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     let via_runner = plan.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.action == crate::linux::seccomp::SeccompDeny::UserNotif));
     let and_granted = if granted.is_empty() { String::new() } else { format!(", and the granted {granted} (connect-only; stream sockets)") };
     v.push(match (ns, &plan.network_allowlist) {
-        (Some(_), Some(a)) => {
+        (_, Some(a)) => {
             let list = |v: &[crate::network::DomainRule]| if v.is_empty() { "none".to_string() } else { v.iter().map(|d| d.text.clone()).collect::<Vec<_>>().join(", ") };
-            prot(ProtectionId::Network, Enforced, "private network namespace (only lo) + the runner's allowlist proxy + seccomp (socket families)",
+            prot(ProtectionId::Network, Enforced,
+                if ns.is_some() { "private network namespace (only lo) + the runner's allowlist proxy + seccomp (socket families)" } else { "the runner's allowlist proxy on the host's loopback + seccomp (TCP only; bind, listen and connect → the runner, which lets connect reach only the proxy and the sandbox's own listeners)" },
                 format!("only through the proxy at 127.0.0.1:{} (HTTP, CONNECT, SOCKS5): allowed domains {}, denied {}, ports {}; the runner resolves names itself and refuses loopback, private, link-local and other special addresses{}; a TLS tunnel's server name must be the requested host",
-                    crate::network::PROXY_PORT, list(&a.allow), list(&a.deny), a.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
+                    plan.proxy_port.unwrap_or(crate::network::PROXY_PORT), list(&a.allow), list(&a.deny), a.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
                     if a.cidrs.is_empty() { String::new() } else { format!(" outside allow_cidrs {}", a.cidrs.iter().map(|c| format!("{}/{}", c.addr, c.prefix)).collect::<Vec<_>>().join(", ")) }))
         }
         (Some(_), None) => prot(ProtectionId::Network, Enforced,
@@ -1564,6 +1584,28 @@ mod tests {
         pol.allow_unix_sockets = vec![(docker, PathBuf::from("/run/docker.sock"))];
         let p = make_plan(&pol, &caps(7, false), &RunContext::default()).unwrap();
         assert!(p.warnings.iter().any(|w| w.contains("GRANTED SOCKET /var/run/docker.sock") && w.contains("root on the host")), "{:?}", p.warnings);
+    }
+
+    #[test]
+    fn allowlist_holds_only_where_the_proxy_is_the_only_way_out() {
+        let (_d, home, ws) = world();
+        let mut pol = policy(SandboxMode::WorkspaceWrite, &home, &ws);
+        pol.network_access = crate::policy::NetworkPolicy::Allowlist;
+        pol.network_allowlist = Some(crate::network::Allowlist::default());
+        // Standard (the test capabilities have no user namespaces) with the runner answering
+        // connect: the proxy on the port the runner holds, its variables set.
+        let ctx = RunContext { proxy_port: Some(40_123), ..Default::default() };
+        let p = make_plan(&pol, &caps(7, false), &ctx).unwrap();
+        assert_eq!((p.level, p.proxy_port), (SandboxLevel::Standard, Some(40_123)));
+        assert!(p.env.vars.iter().any(|(k, v)| k == "HTTPS_PROXY" && v == "http://127.0.0.1:40123"), "{:?}", p.env.vars);
+        let row = p.protections.iter().find(|x| x.id == ProtectionId::Network).unwrap();
+        assert!(row.detail.contains("only through the proxy at 127.0.0.1:40123") && row.mechanism.contains("host's loopback"), "{row:?}");
+        // Without the runner (or with nothing but a proxy variable) it would be bypassable:
+        // refused, nothing planned.
+        let mut old = caps(7, false);
+        old.seccomp_broker = Some(Feature { available: false, detail: "needs pidfd_getfd (Linux 5.6)".into() });
+        let e = make_plan(&pol, &old, &ctx).unwrap_err();
+        assert!(matches!(e, SandboxError::LevelUnavailable(_)) && e.to_string().contains("could be bypassed"), "{e}");
     }
 
     #[test]

@@ -301,7 +301,13 @@ pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
     let mut id = [0u8; 6];
     crate::rand::fill(&mut id);
     let run_id: String = id.iter().map(|b| format!("{b:02x}")).collect();
-    let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks, run_id: Some(run_id), helper_exe: None };
+    // The allowlist in the host's network namespace: the proxy's port on the host's loopback,
+    // bound now and held until the run takes it.
+    #[cfg(target_os = "linux")]
+    let proxy_port = if policy.network_access == crate::policy::NetworkPolicy::Allowlist && confined_without_namespaces { Some(hold_proxy_listener()?) } else { None };
+    #[cfg(not(target_os = "linux"))]
+    let proxy_port = None;
+    let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks, run_id: Some(run_id), helper_exe: None, proxy_port };
     let mut plan = crate::plan::make_plan_at(policy, &caps, &ctx, level)?;
     if let Err(e) = crate::denied::record(policy) {
         plan.warnings.push(format!("the denied paths' inodes could not be recorded ({e}): if a command moves one, the next run's rule matches only its name"));
@@ -354,6 +360,34 @@ impl PreparedRun {
             }
             other => other,
         }
+    }
+}
+
+/// Proxy sockets bound on the host's loopback for prepared runs of this process (the allowlist
+/// without a network namespace), by port, until the run takes its own.
+#[cfg(target_os = "linux")]
+static PROXY_LISTENERS: std::sync::Mutex<Vec<(u16, std::net::TcpListener)>> = std::sync::Mutex::new(Vec::new());
+
+/// Binds a proxy socket on `127.0.0.1` (a free port) and holds it for the run; its port.
+#[cfg(target_os = "linux")]
+fn hold_proxy_listener() -> Result<u16, SandboxError> {
+    let l = std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(|e| SandboxError::io("bind the allowlist proxy on 127.0.0.1", e))?;
+    let port = l.local_addr().map_err(|e| SandboxError::io("the allowlist proxy's address", e))?.port();
+    if let Ok(mut v) = PROXY_LISTENERS.lock() {
+        v.push((port, l));
+    }
+    Ok(port)
+}
+
+/// The proxy socket held for `port`, or one bound now (a plan made elsewhere); an error when the
+/// port is taken — the command's proxy variables name that port, so nothing runs.
+#[cfg(target_os = "linux")]
+fn take_proxy_listener(port: u16) -> Result<std::net::TcpListener, SandboxError> {
+    let held = PROXY_LISTENERS.lock().ok().and_then(|mut v| v.iter().position(|(p, _)| *p == port).map(|i| v.swap_remove(i).1));
+    match held {
+        Some(l) => Ok(l),
+        None => std::net::TcpListener::bind(("127.0.0.1", port))
+            .map_err(|e| SandboxError::Setup(format!("the allowlist proxy's port 127.0.0.1:{port} cannot be bound ({e}): nothing ran"))),
     }
 }
 
@@ -442,7 +476,11 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     // Granted host sockets: held open from now on, and the report channel also carries the
     // seccomp listener.
     #[cfg(target_os = "linux")]
-    let granted = if helper_plan.seccomp_listener { Some(Granted::open(&plan.unix_sockets, plan.namespaces().is_some())?) } else { None };
+    let host_proxy = match (plan.proxy_port, plan.namespaces()) {
+        (Some(port), None) => Some(take_proxy_listener(port)?),
+        _ => None,
+    };
+    let granted = if helper_plan.seccomp_listener { Some(Granted::open(&plan.unix_sockets, plan.namespaces().is_some(), host_proxy)?) } else { None };
     #[cfg(not(target_os = "linux"))]
     let granted: Option<Granted> = None;
     #[cfg(target_os = "linux")]

@@ -201,6 +201,15 @@ pub(crate) fn supervise_run(
         let mut ns_diag: Option<std::os::fd::OwnedFd> = None;
         #[cfg(target_os = "linux")]
         let mut proxy: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
+        // The allowlist in the host's network namespace: the runner's own proxy socket on the
+        // host's loopback, served from the start.
+        #[cfg(target_os = "linux")]
+        if let (Some(fd), Some(a)) = (granted.and_then(super::Granted::take_host_proxy), &plan.network_allowlist) {
+            let a = std::sync::Arc::new(a.clone());
+            let ev = crate::linux::proxy::Events { list: std::sync::Arc::clone(&events), audit: audit.clone() };
+            let stop = broker_stop.read;
+            proxy = Some(scope.spawn(move || crate::linux::proxy::serve(fd, a, ev, stop)));
+        }
         let result = (|| {
             let mut status: Option<i32> = None;
             let mut written: Option<u64> = None;
