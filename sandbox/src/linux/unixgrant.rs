@@ -403,7 +403,7 @@ fn listen_tcp(sock: &OwnedFd, backlog: i32, tcp: &mut Vec<TcpListener>) -> Resul
     }
     let ino = fstat(sock).map_err(|_| libc::EIO)?.st_ino;
     if tcp.len() >= MAX_OWN / 4 {
-        tcp.retain(|l| tcp_listening(l));
+        tcp.retain(tcp_listening);
     }
     if !tcp.iter().any(|l| l.ino == ino) {
         if tcp.len() >= MAX_OWN {
