@@ -22,7 +22,7 @@ pub mod protect;
 #[cfg(target_os = "linux")]
 pub mod supervise;
 #[cfg(target_os = "linux")]
-pub mod unixgrant;
+pub(crate) mod unixgrant;
 #[cfg(target_os = "linux")]
 pub mod proxy;
 
