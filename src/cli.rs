@@ -110,6 +110,11 @@ pub struct PolicyArgs {
     /// Append one JSON line per event (start, each network decision, end) to this file.
     #[arg(long = "audit-log", value_name = "PATH")]
     pub audit_log: Option<PathBuf>,
+    /// Import Anthropic sandbox-runtime's settings JSON (filesystem.denyRead/allowWrite,
+    /// network.allowedDomains/deniedDomains/allowUnixSockets/allowLocalBinding); a field that
+    /// cannot be honoured is an error naming it.
+    #[arg(long = "settings", value_name = "FILE")]
+    pub settings: Option<PathBuf>,
     /// Timeout in seconds (default 120).
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
@@ -230,6 +235,7 @@ pub fn fast_run_args(args: &[std::ffi::OsString]) -> Option<RunArgs> {
                     "--allow-domain" => p.allow_domain.push(v.to_string()),
                     "--deny-domain" => p.deny_domain.push(v.to_string()),
                     "--audit-log" => once(&mut p.audit_log, PathBuf::from(v))?,
+                    "--settings" => once(&mut p.settings, PathBuf::from(v))?,
                     "--timeout" => once(&mut p.timeout, v.parse().ok()?)?,
                     "--max-output" => once(&mut p.max_output, v.parse().ok()?)?,
                     "--max-processes" => once(&mut p.max_processes, v.parse().ok()?)?,
@@ -325,6 +331,13 @@ pub fn resolve_policy(args: &PolicyArgs) -> Result<SandboxPolicy, Failure> {
 pub fn resolve_policy_for(args: &PolicyArgs, platform: Platform) -> Result<SandboxPolicy, Failure> {
     let (mut s, _path) = SandboxSettings::load()?;
     let cwd = std::env::current_dir().map_err(|e| usage(format!("current directory: {e}")))?;
+    // sandbox-runtime settings: over the config file, under the flags.
+    if let Some(f) = &args.settings {
+        let f = absolutize(f, &cwd);
+        let text = std::fs::read_to_string(&f).map_err(|e| usage(format!("--settings {}: {e}", f.display())))?;
+        let home = s.home.clone().or_else(|| std::env::var_os("HOME").map(PathBuf::from));
+        localgpt_sandbox::srt::apply(&mut s, &text, &f, &cwd, home.as_deref()).map_err(|e| usage(e.to_string()))?;
+    }
     if let Some(m) = &args.mode {
         s.mode = SandboxMode::parse(m).map_err(|e| usage(e.to_string()))?;
     }

@@ -457,3 +457,33 @@ fn timeout_fires_while_the_caller_does_not_read() {
     assert!(!survived, "the command outlived its timeout while the caller did not read its output");
     assert_eq!(st.code(), Some(124), "timed out: exit 124");
 }
+
+/// `--settings FILE` imports sandbox-runtime's settings: a `denyRead` path stays unread (checked
+/// from outside: its text never reaches the output, and bare it does), `allowedDomains` turns the
+/// allowlist on (explain says so); a field that cannot be honoured is a one-line usage error
+/// naming it, and nothing runs.
+#[test]
+fn sandbox_runtime_settings_are_imported_or_refused_by_field() {
+    let w = World::new();
+    let secret = w.outside.join("srt-secret.txt");
+    fs::write(&secret, "lgsecret-srt-denyread").unwrap();
+    let settings = w.root.join("srt.json");
+    fs::write(&settings, format!(
+        r#"{{"filesystem": {{"denyRead": ["{}"], "allowWrite": []}}, "network": {{"allowedDomains": ["example.com"], "allowLocalBinding": true}}}}"#,
+        secret.display())).unwrap();
+    let s = settings.display().to_string();
+    let read = format!("cat {} ; true", sh_quote(&secret));
+    assert!(w.bare(&read).stdout.contains("lgsecret-srt-denyread"), "bare validity: the file is readable without the sandbox");
+    let o = run(w.sandbox_cmd(&["--settings", &s], &[&read]), "run with --settings");
+    assert!(!o.stdout.contains("lgsecret-srt-denyread") && !o.stderr.contains("lgsecret-srt-denyread"), "denyRead not honoured{}", o.describe());
+    let e = run(w.localgpt_cmd(&["sandbox", "explain", "--settings", &s, "--workspace", &w.ws.display().to_string()]), "explain --settings");
+    assert!(e.stdout.contains("example.com") && e.stdout.contains("allowlist"), "{}", e.describe());
+    // Not honourable: refused by name, nothing runs.
+    let marker = w.ws.join("MARKER");
+    for (json, field) in [(r#"{"filesystem": {"denyWrite": [".env"]}}"#, "filesystem.denyWrite"), (r#"{"network": {"allowLocalBinding": false}}"#, "network.allowLocalBinding"), (r#"{"sandbox": {}}"#, "sandbox")] {
+        fs::write(&settings, json).unwrap();
+        let o = run(w.sandbox_cmd(&["--settings", &s], &[&marker_cmd(&marker)]), "refused --settings");
+        assert_usage_error(&o, &marker);
+        assert!(o.stderr.contains(field), "{field}{}", o.describe());
+    }
+}

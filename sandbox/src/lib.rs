@@ -68,6 +68,7 @@ pub mod policy;
 #[cfg(unix)]
 mod rand;
 pub mod review;
+pub mod srt;
 pub mod text;
 #[cfg(unix)]
 pub mod timing;

@@ -1,0 +1,193 @@
+//! Import of Anthropic sandbox-runtime's settings (`sandbox run --settings FILE`).
+//!
+//! sandbox-runtime (`srt`) reads a JSON file with a `filesystem` and a `network` object. Each
+//! field is mapped onto [`SandboxSettings`] only where this sandbox enforces the same thing;
+//! a field it cannot honour is an error that names the field, and so is a field it does not
+//! know — never a silent skip, so that a user moving a policy over never gets a weaker one than
+//! they wrote.
+//!
+//! | sandbox-runtime | here |
+//! |---|---|
+//! | `filesystem.denyRead` | `allow_paths.deny` (no read and no write) |
+//! | `filesystem.allowWrite` | `allow_paths.write` |
+//! | `filesystem.denyWrite` (non-empty) | refused: a read-only path inside a writable one has no equivalent (use `denyRead`, or the protected workspace paths) |
+//! | `network.allowedDomains` | `network = "allowlist"` and `allow_domains` (empty: `network = "deny"`) |
+//! | `network.deniedDomains` | `deny_domains` |
+//! | `network.allowUnixSockets` | `allow_unix_sockets` |
+//! | `network.allowAllUnixSockets: true` | refused (every host socket would be reachable) |
+//! | `network.allowLocalBinding: true` | honoured: local servers work (loopback only) |
+//! | `network.allowLocalBinding: false` | refused: the sandbox lets commands listen on loopback |
+//! | `enableWeakerNestedSandbox: false` | honoured (nothing is weakened); `true` refused |
+//! | anything else | refused, by name |
+//!
+//! Paths: `~/` is the home directory, a relative path is relative to the current directory.
+//! Domains keep their spelling: `example.com` is that host, `*.example.com` its subdomains.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::config::SandboxSettings;
+use crate::error::SandboxError;
+use crate::policy::NetworkPolicy;
+
+/// Applies the sandbox-runtime settings in `json` (the file's text; `file` names it in errors)
+/// to `s`; paths are made absolute against `cwd` and `home`.
+///
+/// # Errors
+/// [`SandboxError::Config`] naming the file and the field: malformed JSON, a field of the wrong
+/// type, a field this sandbox cannot honour or does not know.
+pub fn apply(s: &mut SandboxSettings, json: &str, file: &Path, cwd: &Path, home: Option<&Path>) -> Result<(), SandboxError> {
+    let err = |field: &str, why: &str| SandboxError::Config(format!("--settings {}: {field}: {why}", file.display()));
+    let v: Value = serde_json::from_str(json).map_err(|e| err("(file)", &format!("not JSON: {e}")))?;
+    let top = v.as_object().ok_or_else(|| err("(file)", "not a JSON object"))?;
+    for (k, val) in top {
+        match k.as_str() {
+            "filesystem" => filesystem(s, val, &err, cwd, home)?,
+            "network" => network(s, val, &err, cwd, home)?,
+            "enableWeakerNestedSandbox" => match val.as_bool() {
+                Some(false) => {}
+                Some(true) => return Err(err(k, "true weakens the sandbox; this sandbox has no weaker mode to nest in")),
+                None => return Err(err(k, "must be true or false")),
+            },
+            _ => return Err(err(k, "unknown field: not imported (nothing is ignored silently)")),
+        }
+    }
+    Ok(())
+}
+
+type ErrFn<'a> = dyn Fn(&str, &str) -> SandboxError + 'a;
+
+fn strings(val: &Value, field: &str, err: &ErrFn<'_>) -> Result<Vec<String>, SandboxError> {
+    let a = val.as_array().ok_or_else(|| err(field, "must be an array of strings"))?;
+    a.iter().map(|x| x.as_str().map(str::to_string).ok_or_else(|| err(field, "must be an array of strings"))).collect()
+}
+
+fn path(p: &str, cwd: &Path, home: Option<&Path>, field: &str, err: &ErrFn<'_>) -> Result<PathBuf, SandboxError> {
+    if p == "~" || p.starts_with("~/") {
+        let h = home.ok_or_else(|| err(field, &format!("{p}: ~ used but no home directory is known")))?;
+        return Ok(if p == "~" { h.to_path_buf() } else { h.join(&p[2..]) });
+    }
+    if p.is_empty() {
+        return Err(err(field, "an empty path"));
+    }
+    Ok(crate::config::absolutize(Path::new(p), cwd))
+}
+
+fn filesystem(s: &mut SandboxSettings, val: &Value, err: &ErrFn<'_>, cwd: &Path, home: Option<&Path>) -> Result<(), SandboxError> {
+    let o = val.as_object().ok_or_else(|| err("filesystem", "must be an object"))?;
+    for (k, v) in o {
+        let field = format!("filesystem.{k}");
+        match k.as_str() {
+            "denyRead" => {
+                for p in strings(v, &field, err)? {
+                    s.extra_deny.push(path(&p, cwd, home, &field, err)?);
+                }
+            }
+            "allowWrite" => {
+                for p in strings(v, &field, err)? {
+                    s.extra_write.push(path(&p, cwd, home, &field, err)?);
+                }
+            }
+            "denyWrite" => {
+                let list = strings(v, &field, err)?;
+                if !list.is_empty() {
+                    return Err(err(&field, &format!(
+                        "{}: a read-only path inside a writable one has no equivalent here (Landlock cannot take a right back below a grant); use denyRead (no read, no write) or the protected workspace paths",
+                        list.join(", "))));
+                }
+            }
+            _ => return Err(err(&field, "unknown field: not imported (nothing is ignored silently)")),
+        }
+    }
+    Ok(())
+}
+
+fn network(s: &mut SandboxSettings, val: &Value, err: &ErrFn<'_>, cwd: &Path, home: Option<&Path>) -> Result<(), SandboxError> {
+    let o = val.as_object().ok_or_else(|| err("network", "must be an object"))?;
+    // sandbox-runtime proxies every run: no allowed domain means no network.
+    s.network = NetworkPolicy::Deny;
+    for (k, v) in o {
+        let field = format!("network.{k}");
+        match k.as_str() {
+            "allowedDomains" => {
+                let d = strings(v, &field, err)?;
+                if !d.is_empty() {
+                    s.network = NetworkPolicy::Allowlist;
+                }
+                s.allow_domains.extend(d);
+            }
+            "deniedDomains" => s.deny_domains.extend(strings(v, &field, err)?),
+            "allowUnixSockets" => {
+                for p in strings(v, &field, err)? {
+                    s.allow_unix_sockets.push(path(&p, cwd, home, &field, err)?);
+                }
+            }
+            "allowAllUnixSockets" => match v.as_bool() {
+                Some(false) => {}
+                Some(true) => return Err(err(&field, "true would make every host socket reachable (docker.sock, D-Bus): list the ones needed in allowUnixSockets")),
+                None => return Err(err(&field, "must be true or false")),
+            },
+            "allowLocalBinding" => match v.as_bool() {
+                Some(true) => {}
+                Some(false) => return Err(err(&field, "false cannot be honoured: the sandbox lets commands listen on loopback (in its own network namespace at Full, on the host's loopback at Standard, reachable only by its own processes' connects)")),
+                None => return Err(err(&field, "must be true or false")),
+            },
+            _ => return Err(err(&field, "unknown field: not imported (nothing is ignored silently)")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn imported(json: &str) -> Result<SandboxSettings, String> {
+        let mut s = SandboxSettings::default();
+        apply(&mut s, json, Path::new("srt.json"), Path::new("/work/proj"), Some(Path::new("/home/u"))).map_err(|e| e.to_string())?;
+        Ok(s)
+    }
+
+    #[test]
+    fn every_honoured_field_maps() {
+        let s = imported(r#"{
+            "network": {"allowedDomains": ["github.com", "*.npmjs.org"], "deniedDomains": ["evil.github.com"],
+                        "allowUnixSockets": ["~/.ssh/agent.sock"], "allowLocalBinding": true, "allowAllUnixSockets": false},
+            "filesystem": {"denyRead": ["~/.ssh", "secrets"], "allowWrite": [".", "/tmp/out"], "denyWrite": []},
+            "enableWeakerNestedSandbox": false
+        }"#).unwrap();
+        assert_eq!(s.network, NetworkPolicy::Allowlist);
+        assert_eq!(s.allow_domains, ["github.com", "*.npmjs.org"]);
+        assert_eq!(s.deny_domains, ["evil.github.com"]);
+        assert_eq!(s.allow_unix_sockets, [PathBuf::from("/home/u/.ssh/agent.sock")]);
+        assert_eq!(s.extra_deny, [PathBuf::from("/home/u/.ssh"), PathBuf::from("/work/proj/secrets")]);
+        assert_eq!(s.extra_write, [PathBuf::from("/work/proj/."), PathBuf::from("/tmp/out")]);
+    }
+
+    #[test]
+    fn no_allowed_domain_means_no_network() {
+        assert_eq!(imported(r#"{"network": {"allowedDomains": []}}"#).unwrap().network, NetworkPolicy::Deny);
+        assert_eq!(imported(r#"{"network": {}}"#).unwrap().network, NetworkPolicy::Deny);
+    }
+
+    #[test]
+    fn what_cannot_be_honoured_or_is_unknown_is_refused_by_name() {
+        for (json, field) in [
+            (r#"{"filesystem": {"denyWrite": [".env"]}}"#, "filesystem.denyWrite"),
+            (r#"{"network": {"allowLocalBinding": false}}"#, "network.allowLocalBinding"),
+            (r#"{"network": {"allowAllUnixSockets": true}}"#, "network.allowAllUnixSockets"),
+            (r#"{"network": {"httpProxyPort": 8080}}"#, "network.httpProxyPort"),
+            (r#"{"filesystem": {"allowRead": ["/x"]}}"#, "filesystem.allowRead"),
+            (r#"{"ignoreViolations": {}}"#, "ignoreViolations"),
+            (r#"{"enableWeakerNestedSandbox": true}"#, "enableWeakerNestedSandbox"),
+            (r#"{"network": {"allowedDomains": "github.com"}}"#, "network.allowedDomains"),
+            (r#"{"filesystem": {"denyRead": ["~/x"]}, "network": []}"#, "network"),
+            (r#"[]"#, "(file)"),
+            (r#"{"network": "#, "(file)"),
+        ] {
+            let e = imported(json).unwrap_err();
+            assert!(e.contains(&format!("srt.json: {field}:")), "{json}: {e}");
+        }
+    }
+}
