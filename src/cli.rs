@@ -96,8 +96,8 @@ pub struct PolicyArgs {
     /// "$SSH_AUTH_SOCK").
     #[arg(long = "allow-unix-socket", value_name = "PATH")]
     pub allow_unix_socket: Vec<PathBuf>,
-    /// Network: deny (default) or allowlist (the --allow-domain hosts, through the sandbox's
-    /// proxy; Full level).
+    /// Network: deny (default), allowlist (the --allow-domain hosts, through the sandbox's
+    /// proxy) or full (the host's network, open; every other protection kept).
     #[arg(long, value_name = "MODE")]
     pub network: Option<String>,
     /// A domain the command may reach with --network allowlist (repeatable): example.com,

@@ -59,6 +59,7 @@ pub fn banner(cmd: &[std::ffi::OsString], plan: &Plan) -> String {
             "allowlist only ({}), through the sandbox's proxy",
             if a.allow.is_empty() { "no domain allowed".to_string() } else { escape_controls(&a.allow.iter().map(|d| d.text.as_str()).collect::<Vec<_>>().join(", ")) }
         ),
+        (None, true) if plan.network == localgpt_sandbox::policy::NetworkPolicy::Full => "OPEN (network = full: the host's network; every other protection kept)".to_string(),
         (None, true) => "denied".to_string(),
     };
     let shown = match cmd {

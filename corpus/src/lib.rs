@@ -337,6 +337,11 @@ pub struct Vector {
     /// quickly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
+    /// Protections the `config` switches off on purpose (`network = "full"` opens `network`):
+    /// the run may report exactly these not enforced beyond the machine's pinned gaps. Never
+    /// one the vector depends on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_opens: Vec<String>,
     /// Run the command under the victim process (an unsandboxed ancestor the probe attacks).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub victim: bool,
@@ -496,6 +501,12 @@ fn validate_vector(v: &Vector) -> Result<(), String> {
     }
     if v.protections.is_empty() {
         return Err("`protections` must name at least one protection id".into());
+    }
+    if let Some(p) = v.config_opens.iter().find(|p| v.protections.contains(p)) {
+        return Err(format!("`config_opens` lists {p}, which the vector depends on: it could never be blocked"));
+    }
+    if !v.config_opens.is_empty() && v.config.is_none() {
+        return Err("`config_opens` without a `config` that opens anything".into());
     }
     let mut seen = BTreeSet::new();
     for p in &v.protections {

@@ -522,7 +522,7 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         network_access: settings.network,
         network_allowlist: match settings.network {
             NetworkPolicy::Allowlist => Some(crate::network::Allowlist::new(&settings.allow_domains, &settings.deny_domains, &settings.allow_ports, &settings.allow_cidrs)?),
-            NetworkPolicy::Deny => {
+            NetworkPolicy::Deny | NetworkPolicy::Full => {
                 if !(settings.allow_domains.is_empty() && settings.deny_domains.is_empty() && settings.allow_cidrs.is_empty()) {
                     return Err(SandboxError::Policy("allow_domains, deny_domains and allow_cidrs need network = \"allowlist\" (--network allowlist)".into()));
                 }
@@ -554,13 +554,13 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
 /// `deny`, `allowlist` or `full` (refused: not implemented yet).
 ///
 /// # Errors
-/// [`SandboxError::Policy`] for another value or `full`.
+/// [`SandboxError::Policy`] for another value.
 pub fn parse_network_mode(m: &str) -> Result<NetworkPolicy, SandboxError> {
     match m {
         "deny" => Ok(NetworkPolicy::Deny),
         "allowlist" => Ok(NetworkPolicy::Allowlist),
-        "full" => Err(SandboxError::Policy("network = \"full\" is not implemented yet; use \"allowlist\" with the domains the command needs".into())),
-        other => Err(SandboxError::Policy(format!("network {other:?}: expected deny or allowlist"))),
+        "full" => Ok(NetworkPolicy::Full),
+        other => Err(SandboxError::Policy(format!("network {other:?}: expected deny, allowlist or full"))),
     }
 }
 
@@ -776,7 +776,10 @@ mod tests {
         assert_eq!(s.network, NetworkPolicy::Allowlist);
         assert_eq!((s.allow_domains.len(), s.deny_domains.len(), s.allow_ports.as_slice(), s.allow_cidrs.len()), (1, 1, &[443u16][..], 1));
         assert_eq!(s.audit_log.as_deref(), Some(std::path::Path::new("/var/log/a.jsonl")));
-        assert!(SandboxSettings::from_toml("[sandbox]\nnetwork = 'full'\n").is_err(), "not implemented: refused");
+        assert_eq!(SandboxSettings::from_toml("[sandbox]\nnetwork = 'full'\n").unwrap().network, NetworkPolicy::Full);
+        // With full, as with deny, the allowlist's lists mean nothing: refused, not ignored.
+        let s = SandboxSettings::from_toml("[sandbox]\nnetwork = 'full'\nallow_domains = ['x.org']\n").unwrap();
+        assert!(build_sandbox_policy(std::path::Path::new("/tmp"), &SandboxSettings { force_workspace: true, ..s }).is_err());
         assert!(SandboxSettings::from_toml("[sandbox]\nnetwork = 'open'\n").is_err());
         assert!(SandboxSettings::from_toml("[sandbox]\nmode='yolo'\n").is_err());
         assert!(SandboxSettings::from_toml("[sandbox\n").is_err());

@@ -149,8 +149,12 @@ pub enum NetworkPolicy {
     #[default]
     Deny,
     /// Only the hosts of [`SandboxPolicy::network_allowlist`], through the runner's proxy (Full
-    /// level: the sandbox's own network namespace; refused below it).
+    /// level: the sandbox's own network namespace; Standard where the runner answers connect).
     Allowlist,
+    /// The host's network, open: TCP and UDP anywhere, as without the sandbox. Every other
+    /// protection stays (the host's unix sockets, abstract ones included, stay out of reach;
+    /// Linux only).
+    Full,
 }
 
 /// What happens to the caller's environment.

@@ -97,7 +97,13 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
     };
     let seccomp = if level >= SandboxLevel::Minimal {
         // In the sandbox's own network namespace TCP and UDP on lo are the sandbox's own.
-        let scope = if full { seccomp::SocketScope::OwnNetworkNamespace } else { seccomp::SocketScope::SocketpairsOnly };
+        let scope = if policy.network_access == crate::policy::NetworkPolicy::Full {
+            seccomp::SocketScope::HostNetworkOpen
+        } else if full {
+            seccomp::SocketScope::OwnNetworkNamespace
+        } else {
+            seccomp::SocketScope::SocketpairsOnly
+        };
         // The runner answers connect and listen where it can: the sandbox's own unix servers
         // then work, and granted host sockets are reachable. A grant it cannot serve is an
         // error, never a silent refusal at run time.
@@ -204,7 +210,9 @@ fn landlock_plan(
         handled_abi,
         handled_fs: landlock::fs_rights_for_abi(handled_abi),
         // In the sandbox's own network namespace TCP reaches only its loopback: not handled.
-        handled_net: if own_netns { 0 } else { landlock::net_rights_for_abi(handled_abi) },
+        // TCP rules only where the host's network is closed: the sandbox's own namespace needs
+        // none, and `network = "full"` opens it on purpose.
+        handled_net: if own_netns || policy.network_access == crate::policy::NetworkPolicy::Full { 0 } else { landlock::net_rights_for_abi(handled_abi) },
         scopes: landlock::scopes_for_abi(handled_abi),
         rules: resolved.rules,
         skipped: resolved.skipped,

@@ -116,6 +116,9 @@ pub struct NamespacePlan {
     pub private_dev: bool,
     /// Device nodes bound into the private `/dev`.
     pub dev_nodes: Vec<PathBuf>,
+    /// `network = "full"`: no network namespace of its own (the host's network, open).
+    #[serde(default)]
+    pub host_network: bool,
 }
 
 /// Inodes allowed in a private tmpfs of `bytes`: one per 8 KiB, at least 65536.
@@ -223,6 +226,7 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
             .map(PathBuf::from)
             .filter(|p| p != Path::new("/dev/ptmx") && std::fs::metadata(p).is_ok_and(|m| !m.is_dir()))
             .collect(),
+        host_network: policy.network_access == crate::policy::NetworkPolicy::Full,
     }
 }
 
@@ -445,6 +449,7 @@ mod tests {
                 .map(PathBuf::from)
                 .filter(|p| p != Path::new("/dev/ptmx") && p.exists() && !p.is_dir())
                 .collect(),
+            host_network: policy.network_access == crate::policy::NetworkPolicy::Full,
         }
     }
 

@@ -402,12 +402,16 @@ pub fn loopback_listener(port: u16) -> std::io::Result<std::os::fd::OwnedFd> {
 /// # Errors
 /// The failing step; the caller must not run the command.
 pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
+    // `network = "full"` keeps the host's network namespace; every other one is the sandbox's.
+    let net = if ns.host_network { 0 } else { libc::CLONE_NEWNET };
     // SAFETY: unshare with constant flags.
-    if unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS) } != 0 {
+    if unsafe { libc::unshare(libc::CLONE_NEWNS | net | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS) } != 0 {
         return Err(last_err("unshare(mount, net, ipc, uts)"));
     }
     crate::timing::stamp("init_unshared");
-    loopback_up()?;
+    if !ns.host_network {
+        loopback_up()?;
+    }
     mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     for p in &ns.rw_binds {
         bind(p, p, libc::MS_BIND | libc::MS_REC)?;

@@ -143,6 +143,10 @@ pub enum SocketScope {
     /// No network: only unix socketpairs (stream or seqpacket); no `connect`, `bind`, `listen`
     /// or `accept` on anything (Standard and Minimal: the host's network namespace).
     SocketpairsOnly,
+    /// `network = "full"`: the host's network namespace, open. TCP and UDP go anywhere; unix
+    /// sockets stay as in the host's namespace without network (the runner decides their
+    /// `connect`, `bind` and `listen`; socketpairs only without it).
+    HostNetworkOpen,
     /// The sandbox's own network namespace (Full level, only `lo`): TCP and UDP sockets with
     /// `connect`, `bind`, `listen` and `accept` reach nothing outside it, so local servers and
     /// their clients work. `socket(AF_UNIX)` is refused (only socketpairs remain): a pathname
@@ -186,8 +190,10 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
     // AF_UNIX only where unix sockets may be created with it (UDP and netlink are datagram or
     // raw sockets).
     let own_netns = scope == SocketScope::OwnNetworkNamespace;
+    // TCP and UDP unrestricted: the sandbox's own namespace, or the host's opened on purpose.
+    let inet_free = own_netns || scope == SocketScope::HostNetworkOpen;
     let mut type_checked: Vec<(&str, i64, Vec<ArgCondition>, &str)> = vec![("socketpair", x86("socketpair"), Vec::new(), "")];
-    if !own_netns {
+    if !inet_free {
         // The host's namespace: every socket but a netlink one (unix, and TCP with the runner)
         // is stream or seqpacket; TCP is further narrowed below.
         type_checked.insert(0, ("socket", x86("socket"), vec![ArgCondition::Ne { arg: 0, value: AF_NETLINK }], "domain != AF_NETLINK && "));
@@ -208,7 +214,7 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
     // protocol 0 or IPPROTO_TCP: no UDP, whose sendmsg addresses anyone, no SCTP, which connects
     // from sendmsg, no MPTCP), and the runner makes every bind, listen and connect (loopback only;
     // connect only to the sandbox's own listeners).
-    let host_tcp = !own_netns && brokered;
+    let host_tcp = !inet_free && brokered;
     if host_tcp {
         // The checks above leave stream and seqpacket; the domain row below leaves unix,
         // netlink, IPv4 and IPv6. For the two inet families: stream only, TCP only.
@@ -224,13 +230,14 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
             "a listener sharing a host service's port (SO_REUSEPORT, same uid) would take some of the connections the runner lets the command make to its own listener");
     }
     let ne = |v: u32| ArgCondition::Ne { arg: 0, value: v };
-    match (own_netns, brokered) {
+    match (inet_free, brokered) {
         (true, true) => row_all("socket", x86("socket"), vec![ne(AF_INET), ne(AF_INET6), ne(AF_NETLINK), ne(AF_UNIX)],
             Some("domain != AF_INET && domain != AF_INET6 && domain != AF_NETLINK && domain != AF_UNIX".into()), SeccompDeny::Eperm,
-            "in the sandbox's own network namespace (only lo) TCP and UDP reach nothing outside; unix stream sockets connect only through the runner (the sandbox's own listeners, granted host sockets); no packet or other families"),
+            if own_netns { "in the sandbox's own network namespace (only lo) TCP and UDP reach nothing outside; unix stream sockets connect only through the runner (the sandbox's own listeners, granted host sockets); no packet or other families" }
+            else { "network = full: TCP and UDP go anywhere; unix stream sockets connect only through the runner (the sandbox's own listeners, granted host sockets); no packet or other families" }),
         (true, false) => row_all("socket", x86("socket"), vec![ne(AF_INET), ne(AF_INET6), ne(AF_NETLINK)],
             Some("domain != AF_INET && domain != AF_INET6 && domain != AF_NETLINK".into()), SeccompDeny::Eperm,
-            "in the sandbox's own network namespace (only lo) TCP and UDP reach nothing outside; unix sockets only as socketpairs (a pathname socket of the host would be reachable with connect), no packet or other families"),
+            "TCP and UDP only (the sandbox's own network namespace, or network = full); unix sockets only as socketpairs (a pathname socket of the host would be reachable with connect), no packet or other families"),
         (false, true) => row_all("socket", x86("socket"), vec![ne(AF_UNIX), ne(AF_NETLINK), ne(AF_INET), ne(AF_INET6)],
             Some("domain != AF_UNIX && domain != AF_NETLINK && domain != AF_INET && domain != AF_INET6".into()), SeccompDeny::Eperm,
             "no network: the host's network namespace; unix and TCP sockets connect only to the sandbox's own listeners (the runner decides; TCP on loopback only), and routing queries"),
@@ -272,17 +279,19 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
         if !own_netns {
             row("bind", x86("bind"), None, UserNotif,
                 "in the host's network namespace the runner binds an abstract unix name itself, under the run's own prefix (no well-known name a host client connects to can be taken), and a TCP socket itself, to loopback only (a wildcard address becomes loopback); a pathname bind is made by the kernel, under Landlock, and checked at listen");
+        }
+        if host_tcp {
             let tfo = "TCP Fast Open connects from sendto/sendmsg without connect: refused (connect goes through the runner)";
             row("sendto", x86("sendto"), Some((ArgCondition::HasBits { arg: 3, bits: MSG_FASTOPEN }, "flags & MSG_FASTOPEN".into())), Eperm, tfo);
             row("sendmsg", x86("sendmsg"), Some((ArgCondition::HasBits { arg: 2, bits: MSG_FASTOPEN }, "flags & MSG_FASTOPEN".into())), Eperm, tfo);
             row("sendmmsg", x86("sendmmsg"), Some((ArgCondition::HasBits { arg: 3, bits: MSG_FASTOPEN }, "flags & MSG_FASTOPEN".into())), Eperm, tfo);
         }
-    } else if !own_netns {
+    } else if !inet_free {
         for (name, n) in [("connect", x86("connect")), ("listen", x86("listen"))] {
             row(name, n, None, Eperm, outside);
         }
     }
-    if !own_netns && !brokered {
+    if !inet_free && !brokered {
         for (name, n) in [("bind", x86("bind")), ("accept", x86("accept")), ("accept4", x86("accept4"))] {
             row(name, n, None, Eperm, outside);
         }
@@ -1084,7 +1093,7 @@ mod tests {
         len[0]
     }
 
-    fn tables() -> [(&'static str, Vec<SeccompRuleSpec>); 5] {
+    fn tables() -> [(&'static str, Vec<SeccompRuleSpec>); 6] {
         let mut guarded = seccomp_table();
         guarded.extend(truncate_guard_rules());
         [
@@ -1093,6 +1102,7 @@ mod tests {
             ("seccomp_table_for(OwnNetworkNamespace)", seccomp_table_for(SocketScope::OwnNetworkNamespace)),
             ("seccomp_table_with(SocketpairsOnly, brokered)", seccomp_table_with(SocketScope::SocketpairsOnly, true)),
             ("seccomp_table_with(OwnNetworkNamespace, brokered)", seccomp_table_with(SocketScope::OwnNetworkNamespace, true)),
+            ("seccomp_table_with(HostNetworkOpen, brokered)", seccomp_table_with(SocketScope::HostNetworkOpen, true)),
         ]
     }
 
@@ -1176,6 +1186,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `network = "full"`: TCP and UDP anywhere, as in the sandbox's own namespace; unix sockets
+    /// as in the host's without network (the runner decides; socketpairs only without it).
+    #[test]
+    fn open_host_network_frees_inet_and_keeps_unix_sockets_to_the_runner() {
+        let b = compile(&seccomp_table_with(SocketScope::HostNetworkOpen, true)).unwrap();
+        let plain = compile(&seccomp_table_with(SocketScope::HostNetworkOpen, false)).unwrap();
+        let act = |p: &[PackedInsn], nr: i64, a: [u64; 6]| run(p, &data(nr as u32, AUDIT_ARCH_X86_64, a)).action;
+        for p in [&b, &plain] {
+            for (dom, ty, proto) in [(2u64, 1u64, 0u64), (2, 2, 17), (10, 2, 0), (10, 1, 262)] {
+                assert_eq!(act(p, libc::SYS_socket, [dom, ty, proto, 0, 0, 0]), RET_ALLOW, "inet {dom} {ty} {proto}");
+            }
+            assert_eq!(act(p, libc::SYS_socket, [17, 3, 0, 0, 0, 0]), EPERM, "packet");
+            assert_eq!(act(p, libc::SYS_socket, [16, 3, 4, 0, 0, 0]), EPERM, "sock_diag");
+            assert_eq!(act(p, libc::SYS_sendto, [3, 0, 9, 0x2000_0000, 0, 0]), RET_ALLOW, "Fast Open");
+            assert_eq!(act(p, libc::SYS_setsockopt, [3, 1, 15, 0, 4, 0]), RET_ALLOW, "SO_REUSEPORT");
+            assert_eq!(act(p, libc::SYS_socketpair, [1, 2, 0, 0, 0, 0]), EPERM, "datagram pair");
+            assert_eq!(act(p, libc::SYS_accept4, [3, 0, 0, 0, 0, 0]), RET_ALLOW);
+        }
+        for nr in [libc::SYS_connect, libc::SYS_listen, libc::SYS_bind] {
+            assert_eq!(act(&b, nr, [3, 0, 0, 0, 0, 0]), RET_USER_NOTIF, "{nr}: the runner decides (unix sockets, abstract names)");
+            assert_eq!(act(&plain, nr, [3, 0, 0, 0, 0, 0]), RET_ALLOW, "{nr}: no unix socket exists to misuse");
+        }
+        assert_eq!(act(&b, libc::SYS_socket, [1, 1, 0, 0, 0, 0]), RET_ALLOW, "unix stream with the runner");
+        assert_eq!(act(&b, libc::SYS_socket, [1, 2, 0, 0, 0, 0]), EPERM, "unix datagram");
+        assert_eq!(act(&plain, libc::SYS_socket, [1, 1, 0, 0, 0, 0]), EPERM, "no unix socket without the runner: connect is free");
     }
 
     /// Without the runner, in the host's network namespace: unix sockets (socketpairs only work:

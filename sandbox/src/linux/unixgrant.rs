@@ -99,9 +99,12 @@ pub(crate) struct Granted {
     host_proxy: Option<std::net::SocketAddr>,
     host_proxy_listener: std::sync::Mutex<Option<std::net::TcpListener>>,
     /// The command's TCP/UDP sockets live in its own network namespace (Full level): their
-    /// `connect` is made as asked. Elsewhere seccomp lets the command create none, and one that
-    /// turned up anyway is refused rather than connected in the host's namespace.
+    /// `connect` is made as asked. In the host's namespace only loopback TCP between its own
+    /// processes, unless `open_network`.
     own_netns: bool,
+    /// `network = "full"`: the host's network namespace, open; TCP and UDP calls are made as
+    /// asked (unix sockets are still the runner's to decide).
+    open_network: bool,
 }
 
 impl Granted {
@@ -109,7 +112,7 @@ impl Granted {
     ///
     /// # Errors
     /// [`SandboxError::Setup`] when one is gone or is no longer a socket.
-    pub(crate) fn open(grants: &[UnixSocketGrant], own_netns: bool, host_proxy: Option<std::net::TcpListener>) -> Result<Granted, SandboxError> {
+    pub(crate) fn open(grants: &[UnixSocketGrant], own_netns: bool, open_network: bool, host_proxy: Option<std::net::TcpListener>) -> Result<Granted, SandboxError> {
         use std::os::unix::ffi::OsStrExt;
         let mut out = Vec::new();
         for g in grants {
@@ -137,7 +140,7 @@ impl Granted {
             Some(l) => Some(l.local_addr().map_err(|e| SandboxError::Setup(format!("proxy socket: {e}")))?),
             None => None,
         };
-        Ok(Granted { grants: out, host_diag, prefix, host_proxy: proxy_addr, host_proxy_listener: std::sync::Mutex::new(host_proxy), own_netns })
+        Ok(Granted { grants: out, host_diag, prefix, host_proxy: proxy_addr, host_proxy_listener: std::sync::Mutex::new(host_proxy), own_netns, open_network })
     }
 
     /// The proxy's listening socket on the host's loopback, once (the supervisor serves it).
@@ -199,7 +202,7 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
                     Some(p) => Target::Unix(p),
                     None => own_listener(&listener, &req, &addr, granted, diag, &mut own)?,
                 },
-                Kind::Tcp | Kind::Other if granted.own_netns => Target::Raw(addr),
+                Kind::Tcp | Kind::Other if granted.own_netns || granted.open_network => Target::Raw(addr),
                 Kind::Tcp if inet_addr(&addr).is_some_and(|(ip, port)| granted.host_proxy.is_some_and(|p| p.ip() == ip && p.port() == port)) => Target::Raw(addr),
                 Kind::Tcp => own_tcp_listener(&addr, &tcp)?,
                 Kind::Other => return Err(libc::EPERM),
@@ -237,7 +240,7 @@ fn listen_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted, 
     let backlog = req.data.args[1] as i32;
     let unix = match kind(&sock)? {
         Kind::Unix => true,
-        Kind::Tcp | Kind::Other if own_netns => false,
+        Kind::Tcp | Kind::Other if own_netns || granted.open_network => false,
         Kind::Tcp => return listen_tcp(&sock, backlog, tcp),
         Kind::Other => return Err(libc::EPERM),
     };
@@ -324,7 +327,7 @@ fn bind_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted) ->
         Ok(t) => t,
         Err(e) => return Some(Err(e)),
     };
-    if matches!(kind, Kind::Tcp) && !granted.own_netns {
+    if matches!(kind, Kind::Tcp) && !granted.own_netns && !granted.open_network {
         return Some(loopback_only(&addr).and_then(|a| bind_raw(&sock, &a)));
     }
     if !matches!(kind, Kind::Unix) || addr.len() <= 2 || addr[2] != 0 {

@@ -710,6 +710,9 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     // namespace (Full), or, in the host's, where the runner answers every connect (it lets TCP
     // reach the proxy and the sandbox's own listeners, and nothing else; UDP refused).
     let broker = caps.seccomp_broker.as_ref().filter(|b| b.available);
+    if policy.network_access == crate::policy::NetworkPolicy::Full && confined && caps.platform != Platform::Linux {
+        return Err(SandboxError::Unsupported(format!("network = \"full\" is implemented on Linux only (this plan is for {})", caps.platform)));
+    }
     let proxy_port = (policy.network_access == crate::policy::NetworkPolicy::Allowlist && confined).then(|| {
         if full { crate::network::PROXY_PORT } else { ctx.proxy_port.unwrap_or(crate::network::PROXY_PORT) }
     });
@@ -1147,7 +1150,12 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     let granted = granted_sockets_text(plan);
     let via_runner = plan.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.action == crate::linux::seccomp::SeccompDeny::UserNotif));
     let and_granted = if granted.is_empty() { String::new() } else { format!(", and the granted {granted} (connect-only; stream sockets)") };
-    v.push(match (ns, &plan.network_allowlist) {
+    // The sandbox's own network namespace (Full, unless network = "full" keeps the host's).
+    let own_net = ns.is_some_and(|n| !n.host_network);
+    let open_net = plan.network == crate::policy::NetworkPolicy::Full;
+    v.push(match (ns.filter(|_| own_net), &plan.network_allowlist) {
+        _ if open_net => prot(ProtectionId::Network, Off, "none (network = \"full\")",
+            "the host's network is open on request: TCP and UDP to any address, the host's loopback services and the cloud metadata address included; every other protection is kept, and the host's unix sockets stay out of reach"),
         (_, Some(a)) => {
             let list = |v: &[crate::network::DomainRule]| if v.is_empty() { "none".to_string() } else { v.iter().map(|d| d.text.clone()).collect::<Vec<_>>().join(", ") };
             prot(ProtectionId::Network, Enforced,
@@ -1180,14 +1188,14 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
             if abi >= 9 { "seccomp (connect) + landlock resolve_unix (ABI 9)" } else { "seccomp (connect)" }, "pathname sockets (docker.sock, D-Bus, systemd) are unreachable"),
     });
     let mut abs_mech = if abi >= 6 { "seccomp (connect) + landlock scope (ABI 6)".to_string() } else { "seccomp (connect)".to_string() };
-    if ns.is_some() {
+    if own_net {
         abs_mech.push_str(" + network namespace");
     }
-    if via_runner && ns.is_none() {
-        abs_mech.push_str(" + listen → the runner");
+    if via_runner && !own_net {
+        abs_mech.push_str(" + bind and listen → the runner");
     }
     v.push(prot(ProtectionId::AbstractSocketsOutside, Enforced, &abs_mech,
-        if ns.is_some() { "abstract unix sockets outside are unreachable, and the sandbox's own abstract names are invisible outside (network namespace)" } else { "abstract unix sockets outside are unreachable, and the command cannot listen on an abstract name (host processes could reach it)" }));
+        if own_net { "abstract unix sockets outside are unreachable, and the sandbox's own abstract names are invisible outside (network namespace)" } else { "abstract unix sockets outside are unreachable, and the command cannot listen on an abstract name (host processes could reach it)" }));
     v.push(match (ns.is_some(), abi >= 6) {
         (true, true) => prot(ProtectionId::SignalsOutside, Enforced, "PID namespace + landlock scope (ABI 6)", "no process outside the sandbox is visible or signalable"),
         (true, false) => prot(ProtectionId::SignalsOutside, Enforced, "PID namespace", "no process outside the sandbox is visible or signalable"),
@@ -1216,7 +1224,8 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v.push(prot(ProtectionId::KernelSurface, Enforced, "seccomp", "bpf, perf_event_open, userfaultfd, open_by_handle_at, kexec, modules fail"));
     v.push(if ns.is_some() {
         prot(ProtectionId::KernelInfo, Enforced, "/proc and /sys masks",
-            "the OCI runtime spec's default masked paths (kallsyms, kcore, keys, timer_list, sched_debug, interrupts, firmware, …) are hidden, /proc/sys, /proc/sysrq-trigger and the rest read-only; a fresh sysfs whose /sys/class/net lists only lo")
+            if own_net { "the OCI runtime spec's default masked paths (kallsyms, kcore, keys, timer_list, sched_debug, interrupts, firmware, …) are hidden, /proc/sys, /proc/sysrq-trigger and the rest read-only; a fresh sysfs whose /sys/class/net lists only lo" }
+            else { "the OCI runtime spec's default masked paths (kallsyms, kcore, keys, timer_list, sched_debug, interrupts, firmware, …) are hidden, /proc/sys, /proc/sysrq-trigger and the rest read-only; /sys/class/net hidden where no fresh sysfs can be mounted (network = \"full\" keeps the host's network namespace)" })
     } else {
         prot(ProtectionId::KernelInfo, Degraded, "none",
             "no mount namespace at this level: /proc/kallsyms, /proc/timer_list, /proc/keys, /sys/firmware and /sys/class/net are the host's (Landlock grants /proc whole: its per-process entries cannot be listed ahead)")
@@ -1606,6 +1615,33 @@ mod tests {
         old.seccomp_broker = Some(Feature { available: false, detail: "needs pidfd_getfd (Linux 5.6)".into() });
         let e = make_plan(&pol, &old, &ctx).unwrap_err();
         assert!(matches!(e, SandboxError::LevelUnavailable(_)) && e.to_string().contains("could be bypassed"), "{e}");
+    }
+
+    #[test]
+    fn network_full_opens_only_the_network() {
+        let (_d, home, ws) = world();
+        let mut pol = policy(SandboxMode::WorkspaceWrite, &home, &ws);
+        pol.network_access = crate::policy::NetworkPolicy::Full;
+        let mut c = caps(7, false);
+        c.user_namespaces = Some(Feature { available: true, detail: String::new() });
+        for caps in [caps(7, false), c] {
+            let p = make_plan(&pol, &caps, &RunContext::default()).unwrap();
+            let state = |id: ProtectionId| p.protections.iter().find(|x| x.id == id).unwrap().state;
+            assert_eq!(state(ProtectionId::Network), ProtectionState::Off, "{:?}", p.level);
+            for id in [ProtectionId::UnixSocketsOutside, ProtectionId::AbstractSocketsOutside, ProtectionId::FsWriteOutside, ProtectionId::FsReadCredentials] {
+                assert_eq!(state(id), ProtectionState::Enforced, "{id:?} at {:?}", p.level);
+            }
+            assert!(p.landlock().is_some_and(|l| l.handled_net == 0), "no TCP rules: the network is open");
+            assert!(p.seccomp().unwrap().rules.iter().any(|r| r.syscall == "bind" && r.action == crate::linux::seccomp::SeccompDeny::UserNotif),
+                "abstract names stay the runner's to prefix in the host's namespace");
+            if let Some(ns) = p.namespaces() {
+                assert!(ns.host_network && p.level == SandboxLevel::Full);
+            }
+        }
+        let mut mac_pol = pol.clone();
+        mac_pol.platform = crate::detect::Platform::Macos;
+        let mac = make_plan(&mac_pol, &crate::detect::assumed_for(crate::detect::Platform::Macos), &RunContext::default()).unwrap_err();
+        assert!(mac.to_string().contains("Linux only"), "{mac}");
     }
 
     #[test]
