@@ -74,7 +74,9 @@ const PROXY: &str = "PROXY_HP=${http_proxy#http://}; ";
 fn config(w: &World, toml: &str) {
     let dir = w.xdg.join("localgpt");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("config.toml"), format!("[sandbox]\n{toml}")).unwrap();
+    // The allowlist's lists need the mode (`status`, which tells the suite's level, reads this
+    // config too).
+    std::fs::write(dir.join("config.toml"), format!("[sandbox]\nnetwork = \"allowlist\"\n{toml}")).unwrap();
 }
 
 fn allowlisted(w: &World, flags: &[&str], script: &str) -> Out {
