@@ -440,13 +440,7 @@ unsafe fn tcp_reuseport(port: u16, data: &str) -> i32 {
         }
         libc::close(fd);
         if let Some(l) = own {
-            loop {
-                let c = libc::accept(l, std::ptr::null_mut(), std::ptr::null_mut());
-                if c < 0 {
-                    break;
-                }
-                libc::close(c);
-            }
+            drain_accepts(l);
         }
     }
     say(&format!("{ok} of 64 connect(s) succeeded (own listener or the service)"));
@@ -503,13 +497,7 @@ unsafe fn tcp_connect_race(port: u16, data: &str) -> i32 {
             refused += 1;
         }
         libc::close(fd);
-        loop {
-            let c = libc::accept(own, std::ptr::null_mut(), std::ptr::null_mut());
-            if c < 0 {
-                break;
-            }
-            libc::close(c);
-        }
+        drain_accepts(own);
     }
     stop.store(true, Ordering::Relaxed);
     let _ = flipper.join();
@@ -524,17 +512,7 @@ unsafe fn tcp_listen_any(port: u16, secs: u64) -> i32 {
     let mut sa = sockaddr_in(port);
     sa.sin_addr = libc::in_addr { s_addr: 0 };
     let Some(l) = tcp_listener_on(&sa, false) else { return result(false, "listen on 0.0.0.0") };
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    let mut accepted = 0;
-    while std::time::Instant::now() < end {
-        let c = libc::accept(l, std::ptr::null_mut(), std::ptr::null_mut());
-        if c >= 0 {
-            accepted += 1;
-            libc::close(c);
-        } else {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-    }
+    let accepted = accept_for(&[l], secs);
     say(&format!("{accepted} connection(s) accepted"));
     result(accepted > 0, "listen on the wildcard address")
 }
@@ -703,6 +681,33 @@ unsafe fn unix_connect_race(granted: &str, target: &str, data: &str) -> i32 {
     result(reached > 0 || ok > 0, "connect to the target through a link or a race")
 }
 
+/// Accepts and closes every connection pending on the non-blocking listener `l`; how many.
+unsafe fn drain_accepts(l: i32) -> usize {
+    let mut n = 0;
+    loop {
+        let c = libc::accept(l, std::ptr::null_mut(), std::ptr::null_mut());
+        if c < 0 {
+            return n;
+        }
+        libc::close(c);
+        n += 1;
+    }
+}
+
+/// Accepts on the non-blocking `listeners` for `secs` seconds; the connections that came.
+unsafe fn accept_for(listeners: &[i32], secs: u64) -> usize {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let mut accepted = 0;
+    while std::time::Instant::now() < end {
+        let n: usize = listeners.iter().map(|&l| drain_accepts(l)).sum();
+        if n == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        accepted += n;
+    }
+    accepted
+}
+
 /// A listening unix stream socket at `path` (relative to the working directory), or -1.
 unsafe fn unix_listener_at(path: &str) -> i32 {
     let _ = std::fs::remove_file(path);
@@ -784,13 +789,7 @@ unsafe fn unix_listen_swap(target: &str, data: &str) -> i32 {
         }
         libc::close(fd);
         // Keep the own listener's backlog from filling.
-        loop {
-            let c = libc::accept(l, std::ptr::null_mut(), std::ptr::null_mut());
-            if c < 0 {
-                break;
-            }
-            libc::close(c);
-        }
+        drain_accepts(l);
     }
     stop.store(true, Ordering::Relaxed);
     let _ = flipper.join();
@@ -855,22 +854,7 @@ unsafe fn abstract_listen(name: &[u8], secs: u64) -> i32 {
     let _ = flipper.join();
     let _ = std::fs::remove_file(&path);
     say(&format!("{} listener(s) on an abstract name ({raced} from the race)", listening.len()));
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    let mut accepted = 0;
-    while std::time::Instant::now() < end {
-        let mut any = false;
-        for &l in &listening {
-            let c = libc::accept(l, std::ptr::null_mut(), std::ptr::null_mut());
-            if c >= 0 {
-                accepted += 1;
-                any = true;
-                libc::close(c);
-            }
-        }
-        if !any {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-    }
+    let accepted = accept_for(&listening, secs);
     say(&format!("{accepted} connection(s) accepted on abstract names"));
     result(accepted > 0, "listen on an abstract name the host reaches")
 }

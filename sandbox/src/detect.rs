@@ -197,15 +197,20 @@ pub fn detect_landlock() -> LandlockSupport {
 }
 
 /// Whether the runner can answer seccomp user notifications (see
-/// [`Capabilities::seccomp_broker`]).
+/// [`Capabilities::seccomp_broker`]). Probed once per process (a few system calls and a read of
+/// Yama's setting, which do not change under it), not on every run.
 #[must_use]
 pub fn detect_seccomp_broker(is_root: bool) -> Feature {
     #[cfg(target_os = "linux")]
     {
-        match crate::linux::unixgrant::check_support(is_root) {
-            Ok(()) => Feature { available: true, detail: "pidfd_getfd, openat2, ptrace access to the command".into() },
-            Err(e) => Feature { available: false, detail: e },
-        }
+        // Keyed by root-ness: Yama's answer depends on it.
+        static CACHE: [OnceLock<Feature>; 2] = [OnceLock::new(), OnceLock::new()];
+        CACHE[usize::from(is_root)]
+            .get_or_init(|| match crate::linux::unixgrant::check_support(is_root) {
+                Ok(()) => Feature { available: true, detail: "pidfd_getfd, openat2, ptrace access to the command".into() },
+                Err(e) => Feature { available: false, detail: e },
+            })
+            .clone()
     }
     #[cfg(not(target_os = "linux"))]
     {

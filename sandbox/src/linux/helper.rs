@@ -238,9 +238,10 @@ fn start_init(plan: &HelperPlan, ns: &crate::linux::mounts::NamespacePlan, argv:
             Err(e) => fail(&format!("proxy socket on 127.0.0.1:{port}: {e}")),
         }
     }
-    if plan.seccomp_listener {
+    if plan.seccomp_listener && !ns.host_network {
         // The runner's broker asks sock_diag which unix sockets listen in this namespace: the
-        // socket must be made in it, before the command runs. PID 1 keeps no copy.
+        // socket must be made in it, before the command runs (with the host's network the
+        // runner's own serves). PID 1 keeps no copy.
         match crate::linux::unixgrant::diag_socket() {
             Ok(d) => {
                 if let Err(e) = report_with_fd(&Report::SocketDiag, std::os::fd::AsRawFd::as_raw_fd(&d)) {

@@ -14,7 +14,7 @@
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -363,44 +363,11 @@ fn splice(client: TcpStream, upstream: TcpStream, first: &[u8]) -> (u64, u64) {
 /// that fails (std's `io::copy` between two sockets goes 8 KiB at a time, which halves a fast
 /// link's throughput).
 fn pump(from: &mut TcpStream, to: &mut TcpStream) -> u64 {
-    const CHUNK: usize = 1 << 20;
-    let mut total = 0u64;
-    if let Ok(p) = crate::run::fds::pipe() {
-        let (r, w) = (p.read, p.write);
-        // SAFETY: our own pipe; a bigger pipe moves more per call (the default is 64 KiB).
-        unsafe { libc::fcntl(w, libc::F_SETPIPE_SZ, CHUNK as libc::c_int) };
-        let done = loop {
-            // SAFETY: splicing between descriptors we own; null offsets (sockets and pipes).
-            let n = unsafe { libc::splice(from.as_raw_fd(), std::ptr::null_mut(), w, std::ptr::null_mut(), CHUNK, libc::SPLICE_F_MOVE) };
-            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            if n <= 0 {
-                break n == 0 || total > 0;
-            }
-            let mut left = n as usize;
-            while left > 0 {
-                // SAFETY: as above.
-                let m = unsafe { libc::splice(r, std::ptr::null_mut(), to.as_raw_fd(), std::ptr::null_mut(), left, libc::SPLICE_F_MOVE) };
-                if m < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                    continue;
-                }
-                if m <= 0 {
-                    crate::run::fds::close(r);
-                    crate::run::fds::close(w);
-                    return total;
-                }
-                left -= m as usize;
-                total += m as u64;
-            }
-        };
-        crate::run::fds::close(r);
-        crate::run::fds::close(w);
-        if done {
-            return total;
-        }
+    if let Some(total) = splice_through_pipe(from, to) {
+        return total;
     }
     // splice refused before anything moved: copy through a large buffer.
+    let mut total = 0u64;
     let mut buf = vec![0u8; 256 << 10];
     loop {
         match from.read(&mut buf) {
@@ -413,6 +380,44 @@ fn pump(from: &mut TcpStream, to: &mut TcpStream) -> u64 {
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return total,
+        }
+    }
+}
+
+/// [`pump`] in the kernel: `from` → a pipe → `to`, a chunk at a time, until end of stream or an
+/// error; the bytes that reached `to`. `None` when splice is refused before anything moved.
+fn splice_through_pipe(from: &TcpStream, to: &TcpStream) -> Option<u64> {
+    const CHUNK: usize = 1 << 20;
+    let p = crate::run::fds::pipe().ok()?;
+    // SAFETY: the pipe's two ends are ours; owned (and closed) from here on.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(p.read), OwnedFd::from_raw_fd(p.write)) };
+    // SAFETY: our own pipe; a bigger pipe moves more per call (the default is 64 KiB).
+    unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, CHUNK as libc::c_int) };
+    let mut total = 0u64;
+    loop {
+        let n = splice_once(from.as_raw_fd(), w.as_raw_fd(), CHUNK);
+        if n <= 0 {
+            return (n == 0 || total > 0).then_some(total);
+        }
+        let mut left = n as usize;
+        while left > 0 {
+            let m = splice_once(r.as_raw_fd(), to.as_raw_fd(), left);
+            if m <= 0 {
+                return Some(total);
+            }
+            left -= m as usize;
+            total += m as u64;
+        }
+    }
+}
+
+/// One `splice(2)` of up to `len` bytes (retried on `EINTR`).
+fn splice_once(fd_in: i32, fd_out: i32, len: usize) -> isize {
+    loop {
+        // SAFETY: splicing between descriptors the caller owns; null offsets (sockets and pipes).
+        let n = unsafe { libc::splice(fd_in, std::ptr::null_mut(), fd_out, std::ptr::null_mut(), len, libc::SPLICE_F_MOVE) };
+        if n >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return n;
         }
     }
 }

@@ -140,8 +140,10 @@ const NS_FLAGS: &[(u32, &str)] = &[
 /// Which sockets the command may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SocketScope {
-    /// No network: only unix socketpairs (stream or seqpacket); no `connect`, `bind`, `listen`
-    /// or `accept` on anything (Standard and Minimal: the host's network namespace).
+    /// No network, in the host's network namespace (Standard and Minimal): without the runner
+    /// only unix socketpairs (stream or seqpacket), no `connect`, `bind`, `listen` or `accept`
+    /// on anything; with it, unix and loopback TCP sockets between the sandbox's own processes
+    /// (the runner makes their `bind`, `listen` and `connect`).
     SocketpairsOnly,
     /// `network = "full"`: the host's network namespace, open. TCP and UDP go anywhere; unix
     /// sockets stay as in the host's namespace without network (the runner decides their
@@ -149,9 +151,9 @@ pub enum SocketScope {
     HostNetworkOpen,
     /// The sandbox's own network namespace (Full level, only `lo`): TCP and UDP sockets with
     /// `connect`, `bind`, `listen` and `accept` reach nothing outside it, so local servers and
-    /// their clients work. `socket(AF_UNIX)` is refused (only socketpairs remain): a pathname
-    /// unix socket of the host (docker.sock, D-Bus, systemd) is a file in the sandbox's view, and
-    /// with `connect` allowed nothing else would keep it out of reach.
+    /// their clients work. A pathname unix socket of the host (docker.sock, D-Bus, systemd) is a
+    /// file in the sandbox's view: unix sockets connect only through the runner, and without it
+    /// `socket(AF_UNIX)` is refused (only socketpairs remain).
     OwnNetworkNamespace,
 }
 

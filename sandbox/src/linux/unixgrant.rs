@@ -11,7 +11,8 @@
 //! 2. takes a duplicate of the command's socket (`pidfd_getfd`) and asks *it* what it is
 //!    (`SO_DOMAIN`, `SO_TYPE`, `getsockname`): never the arguments, which another thread of the
 //!    command may change after the check;
-//! 3. `bind` (host's network namespace only: Standard, Minimal): an abstract unix name is bound
+//! 3. `bind` (host's network namespace only: Standard, Minimal, `network = "full"`): an abstract
+//!    unix name is bound
 //!    by the runner itself, under the run's random prefix (`lgsbx-<id>/`), so that the command
 //!    can never hold a well-known name a host client connects to (an X server's, a D-Bus bus's);
 //!    `connect` to an abstract name gets the same prefix, which keeps the command's own servers
@@ -26,10 +27,12 @@
 //!    `RESOLVE_IN_ROOT`), and is connected to only when the socket file is bound to one of the
 //!    recorded listeners that still listens (`sock_diag` `UNIX_DIAG_VFS`, asked in the
 //!    listener's network namespace) — through that open descriptor, so that replacing the path
-//!    after the check reaches nothing else. An abstract name is connected to only in the
-//!    sandbox's own network namespace (Full), which scopes abstract names. For a TCP, UDP or
-//!    netlink socket (Full only: the sandbox's own network namespace) it makes the call itself
-//!    with the address it read, which is what the kernel would have done;
+//!    after the check reaches nothing else. An abstract name is connected to as asked in the
+//!    sandbox's own network namespace (Full), which scopes abstract names, and under the run's
+//!    prefix in the host's. A TCP, UDP or netlink socket in the sandbox's own namespace, or
+//!    with `network = "full"`, is connected as asked; in the host's namespace otherwise only
+//!    TCP reaches anything: the allowlist's proxy, or one of the sandbox's own loopback
+//!    listeners (recorded at `listen`, still listening in `/proc/net/tcp`);
 //! 5. answers with the result. Nothing is ever "continued" in the kernel: the call that runs is
 //!    always the runner's own, with its own copy of the address, so swapping the memory or the
 //!    descriptor after the check changes nothing.
@@ -124,10 +127,7 @@ impl Granted {
             }
             // SAFETY: just opened.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            // SAFETY: fstat into a zeroed struct.
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            // SAFETY: as above.
-            if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+            if !fstat(&fd).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFSOCK) {
                 return Err(SandboxError::Setup(format!("granted socket {}: not a unix socket any more", g.path.display())));
             }
             out.push((g.clone(), fd));
@@ -158,7 +158,7 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
     // The sandbox's own listening unix sockets (sockfs inode numbers), and in the host's network
     // namespace its TCP listeners (sockfs inode, loopback address, port).
     let mut own: Vec<u32> = Vec::new();
-    let mut tcp: Vec<TcpListener> = Vec::new();
+    let mut tcp: Vec<OwnTcp> = Vec::new();
     loop {
         let mut p = [
             libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 },
@@ -203,8 +203,7 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
                     None => own_listener(&listener, &req, &addr, granted, diag, &mut own)?,
                 },
                 Kind::Tcp | Kind::Other if granted.own_netns || granted.open_network => Target::Raw(addr),
-                Kind::Tcp if inet_addr(&addr).is_some_and(|(ip, port)| granted.host_proxy.is_some_and(|p| p.ip() == ip && p.port() == port)) => Target::Raw(addr),
-                Kind::Tcp => own_tcp_listener(&addr, &tcp)?,
+                Kind::Tcp => own_tcp_listener(&addr, granted.host_proxy, &tcp)?,
                 Kind::Other => return Err(libc::EPERM),
             };
             Ok((sock, t))
@@ -234,7 +233,7 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
 }
 
 /// `listen` (step 3 of the module docs): the runner's own call on the command's socket.
-fn listen_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted, diag: Option<&OwnedFd>, own: &mut Vec<u32>, tcp: &mut Vec<TcpListener>) -> Result<i64, i32> {
+fn listen_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted, diag: Option<&OwnedFd>, own: &mut Vec<u32>, tcp: &mut Vec<OwnTcp>) -> Result<i64, i32> {
     let own_netns = granted.own_netns;
     let sock = take_fd(listener, req, req.data.args[0] as i32)?;
     let backlog = req.data.args[1] as i32;
@@ -259,21 +258,25 @@ fn listen_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted, 
     }
     if unix {
         let ino = fstat(&sock).map_err(|_| libc::EIO)?.st_ino as u32;
-        // Bounded: closed listeners are forgotten once the list grows (the runner's memory is
-        // not the command's to fill).
-        if own.len() >= MAX_OWN / 4 {
-            if let Some(d) = diag {
-                own.retain(|&l| unix_diag_vfs(d, l) != Some(Diag::Gone));
-            }
-        }
-        if !own.contains(&ino) {
-            if own.len() >= MAX_OWN {
-                return Err(libc::ENOBUFS);
-            }
-            own.push(ino);
-        }
+        remember(own, ino, |&l| l == ino, |&l| diag.is_none_or(|d| unix_diag_vfs(d, l) != Some(Diag::Gone)))?;
     }
     Ok(0)
+}
+
+/// Records a listener in a run's list, which stays bounded: once it grows, the ones that are
+/// `alive` no more are forgotten, and past [`MAX_OWN`] the call fails (the runner's memory is not
+/// the command's to fill).
+fn remember<T>(list: &mut Vec<T>, item: T, same: impl Fn(&T) -> bool, alive: impl FnMut(&T) -> bool) -> Result<(), i32> {
+    if list.len() >= MAX_OWN / 4 {
+        list.retain(alive);
+    }
+    if !list.iter().any(same) {
+        if list.len() >= MAX_OWN {
+            return Err(libc::ENOBUFS);
+        }
+        list.push(item);
+    }
+    Ok(())
 }
 
 /// A unix `connect` to anything but a granted socket (step 4 of the module docs): the target
@@ -344,7 +347,7 @@ fn bind_raw(sock: &OwnedFd, a: &[u8]) -> Result<i64, i32> {
 }
 
 /// One of the sandbox's TCP listeners in the host's network namespace.
-struct TcpListener {
+struct OwnTcp {
     ino: u64,
     ip: std::net::IpAddr,
     port: u16,
@@ -390,7 +393,7 @@ fn loopback_only(a: &[u8]) -> Result<Vec<u8>, i32> {
 /// `listen` on a TCP socket in the host's network namespace: an unbound socket is first bound to
 /// loopback (the kernel would bind it to every address), a socket bound anywhere but loopback is
 /// refused; the listener is recorded.
-fn listen_tcp(sock: &OwnedFd, backlog: i32, tcp: &mut Vec<TcpListener>) -> Result<i64, i32> {
+fn listen_tcp(sock: &OwnedFd, backlog: i32, tcp: &mut Vec<OwnTcp>) -> Result<i64, i32> {
     let name = sock_name(sock).ok_or(libc::EPERM)?;
     let (mut ip, mut port) = inet_addr(&name).ok_or(libc::EPERM)?;
     if port == 0 && ip.is_unspecified() {
@@ -405,23 +408,19 @@ fn listen_tcp(sock: &OwnedFd, backlog: i32, tcp: &mut Vec<TcpListener>) -> Resul
         return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
     }
     let ino = fstat(sock).map_err(|_| libc::EIO)?.st_ino;
-    if tcp.len() >= MAX_OWN / 4 {
-        tcp.retain(tcp_listening);
-    }
-    if !tcp.iter().any(|l| l.ino == ino) {
-        if tcp.len() >= MAX_OWN {
-            return Err(libc::ENOBUFS);
-        }
-        tcp.push(TcpListener { ino, ip, port });
-    }
+    remember(tcp, OwnTcp { ino, ip, port }, |l| l.ino == ino, tcp_listening)?;
     Ok(0)
 }
 
-/// `connect` of a TCP socket in the host's network namespace: only to one of the sandbox's own
-/// listeners that still listens (`/proc/net/tcp`, by inode and port); loopback without one is
-/// `ECONNREFUSED` (the host's own services stay invisible), anything else `EPERM`.
-fn own_tcp_listener(addr: &[u8], tcp: &[TcpListener]) -> Result<Target, i32> {
+/// `connect` of a TCP socket in the host's network namespace: only to the allowlist's proxy
+/// (`proxy`) or to one of the sandbox's own listeners that still listens (`/proc/net/tcp`, by
+/// inode and port); loopback without one is `ECONNREFUSED` (the host's own services stay
+/// invisible), anything else `EPERM`.
+fn own_tcp_listener(addr: &[u8], proxy: Option<std::net::SocketAddr>, tcp: &[OwnTcp]) -> Result<Target, i32> {
     let (ip, port) = inet_addr(addr).ok_or(libc::EINVAL)?;
+    if proxy.is_some_and(|p| p.ip() == ip && p.port() == port) {
+        return Ok(Target::Raw(addr.to_vec()));
+    }
     if !ip.is_loopback() {
         return Err(libc::EPERM);
     }
@@ -434,10 +433,10 @@ fn own_tcp_listener(addr: &[u8], tcp: &[TcpListener]) -> Result<Target, i32> {
 
 /// The listener is still in `/proc/self/net/tcp{,6}` (the runner's network namespace is the
 /// host's, the command's) in state LISTEN, with its inode and port.
-fn tcp_listening(l: &TcpListener) -> bool {
-    let file = if l.ip.is_ipv4() { "/proc/self/net/tcp" } else { "/proc/self/net/tcp6" };
+fn tcp_listening(l: &OwnTcp) -> bool {
     // An IPv4 listener on an IPv6 socket (IPv4-mapped) is listed in tcp6.
-    [file, "/proc/self/net/tcp6"].iter().any(|f| {
+    let files: &[&str] = if l.ip.is_ipv4() { &["/proc/self/net/tcp", "/proc/self/net/tcp6"] } else { &["/proc/self/net/tcp6"] };
+    files.iter().any(|f| {
         std::fs::read_to_string(f).is_ok_and(|t| t.lines().skip(1).any(|line| proc_tcp_line_is(line, l.ino, l.port)))
     })
 }
@@ -472,7 +471,7 @@ fn continue_call(listener: &OwnedFd, id: u64) {
     unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND as _, &mut resp) };
 }
 
-/// The most listening unix sockets of one run the runner keeps track of at once.
+/// The most listening unix (and, apart, TCP) sockets of one run the runner keeps track of.
 const MAX_OWN: usize = 4096;
 
 /// Connects the runner is making for commands (all runs of this process).

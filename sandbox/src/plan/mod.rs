@@ -1153,21 +1153,21 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     // The sandbox's own network namespace (Full, unless network = "full" keeps the host's).
     let own_net = ns.is_some_and(|n| !n.host_network);
     let open_net = plan.network == crate::policy::NetworkPolicy::Full;
-    v.push(match (ns.filter(|_| own_net), &plan.network_allowlist) {
+    v.push(match (own_net, &plan.network_allowlist) {
         _ if open_net => prot(ProtectionId::Network, Off, "none (network = \"full\")",
             "the host's network is open on request: TCP and UDP to any address, the host's loopback services and the cloud metadata address included; every other protection is kept, and the host's unix sockets stay out of reach"),
         (_, Some(a)) => {
             let list = |v: &[crate::network::DomainRule]| if v.is_empty() { "none".to_string() } else { v.iter().map(|d| d.text.clone()).collect::<Vec<_>>().join(", ") };
             prot(ProtectionId::Network, Enforced,
-                if ns.is_some() { "private network namespace (only lo) + the runner's allowlist proxy + seccomp (socket families)" } else { "the runner's allowlist proxy on the host's loopback + seccomp (TCP only; bind, listen and connect → the runner, which lets connect reach only the proxy and the sandbox's own listeners)" },
+                if own_net { "private network namespace (only lo) + the runner's allowlist proxy + seccomp (socket families)" } else { "the runner's allowlist proxy on the host's loopback + seccomp (TCP only; bind, listen and connect → the runner, which lets connect reach only the proxy and the sandbox's own listeners)" },
                 format!("only through the proxy at 127.0.0.1:{} (HTTP, CONNECT, SOCKS5): allowed domains {}, denied {}, ports {}; the runner resolves names itself and refuses loopback, private, link-local and other special addresses{}; a TLS tunnel's server name must be the requested host",
                     plan.proxy_port.unwrap_or(crate::network::PROXY_PORT), list(&a.allow), list(&a.deny), a.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
                     if a.cidrs.is_empty() { String::new() } else { format!(" outside allow_cidrs {}", a.cidrs.iter().map(|c| format!("{}/{}", c.addr, c.prefix)).collect::<Vec<_>>().join(", ")) }))
         }
-        (Some(_), None) => prot(ProtectionId::Network, Enforced,
+        (true, None) => prot(ProtectionId::Network, Enforced,
             if via_runner { "private network namespace (only lo) + seccomp (socket families) + every connect made by the runner" } else { "private network namespace (only lo) + seccomp (socket families)" },
             "TCP and UDP work on the sandbox's own loopback (local servers and their clients); nothing reaches the host's network; netlink routing queries only (they show lo); no packet or raw sockets"),
-        (None, _) => {
+        (false, None) => {
             let mut net_mech = if via_runner { "seccomp (socket family and type; bind, listen and connect → the runner; no MSG_FASTOPEN, no SO_REUSEPORT)" } else { "seccomp (socket family, connect/bind/listen/accept)" }.to_string();
             if abi >= 4 {
                 net_mech.push_str(" + landlock TCP (ABI 4)");
@@ -1179,12 +1179,14 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
             })
         }
     });
-    v.push(match (via_runner, ns) {
+    // Without the runner, unix sockets are socketpairs only wherever `connect` is free for TCP
+    // (the sandbox's own namespace, or the host's opened on purpose).
+    v.push(match (via_runner, own_net || open_net) {
         (true, _) => prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (connect and listen → the runner, which checks what the path is bound to and makes the call itself)",
             format!("pathname sockets (docker.sock, D-Bus, systemd) are unreachable: connect reaches only sockets the sandbox's own processes listen on{and_granted}")),
-        (false, Some(_)) => prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (no socket(AF_UNIX): socketpairs only)",
+        (false, true) => prot(ProtectionId::UnixSocketsOutside, Enforced, "seccomp (no socket(AF_UNIX): socketpairs only)",
             "pathname sockets (docker.sock, D-Bus, systemd) are unreachable: the command cannot create a unix socket to connect with"),
-        (false, None) => prot(ProtectionId::UnixSocketsOutside, Enforced,
+        (false, false) => prot(ProtectionId::UnixSocketsOutside, Enforced,
             if abi >= 9 { "seccomp (connect) + landlock resolve_unix (ABI 9)" } else { "seccomp (connect)" }, "pathname sockets (docker.sock, D-Bus, systemd) are unreachable"),
     });
     let mut abs_mech = if abi >= 6 { "seccomp (connect) + landlock scope (ABI 6)".to_string() } else { "seccomp (connect)".to_string() };
