@@ -86,6 +86,20 @@ pub fn completion(r: &RunResult) -> String {
     } else {
         format!("\n✗ Exited with {} in {secs:.1}s (sandbox: {})", r.exit_code, r.level)
     };
+    // What the network allowlist refused (each host once; the full list is in `--json`).
+    let mut shown: Vec<&str> = Vec::new();
+    for e in r.network.iter().filter(|e| !e.allowed && e.via != "-") {
+        if shown.contains(&e.host.as_str()) {
+            continue;
+        }
+        if shown.len() == 5 {
+            let _ = write!(s, "\n  … and more refused by the network policy (see --json)");
+            break;
+        }
+        shown.push(&e.host);
+        let what = if e.via == "dns" { format!("the name {}", e.host) } else { format!("{}:{}", e.host, e.port) };
+        let _ = write!(s, "\n  network policy refused {what} ({}); to allow it: {}", e.rule, localgpt_sandbox::network::allow_hint(&e.host, e.port, &e.rule));
+    }
     for (t, name) in [(r.stdout_truncated, "stdout"), (r.stderr_truncated, "stderr")] {
         if t {
             let _ = write!(s, "\n  {name} was truncated");

@@ -106,17 +106,17 @@ fn allowlist_reaches_allowed_hosts_and_refuses_the_rest_with_a_403() {
     // Not allowed: another name, a denied one (deny wins), another port, an address outside
     // allow_cidrs, numeric forms. The 403 names the host and how to allow it; the upstream sees
     // nothing.
-    for (flags, url) in [
-        (vec!["--allow-domain", "localhost"], format!("http://other.invalid:{p}/")),
-        (vec!["--allow-domain", "**.localhost", "--deny-domain", "localhost"], format!("http://localhost:{p}/")),
-        (vec!["--allow-domain", "localhost"], "http://localhost:9/".to_string()),
-        (vec!["--allow-domain", "localhost"], format!("http://127.0.0.2:{p}/")),
-        (vec!["--allow-domain", "localhost"], format!("http://2130706434:{p}/")),
-        (vec!["--allow-domain", "localhost"], format!("http://0177.0.0.2:{p}/")),
-        (vec!["--allow-domain", "localhost"], format!("http://[::1]:{p}/")),
+    for (flags, url, hint) in [
+        (vec!["--allow-domain", "localhost"], format!("http://other.invalid:{p}/"), "--allow-domain other.invalid"),
+        (vec!["--allow-domain", "**.localhost", "--deny-domain", "localhost"], format!("http://localhost:{p}/"), "localhost is in deny_domains"),
+        (vec!["--allow-domain", "localhost"], "http://localhost:9/".to_string(), "add 9 to allow_ports"),
+        (vec!["--allow-domain", "localhost"], format!("http://127.0.0.2:{p}/"), "allow_cidrs"),
+        (vec!["--allow-domain", "localhost"], format!("http://2130706434:{p}/"), "allow_cidrs"),
+        (vec!["--allow-domain", "localhost"], format!("http://0177.0.0.2:{p}/"), "allow_cidrs"),
+        (vec!["--allow-domain", "localhost"], format!("http://[::1]:{p}/"), "allow_cidrs"),
     ] {
         let o = allowlisted(&w, &flags, &format!("curl -sS --noproxy '' {url}"));
-        assert!(o.stdout.contains("the sandbox's network policy blocked") && o.stdout.contains("--allow-domain"), "{url}{}", o.describe());
+        assert!(o.stdout.contains("the sandbox's network policy blocked") && o.stdout.contains("To allow it: ") && o.stdout.contains(hint), "{url}: {hint}{}", o.describe());
         assert!(!o.stdout.contains("upstream-page"), "{url}{}", o.describe());
     }
     assert_eq!(up.count(), 3, "a refused request reached the upstream");
@@ -184,6 +184,36 @@ fn a_tls_tunnel_whose_server_name_differs_from_the_connect_host_is_refused() {
         if !reaches {
             assert!(v["network"][0]["rule"].as_str().unwrap_or_default().contains("domain fronting"), "{}", o.describe());
         }
+    }
+}
+
+#[test]
+fn names_resolve_from_the_allowlist_alone_and_a_refused_one_is_reported() {
+    let name = "names_resolve_from_the_allowlist_alone_and_a_refused_one_is_reported";
+    let w = World::new();
+    if !full_or_skip(name, &w) || which("getent").is_none() {
+        return;
+    }
+    config(&w, "");
+    let script = "getent hosts pkg.example.com; echo \"rc=$?\"; getent hosts evil.example.com; echo \"rc=$?\"; getent hosts lgexfil.secret.invalid; echo \"rc=$?\"";
+    let o = allowlisted(&w, &["--allow-domain", "**.example.com", "--deny-domain", "evil.example.com", "--json"], script);
+    let v = parse_one_json(&o);
+    let out = v["stdout"].as_str().unwrap_or_default();
+    let dns: Vec<(String, bool, String)> = v["network"].as_array().into_iter().flatten().filter(|e| e["via"] == "dns")
+        .map(|e| (e["host"].as_str().unwrap_or_default().to_string(), e["allowed"] == true, e["rule"].as_str().unwrap_or_default().to_string())).collect();
+    // No name leaves the sandbox: refused names do not resolve, whatever the host's resolver
+    // knows; the reason is the runner's record.
+    assert!(out.contains("rc=2\n") && !out.contains("rc=0\nrc=0\n") && out.ends_with("rc=2\n"), "{}", o.describe());
+    if suite_level(&w) == "full" {
+        // The runner's DNS stub (the sandbox's own network namespace): an allowed name gets the
+        // proxy's address, the others are refused and recorded with the rule.
+        assert!(out.starts_with("127.0.0.1") && out.contains("pkg.example.com\nrc=0\nrc=2\nrc=2"), "{}", o.describe());
+        assert!(dns.iter().any(|(h, a, r)| h == "pkg.example.com" && *a && r.contains("allow_domains **.example.com")), "{dns:?}");
+        assert!(dns.iter().any(|(h, a, r)| h == "evil.example.com" && !*a && r.contains("deny_domains evil.example.com")), "{dns:?}");
+        assert!(dns.iter().any(|(h, a, _)| h == "lgexfil.secret.invalid" && !*a), "{dns:?}");
+    } else {
+        // Standard: the host's network namespace, where the command has no UDP: nothing resolves.
+        assert!(out.contains("rc=2\nrc=2\nrc=2"), "{}", o.describe());
     }
 }
 

@@ -307,6 +307,14 @@ impl Allowlist {
         if !self.ports.contains(&port) {
             return no(format!("port {port} is not in allow_ports ({})", self.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")));
         }
+        self.decide_name(host)
+    }
+
+    /// Decides a destination by name (or address literal) alone, whatever the port: what the
+    /// sandbox's DNS stub answers by.
+    #[must_use]
+    pub fn decide_name(&self, host: &str) -> Verdict {
+        let no = |rule: String| Verdict { allowed: false, rule };
         let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
         if let Ok(ip) = literal.parse::<IpAddr>() {
             return match self.cidrs.iter().find(|c| c.contains(ip)) {
@@ -342,6 +350,22 @@ impl Allowlist {
             Some(r) => Err(format!("{ip} is {r}; only an allow_cidrs entry allows it")),
             None => Ok(()),
         }
+    }
+}
+
+/// How a user allows what the allowlist refused for `rule` (a [`Verdict`]'s or a [`NetEvent`]'s).
+#[must_use]
+pub fn allow_hint(host: &str, port: u16, rule: &str) -> String {
+    if rule.starts_with("port ") {
+        format!("add {port} to allow_ports in [sandbox]")
+    } else if rule.starts_with("deny_domains") {
+        format!("{host} is in deny_domains, which wins over allow_domains")
+    } else if rule.contains("allow_cidrs") {
+        "add an allow_cidrs entry in [sandbox] for the address".to_string()
+    } else if rule.starts_with("not a valid host") || rule.starts_with("a numeric host") || rule.starts_with("DNS class") {
+        "it cannot be allowed by name".to_string()
+    } else {
+        format!("localgpt sandbox run --network allowlist --allow-domain {host} …, or add it to allow_domains in [sandbox]")
     }
 }
 
@@ -472,5 +496,21 @@ mod tests {
         assert_eq!(client_hello_sni(&rec).as_deref(), Some("example.com"));
         assert_eq!(client_hello_sni(&rec[..rec.len() - 1]), None, "incomplete");
         assert_eq!(client_hello_sni(b"GET / HTTP/1.1\r\n"), None);
+    }
+
+    #[test]
+    fn each_refusal_says_how_to_allow_it() {
+        let a = Allowlist::new(&["**.example.com".into()], &["evil.example.com".into()], &[], &[]).unwrap();
+        for (host, port, hint) in [
+            ("pypi.org", 443, "--allow-domain pypi.org"),
+            ("a.example.com", 8443, "add 8443 to allow_ports"),
+            ("evil.example.com", 443, "evil.example.com is in deny_domains"),
+            ("10.0.0.1", 443, "allow_cidrs"),
+            ("0x7f.1", 443, "cannot be allowed by name"),
+        ] {
+            let v = a.decide(host, port);
+            assert!(!v.allowed, "{host}");
+            assert!(allow_hint(host, port, &v.rule).contains(hint), "{host}: {} / {}", v.rule, allow_hint(host, port, &v.rule));
+        }
     }
 }

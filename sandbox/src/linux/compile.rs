@@ -22,6 +22,9 @@ use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};
 const LINUX_RLIMITS: RlimitNumbers = RlimitNumbers { fsize: 1, nofile: 7, core: 4 };
 const LINUX_RLIMIT_NPROC: i32 = 6;
 
+/// The command's `/etc/resolv.conf` with the network allowlist at Full: the runner's DNS stub.
+pub const RESOLV_CONF: &str = "# localgpt sandbox (network allowlist): names are answered by the runner's DNS stub,\n# from the allowlist alone (allowed names: 127.0.0.1, where the proxy listens; others: REFUSED).\nnameserver 127.0.0.1\noptions timeout:2 attempts:1\n";
+
 /// What [`compile`] needs.
 pub struct Inputs<'a> {
     /// The policy (with the run's extra denies).
@@ -65,6 +68,17 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
             if !c.removed.is_empty() || !visible {
                 ns.config_overlays.push(mounts::ConfigOverlay { target: c.path.clone(), content: c.content.clone() });
                 config_reads.push(c.path.clone());
+            }
+        }
+    }
+    // The network allowlist in the sandbox's own network namespace: the command's resolver asks
+    // the runner's DNS stub on 127.0.0.1 (see `crate::linux::dns`). Without a resolv.conf the C
+    // libraries ask 127.0.0.1 already.
+    if let (Some(ns), crate::policy::NetworkPolicy::Allowlist) = (namespaces.as_mut().filter(|n| n.private_dev), policy.network_access) {
+        if let Ok(r) = resolver.canonicalize(Path::new("/etc/resolv.conf")) {
+            if r.kind == crate::plan::resolve::FileKind::File {
+                ns.config_overlays.push(mounts::ConfigOverlay { target: r.path.clone(), content: RESOLV_CONF.into() });
+                config_reads.push(r.path);
             }
         }
     }

@@ -237,6 +237,15 @@ fn start_init(plan: &HelperPlan, ns: &crate::linux::mounts::NamespacePlan, argv:
             }
             Err(e) => fail(&format!("proxy socket on 127.0.0.1:{port}: {e}")),
         }
+        // The DNS stub's socket, the same way (the command's resolv.conf names 127.0.0.1).
+        match namespaces::loopback_udp(53) {
+            Ok(s) => {
+                if let Err(e) = report_with_fd(&Report::DnsListening, std::os::fd::AsRawFd::as_raw_fd(&s)) {
+                    fail(&format!("pass the DNS stub's socket to the runner: {e}"));
+                }
+            }
+            Err(e) => fail(&format!("DNS stub socket on 127.0.0.1:53: {e}")),
+        }
     }
     if plan.seccomp_listener && !ns.host_network {
         // The runner's broker asks sock_diag which unix sockets listen in this namespace: the

@@ -25,6 +25,8 @@ pub mod supervise;
 pub(crate) mod unixgrant;
 #[cfg(target_os = "linux")]
 pub mod proxy;
+#[cfg(target_os = "linux")]
+pub(crate) mod dns;
 
 /// Runs `f` on a new thread of the runner unless `counter` already counts `max` running ones
 /// (then returns false and runs nothing); the count drops when `f` returns.

@@ -397,6 +397,15 @@ pub fn loopback_listener(port: u16) -> std::io::Result<std::os::fd::OwnedFd> {
     Ok(std::os::fd::OwnedFd::from(l))
 }
 
+/// A UDP socket bound on `127.0.0.1:PORT` (the sandbox's loopback), for the runner.
+///
+/// # Errors
+/// The bind's error.
+pub fn loopback_udp(port: u16) -> std::io::Result<std::os::fd::OwnedFd> {
+    let s = std::net::UdpSocket::bind(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port))?;
+    Ok(std::os::fd::OwnedFd::from(s))
+}
+
 /// Init (PID 1): unshare mount, network, IPC and UTS namespaces and set up the mounts.
 ///
 /// # Errors

@@ -34,6 +34,12 @@ pub(crate) fn is_tcp_listener(fd: &OwnedFd) -> bool {
     get(libc::SO_ACCEPTCONN) == Some(1) && get(libc::SO_DOMAIN) == Some(libc::AF_INET) && get(libc::SO_TYPE) == Some(libc::SOCK_STREAM)
 }
 
+/// Whether `fd` is a UDP socket (PID 1's DNS stub socket).
+pub(crate) fn is_udp_socket(fd: &OwnedFd) -> bool {
+    let get = |opt: i32| crate::linux::sockopt(fd, opt);
+    get(libc::SO_DOMAIN) == Some(libc::AF_INET) && get(libc::SO_TYPE) == Some(libc::SOCK_DGRAM)
+}
+
 /// Accepts and serves connections until `stop` (a pipe's read end) reports hang-up. Each
 /// connection is served on its own thread.
 pub(crate) fn serve(listener: OwnedFd, allow: Arc<Allowlist>, events: Events, stop: i32) {
@@ -161,7 +167,7 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
     record(events, ev, start);
 }
 
-fn record(events: &Events, mut ev: NetEvent, start: Instant) {
+pub(crate) fn record(events: &Events, mut ev: NetEvent, start: Instant) {
     ev.duration_ms = start.elapsed().as_millis() as u64;
     if let Some(a) = &events.audit {
         a.event("network", serde_json::to_value(&ev).unwrap_or_default());
@@ -170,7 +176,7 @@ fn record(events: &Events, mut ev: NetEvent, start: Instant) {
     if v.len() < MAX_EVENTS {
         v.push(ev);
     } else if v.len() == MAX_EVENTS {
-        v.push(NetEvent { via: "-".into(), host: "-".into(), port: 0, address: None, allowed: false, rule: format!("more than {MAX_EVENTS} connections: the rest are not listed"), bytes_up: 0, bytes_down: 0, duration_ms: 0 });
+        v.push(NetEvent { via: "-".into(), host: "-".into(), port: 0, address: None, allowed: false, rule: format!("more than {MAX_EVENTS} decisions: the rest are not listed"), bytes_up: 0, bytes_down: 0, duration_ms: 0 });
     }
 }
 
@@ -213,8 +219,10 @@ fn refuse(c: &mut TcpStream, req: &Request, why: &str) {
         return;
     }
     let body = format!(
-        "localgpt-sandbox: the sandbox's network policy blocked {}:{} ({why}).\nTo allow it: localgpt sandbox run --network allowlist --allow-domain {} …, or add it to allow_domains in [sandbox].\n",
-        req.host, req.port, req.host
+        "localgpt-sandbox: the sandbox's network policy blocked {}:{} ({why}).\nTo allow it: {}.\n",
+        req.host,
+        req.port,
+        crate::network::allow_hint(&req.host, req.port, why)
     );
     let _ = write!(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
 }

@@ -1160,9 +1160,10 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
             let list = |v: &[crate::network::DomainRule]| if v.is_empty() { "none".to_string() } else { v.iter().map(|d| d.text.clone()).collect::<Vec<_>>().join(", ") };
             prot(ProtectionId::Network, Enforced,
                 if own_net { "private network namespace (only lo) + the runner's allowlist proxy + seccomp (socket families)" } else { "the runner's allowlist proxy on the host's loopback + seccomp (TCP only; bind, listen and connect → the runner, which lets connect reach only the proxy and the sandbox's own listeners)" },
-                format!("only through the proxy at 127.0.0.1:{} (HTTP, CONNECT, SOCKS5): allowed domains {}, denied {}, ports {}; the runner resolves names itself and refuses loopback, private, link-local and other special addresses{}; a TLS tunnel's server name must be the requested host",
+                format!("only through the proxy at 127.0.0.1:{} (HTTP, CONNECT, SOCKS5): allowed domains {}, denied {}, ports {}; the runner resolves names itself and refuses loopback, private, link-local and other special addresses{}; a TLS tunnel's server name must be the requested host; {}",
                     plan.proxy_port.unwrap_or(crate::network::PROXY_PORT), list(&a.allow), list(&a.deny), a.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
-                    if a.cidrs.is_empty() { String::new() } else { format!(" outside allow_cidrs {}", a.cidrs.iter().map(|c| format!("{}/{}", c.addr, c.prefix)).collect::<Vec<_>>().join(", ")) }))
+                    if a.cidrs.is_empty() { String::new() } else { format!(" outside allow_cidrs {}", a.cidrs.iter().map(|c| format!("{}/{}", c.addr, c.prefix)).collect::<Vec<_>>().join(", ")) },
+                    if own_net { "the command's DNS goes to the runner's stub on 127.0.0.1:53, which answers from the allowlist alone (allowed names: 127.0.0.1; others: REFUSED) and forwards nothing" } else { "the command has no UDP, so it resolves no name itself (the proxy resolves)" }))
         }
         (true, None) => prot(ProtectionId::Network, Enforced,
             if via_runner { "private network namespace (only lo) + seccomp (socket families) + every connect made by the runner" } else { "private network namespace (only lo) + seccomp (socket families)" },
@@ -1617,6 +1618,22 @@ mod tests {
         old.seccomp_broker = Some(Feature { available: false, detail: "needs pidfd_getfd (Linux 5.6)".into() });
         let e = make_plan(&pol, &old, &ctx).unwrap_err();
         assert!(matches!(e, SandboxError::LevelUnavailable(_)) && e.to_string().contains("could be bypassed"), "{e}");
+        // Full: the command's resolv.conf names the runner's DNS stub (read-only copy), which
+        // PID 1's socket serves; at Standard the host's stays.
+        assert!(p.namespaces().is_none());
+        let mut full = caps(7, false);
+        full.user_namespaces = Some(Feature { available: true, detail: String::new() });
+        let p = make_plan(&pol, &full, &RunContext::default()).unwrap();
+        assert_eq!((p.level, p.proxy_port), (SandboxLevel::Full, Some(crate::network::PROXY_PORT)));
+        if let Some(r) = std::fs::canonicalize("/etc/resolv.conf").ok().filter(|r| r.is_file()) {
+            let o = p.namespaces().unwrap().config_overlays.iter().find(|o| o.target == r).expect("resolv.conf overlay");
+            assert_eq!(o.content, crate::linux::compile::RESOLV_CONF);
+            assert!(o.content.lines().filter(|l| l.starts_with("nameserver")).eq(["nameserver 127.0.0.1"]));
+        }
+        pol.network_access = crate::policy::NetworkPolicy::Deny;
+        pol.network_allowlist = None;
+        let p = make_plan(&pol, &full, &RunContext::default()).unwrap();
+        assert!(!p.namespaces().unwrap().config_overlays.iter().any(|o| o.content == crate::linux::compile::RESOLV_CONF), "only with the allowlist");
     }
 
     #[test]

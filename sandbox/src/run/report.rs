@@ -99,6 +99,9 @@ pub enum Report {
     /// PID 1 listens on this port of the sandbox's loopback for the runner's proxy (the
     /// listening socket comes with this message).
     ProxyListening(u16),
+    /// PID 1's UDP socket on `127.0.0.1:53` of the sandbox's loopback, for the runner's DNS stub
+    /// (the socket comes with this message).
+    DnsListening,
     /// PID 1's `sock_diag` socket, made in the sandbox's network namespace for the runner's
     /// answers to `connect` (the socket comes with this message).
     SocketDiag,
@@ -166,7 +169,7 @@ impl Reported {
                 Report::Status(s) => r.status = Some(s),
                 Report::Warning(w) => r.warnings.push(w),
                 // The socket that came with it is what the runner uses (told apart by its type).
-                Report::ProxyListening(_) | Report::SocketDiag => {}
+                Report::ProxyListening(_) | Report::DnsListening | Report::SocketDiag => {}
             }
         }
         r

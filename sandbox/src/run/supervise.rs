@@ -201,6 +201,8 @@ pub(crate) fn supervise_run(
         let mut ns_diag: Option<std::os::fd::OwnedFd> = None;
         #[cfg(target_os = "linux")]
         let mut proxy: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
+        #[cfg(target_os = "linux")]
+        let mut dns: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
         // The allowlist in the host's network namespace: the runner's own proxy socket on the
         // host's loopback, served from the start.
         #[cfg(target_os = "linux")]
@@ -306,6 +308,13 @@ pub(crate) fn supervise_run(
                             if crate::linux::sockopt(&fd, libc::SO_DOMAIN) == Some(libc::AF_NETLINK) {
                                 crate::linux::unixgrant::set_diag_timeout(&fd);
                                 ns_diag = Some(fd);
+                                continue;
+                            }
+                            // PID 1's UDP socket: the DNS stub answers on it.
+                            if let (true, Some(a), None) = (crate::linux::proxy::is_udp_socket(&fd), &plan.network_allowlist, &dns) {
+                                let a = a.clone();
+                                let ev = crate::linux::proxy::Events { list: std::sync::Arc::clone(&events), audit: audit.clone() };
+                                dns = Some(scope.spawn(move || crate::linux::dns::serve(fd, &a, &ev, stop)));
                                 continue;
                             }
                             match (crate::linux::proxy::is_tcp_listener(&fd), granted, &plan.network_allowlist) {
@@ -498,7 +507,7 @@ pub(crate) fn supervise_run(
         #[cfg(target_os = "linux")]
         {
             close(broker_stop.write);
-            for t in [broker, proxy].into_iter().flatten() {
+            for t in [broker, proxy, dns].into_iter().flatten() {
                 let _ = t.join();
             }
             close(broker_stop.read);

@@ -1,0 +1,238 @@
+//! The network allowlist's DNS stub (Full level): PID 1 binds a UDP socket on `127.0.0.1:53`
+//! in the sandbox's network namespace before the command runs and passes it to the runner,
+//! which answers on it; the command's `/etc/resolv.conf` names it (a read-only copy bound over
+//! the original). Nothing of it runs in the sandbox, and it never forwards a query: a name is
+//! answered from the allowlist alone, so DNS carries nothing out of the sandbox.
+//!
+//! - A name the allowlist allows (at any of its ports): `A` → `127.0.0.1` (TTL 0), where the
+//!   proxy listens; every other type → no records (`NOERROR`), so that a resolver asking for
+//!   `A` and `AAAA` gets the one address. A tool honouring the proxy variables never uses it; a
+//!   tool that dials the address itself gets a refused connection at once.
+//! - Any other name: `REFUSED`, at once, so that a tool resolving before it connects fails fast
+//!   (`getent hosts` exits 2, `curl` says it could not resolve), and the run's network record
+//!   says which name the policy refused and why.
+//! - A message that is not one standard query: `FORMERR` or `NOTIMP` (or nothing, when it is
+//!   too short to answer).
+//!
+//! The first answer for each name goes to the run's network record (`via: "dns"`, port 0);
+//! repeats (resolvers ask for `A` and `AAAA`, and retry) are not listed again.
+
+use std::collections::HashSet;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::Instant;
+
+use crate::network::{Allowlist, NetEvent};
+
+/// `RCODE`s the stub answers with.
+const NOERROR: u8 = 0;
+const FORMERR: u8 = 1;
+const NOTIMP: u8 = 4;
+const REFUSED: u8 = 5;
+const TYPE_A: u16 = 1;
+const CLASS_IN: u16 = 1;
+
+/// One question, as parsed.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Question {
+    /// The name, dot-separated, as sent (no trailing dot).
+    pub(crate) name: String,
+    pub(crate) qtype: u16,
+    pub(crate) qclass: u16,
+    /// The question's bytes (name, type and class), echoed in the answer.
+    wire: Vec<u8>,
+}
+
+/// The stub's reply to `msg` and the question it answered (`None` for the reply: drop it).
+pub(crate) fn reply(msg: &[u8], allow: &Allowlist) -> (Option<Vec<u8>>, Option<(Question, crate::network::Verdict)>) {
+    if msg.len() < 12 || msg[2] & 0x80 != 0 {
+        return (None, None); // too short to answer, or itself a response
+    }
+    let opcode = (msg[2] >> 3) & 0x0f;
+    let qdcount = u16::from_be_bytes([msg[4], msg[5]]);
+    if opcode != 0 {
+        return (Some(header(msg, NOTIMP, None, 0)), None);
+    }
+    let q = match (qdcount, question(&msg[12..])) {
+        (1, Some(q)) => q,
+        _ => return (Some(header(msg, FORMERR, None, 0)), None),
+    };
+    let verdict = if q.qclass == CLASS_IN { allow.decide_name(&q.name) } else { crate::network::Verdict { allowed: false, rule: format!("DNS class {} (only IN is answered)", q.qclass) } };
+    let out = if !verdict.allowed {
+        header(msg, REFUSED, Some(&q), 0)
+    } else if q.qtype == TYPE_A {
+        let mut out = header(msg, NOERROR, Some(&q), 1);
+        out.extend_from_slice(&[0xc0, 12]); // the question's name
+        out.extend_from_slice(&TYPE_A.to_be_bytes());
+        out.extend_from_slice(&CLASS_IN.to_be_bytes());
+        out.extend_from_slice(&0u32.to_be_bytes()); // TTL 0: nothing for a cache to keep
+        out.extend_from_slice(&4u16.to_be_bytes());
+        out.extend_from_slice(&[127, 0, 0, 1]);
+        out
+    } else {
+        header(msg, NOERROR, Some(&q), 0)
+    };
+    (Some(out), Some((q, verdict)))
+}
+
+/// A reply's header (the query's id and `RD`; `RA` set) with `q` echoed and `answers` announced.
+fn header(msg: &[u8], rcode: u8, q: Option<&Question>, answers: u16) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&msg[..2]);
+    out.push(0x80 | (msg[2] & 0x79)); // QR, the query's opcode and RD (AA, TC cleared)
+    out.push(0x80 | rcode); // RA
+    out.extend_from_slice(&u16::from(q.is_some()).to_be_bytes());
+    out.extend_from_slice(&answers.to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    if let Some(q) = q {
+        out.extend_from_slice(&q.wire);
+    }
+    out
+}
+
+/// The question at the start of `b` (uncompressed labels of at most 63 bytes, 255 in all).
+fn question(b: &[u8]) -> Option<Question> {
+    let mut i = 0;
+    let mut labels: Vec<String> = Vec::new();
+    loop {
+        let len = usize::from(*b.get(i)?);
+        i += 1;
+        if len == 0 {
+            break;
+        }
+        if len > 63 {
+            return None; // a compression pointer or a reserved label type
+        }
+        let l = b.get(i..i + len)?;
+        // Bytes a host name cannot hold are kept as they are: the allowlist refuses the name.
+        labels.push(String::from_utf8_lossy(l).into_owned());
+        i += len;
+        if i > 255 {
+            return None;
+        }
+    }
+    let qtype = u16::from_be_bytes([*b.get(i)?, *b.get(i + 1)?]);
+    let qclass = u16::from_be_bytes([*b.get(i + 2)?, *b.get(i + 3)?]);
+    Some(Question { name: labels.join("."), qtype, qclass, wire: b[..i + 4].to_vec() })
+}
+
+/// Names recorded per run; beyond this, answers go on but are not listed.
+const MAX_NAMES: usize = 1024;
+
+/// Answers queries on `sock` (PID 1's UDP socket) until `stop` (a pipe's read end) reports
+/// hang-up.
+pub(crate) fn serve(sock: OwnedFd, allow: &Allowlist, events: &crate::linux::proxy::Events, stop: i32) {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut buf = [0u8; 1500];
+    loop {
+        let mut p = [libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLIN, revents: 0 }, libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 }];
+        // SAFETY: a valid array of two pollfds.
+        let n = unsafe { libc::poll(p.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return;
+        }
+        if p[1].revents != 0 {
+            return;
+        }
+        // SAFETY: a zeroed sockaddr_storage is a valid out-parameter.
+        let mut from: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut from_len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: buffers and lengths are ours and valid.
+        let got = unsafe { libc::recvfrom(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT, std::ptr::addr_of_mut!(from).cast(), &mut from_len) };
+        let Ok(got) = usize::try_from(got) else { continue };
+        let start = Instant::now();
+        let (out, asked) = reply(&buf[..got], allow);
+        if let Some(out) = out {
+            // SAFETY: the reply and the sender's address are valid for their lengths.
+            unsafe { libc::sendto(sock.as_raw_fd(), out.as_ptr().cast(), out.len(), libc::MSG_DONTWAIT, std::ptr::addr_of!(from).cast(), from_len) };
+        }
+        if let Some((q, v)) = asked {
+            let key = q.name.to_ascii_lowercase();
+            if seen.len() < MAX_NAMES && seen.insert(key) {
+                let rule = if v.allowed { format!("{}; answered 127.0.0.1, the proxy's address", v.rule) } else { v.rule };
+                let ev = NetEvent { via: "dns".into(), host: q.name, port: 0, address: None, allowed: v.allowed, rule, bytes_up: 0, bytes_down: 0, duration_ms: 0 };
+                crate::linux::proxy::record(events, ev, start);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(id: u16, name: &str, qtype: u16) -> Vec<u8> {
+        let mut m = id.to_be_bytes().to_vec();
+        m.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]); // RD, one question
+        for l in name.split('.') {
+            m.push(l.len() as u8);
+            m.extend_from_slice(l.as_bytes());
+        }
+        m.push(0);
+        m.extend_from_slice(&qtype.to_be_bytes());
+        m.extend_from_slice(&CLASS_IN.to_be_bytes());
+        m
+    }
+
+    fn allow() -> Allowlist {
+        Allowlist::new(&["**.example.com".into()], &["evil.example.com".into()], &[], &[]).unwrap()
+    }
+
+    fn rcode(r: &[u8]) -> u8 {
+        r[3] & 0x0f
+    }
+
+    #[test]
+    fn an_allowed_name_gets_loopback_for_a_and_no_records_for_other_types() {
+        let q = query(0x1234, "Pkg.Example.COM", TYPE_A);
+        let (r, asked) = reply(&q, &allow());
+        let r = r.unwrap();
+        assert_eq!((&r[..2], r[2] & 0x80, rcode(&r)), (&[0x12, 0x34][..], 0x80, NOERROR));
+        assert_eq!(u16::from_be_bytes([r[6], r[7]]), 1);
+        assert_eq!(&r[r.len() - 4..], &[127, 0, 0, 1]);
+        assert_eq!(&r[12..q.len()], &q[12..], "question echoed");
+        assert!(asked.unwrap().1.allowed);
+        let (r, _) = reply(&query(7, "pkg.example.com", 28), &allow());
+        let r = r.unwrap();
+        assert_eq!((rcode(&r), u16::from_be_bytes([r[6], r[7]])), (NOERROR, 0));
+    }
+
+    #[test]
+    fn denied_and_unlisted_names_are_refused_with_the_reason_recorded() {
+        for (name, why) in [("evil.example.com", "deny_domains"), ("lgexfil.secret.attacker.net", "no allow_domains"), ("1.0.0.127.in-addr.arpa", "no allow_domains")] {
+            let (r, asked) = reply(&query(1, name, TYPE_A), &allow());
+            assert_eq!(rcode(&r.unwrap()), REFUSED, "{name}");
+            let (q, v) = asked.unwrap();
+            assert_eq!(q.name, name);
+            assert!(!v.allowed && v.rule.contains(why), "{name}: {}", v.rule);
+        }
+        // A label with bytes no host name holds is refused too, not cut.
+        let (r, _) = reply(&query(1, "a\u{1}b.example.com", TYPE_A), &allow());
+        assert_eq!(rcode(&r.unwrap()), REFUSED);
+    }
+
+    #[test]
+    fn malformed_messages_get_formerr_notimp_or_nothing() {
+        assert!(reply(&[0; 5], &allow()).0.is_none());
+        let mut resp = query(1, "example.com", TYPE_A);
+        resp[2] |= 0x80;
+        assert!(reply(&resp, &allow()).0.is_none(), "a response is never answered (no loops)");
+        let mut upd = query(1, "example.com", TYPE_A);
+        upd[2] = 5 << 3; // UPDATE
+        assert_eq!(rcode(&reply(&upd, &allow()).0.unwrap()), NOTIMP);
+        let mut two = query(1, "example.com", TYPE_A);
+        two[5] = 2;
+        assert_eq!(rcode(&reply(&two, &allow()).0.unwrap()), FORMERR);
+        let mut ptr = query(1, "example.com", TYPE_A);
+        ptr[12] = 0xc0;
+        assert_eq!(rcode(&reply(&ptr, &allow()).0.unwrap()), FORMERR, "no compression in the question");
+        let cut = query(1, "example.com", TYPE_A);
+        assert_eq!(rcode(&reply(&cut[..cut.len() - 2], &allow()).0.unwrap()), FORMERR);
+        let mut chaos = query(1, "example.com", TYPE_A);
+        let n = chaos.len();
+        chaos[n - 1] = 3; // CH
+        assert_eq!(rcode(&reply(&chaos, &allow()).0.unwrap()), REFUSED);
+    }
+}
