@@ -217,6 +217,124 @@ fn names_resolve_from_the_allowlist_alone_and_a_refused_one_is_reported() {
     }
 }
 
+/// A host-side static file server on 127.0.0.1 (HTTP/1.0, one request per connection) that
+/// records the path of every request that reached it.
+fn static_upstream(root: std::path::PathBuf) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let l = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let s = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let (s, root) = (Arc::clone(&s), root.clone());
+            std::thread::spawn(move || {
+                let mut c = c;
+                let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_string();
+                let path = line.split(' ').nth(1).unwrap_or("/").split('?').next().unwrap_or("/").to_string();
+                s.lock().unwrap().push(path.clone());
+                let mut file = root.join(path.trim_start_matches('/'));
+                if file.is_dir() {
+                    file = file.join("index.html");
+                }
+                let reply = match std::fs::read(&file) {
+                    Ok(body) => {
+                        let ty = match body.first() {
+                            Some(b'{') => "application/json",
+                            Some(b'<') => "text/html",
+                            _ => "application/octet-stream",
+                        };
+                        let mut r = format!("HTTP/1.0 200 OK\r\nContent-Type: {ty}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).into_bytes();
+                        r.extend_from_slice(&body);
+                        r
+                    }
+                    Err(_) => b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec(),
+                };
+                let _ = c.write_all(&reply);
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// Runs `cmd` on the host (fixtures), panicking with its output when it fails.
+fn host(cmd: &mut std::process::Command) {
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{cmd:?}: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn git_pip_and_npm_fetch_through_the_proxy() {
+    let name = "git_pip_and_npm_fetch_through_the_proxy";
+    let w = World::new();
+    if !full_or_skip(name, &w) {
+        return;
+    }
+    let (Some(git), Some(py), Some(npm), Some(tar)) = (which("git"), python3(), which("npm"), which("tar")) else {
+        skip(name, "needs git, a system python3, npm and tar");
+        return;
+    };
+    let pip_ok = std::process::Command::new(py).args(["-m", "pip", "--version"]).output().is_ok_and(|o| o.status.success());
+    if !pip_ok {
+        skip(name, "the system python3 has no pip (python3-pip)");
+        return;
+    }
+    // The upstream's files: a git repository served the dumb way, a PyPI simple index with one
+    // wheel, an npm packument with one tarball.
+    let www = w.outside.join("www");
+    let src = w.outside.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("hello.txt"), "fetched-through-the-proxy\n").unwrap();
+    host(std::process::Command::new(&git).args(["init", "-q"]).current_dir(&src));
+    host(std::process::Command::new(&git).args(["add", "hello.txt"]).current_dir(&src));
+    host(std::process::Command::new(&git).args(["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one"]).current_dir(&src));
+    host(std::process::Command::new(&git).args(["clone", "-q", "--bare"]).arg(&src).arg(www.join("repo.git")));
+    host(std::process::Command::new(&git).args(["update-server-info"]).current_dir(www.join("repo.git")));
+    std::fs::create_dir_all(www.join("simple/lgdemo")).unwrap();
+    std::fs::create_dir_all(www.join("files")).unwrap();
+    std::fs::write(www.join("simple/lgdemo/index.html"), "<!DOCTYPE html><html><body><a href=\"/files/lgdemo-1.0-py3-none-any.whl\">lgdemo-1.0-py3-none-any.whl</a></body></html>\n").unwrap();
+    host(std::process::Command::new(py).args(["-c", "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1], 'w')\nz.writestr('lgdemo/__init__.py', '')\nz.writestr('lgdemo-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: lgdemo\\nVersion: 1.0\\n')\nz.writestr('lgdemo-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\nz.writestr('lgdemo-1.0.dist-info/RECORD', '')\nz.close()"]).arg(www.join("files/lgdemo-1.0-py3-none-any.whl")));
+    let pkg = w.outside.join("npmsrc/package");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("package.json"), "{\"name\":\"lgdemo\",\"version\":\"1.0.0\"}\n").unwrap();
+    host(std::process::Command::new(&tar).arg("czf").arg(www.join("files/lgdemo-1.0.0.tgz")).arg("-C").arg(w.outside.join("npmsrc")).arg("package"));
+    let (p, seen) = static_upstream(www.clone());
+    std::fs::create_dir_all(www.join("npm")).unwrap();
+    std::fs::write(www.join("npm/lgdemo"), format!("{{\"name\":\"lgdemo\",\"dist-tags\":{{\"latest\":\"1.0.0\"}},\"versions\":{{\"1.0.0\":{{\"name\":\"lgdemo\",\"version\":\"1.0.0\",\"dist\":{{\"tarball\":\"http://localhost:{p}/files/lgdemo-1.0.0.tgz\"}}}}}}}}\n")).unwrap();
+    config(&w, &format!("allow_ports = [{p}]\nallow_cidrs = [\"127.0.0.1/32\"]\n"));
+    // The upstream is on loopback, which NO_PROXY names: the clients are told to use the proxy
+    // for it too (the proxy still decides, by name, port and address).
+    let script = format!(
+        "export NO_PROXY= no_proxy= npm_config_noproxy= npm_config_cache=$PWD/.npm-cache npm_config_update_notifier=false; \
+         git clone -q http://localhost:{p}/repo.git cloned && cat cloned/hello.txt && \
+         {py} -m pip download -q --no-deps --no-cache-dir --disable-pip-version-check --index-url http://localhost:{p}/simple/ -d dl lgdemo && ls dl && \
+         {npm} pack --silent --registry http://localhost:{p}/npm/ lgdemo && ls lgdemo-1.0.0.tgz",
+        py = py.display(), npm = npm.display());
+    let o = allowlisted(&w, &["--allow-domain", "localhost", "--json"], &script);
+    let v = parse_one_json(&o);
+    let out = v["stdout"].as_str().unwrap_or_default();
+    assert_eq!(v["exit_code"], 0, "{}", o.describe());
+    assert!(out.contains("fetched-through-the-proxy") && out.contains("lgdemo-1.0-py3-none-any.whl") && out.contains("lgdemo-1.0.0.tgz"), "{}", o.describe());
+    // From outside: the files are in the workspace, each fetch reached the upstream, and every
+    // connection was one of the proxy's allowed decisions.
+    assert!(w.ws.join("cloned/hello.txt").is_file() && w.ws.join("dl/lgdemo-1.0-py3-none-any.whl").is_file() && w.ws.join("lgdemo-1.0.0.tgz").is_file());
+    let seen = seen.lock().unwrap().clone();
+    for path in ["/repo.git/info/refs", "/simple/lgdemo/", "/files/lgdemo-1.0-py3-none-any.whl", "/npm/lgdemo", "/files/lgdemo-1.0.0.tgz"] {
+        assert!(seen.iter().any(|s| s == path), "{path} never reached the upstream: {seen:?}");
+    }
+    let net = v["network"].as_array().cloned().unwrap_or_default();
+    let allowed = net.iter().filter(|e| e["allowed"] == true && e["via"] != "dns").count();
+    assert!(allowed >= seen.len(), "{allowed} allowed proxy decisions for {} requests: {net:?}", seen.len());
+}
+
 #[test]
 fn bad_network_flags_are_refused_and_nothing_runs() {
     let w = World::new();
