@@ -83,7 +83,7 @@ fn sandbox_json(suite: &Suite, w: &World, level: &str, timeout: u64, cmd: &str) 
         ("XDG_CONFIG_HOME".to_string(), w.xdg.display().to_string()),
         ("PATH".to_string(), RUN_PATH.to_string()),
     ];
-    let out = execute(&argv, &env, &w.ws, Vec::new(), None, None)?;
+    let out = execute(&argv, &env, &w.ws, Vec::new(), None, None, Vec::new())?;
     serde_json::from_slice(&out.stdout).map_err(|e| format!("sandbox run printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)))
 }
 

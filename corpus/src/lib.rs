@@ -196,6 +196,9 @@ pub enum FdKind {
 pub enum Check {
     /// The file still exists with its original content.
     FileUnchanged(String),
+    /// The file's content never differs from its content at launch while the command runs
+    /// (sampled from outside every 10 ms): what a host process reading it meanwhile would see.
+    LiveFileUnchanged(String),
     /// The path does not exist.
     FileAbsent(String),
     /// Mode, owner, mtime and extended attributes are unchanged.
@@ -251,6 +254,9 @@ pub enum Check {
     OutputAtMost(u64),
     /// Nothing was injected into the input queue of the world's pseudo-terminal.
     TtyInputEmpty,
+    /// Nothing was written to the world's pseudo-terminal (a terminal of the user's, outside
+    /// the sandbox): its master side reads nothing.
+    TtyOutputEmpty,
     /// The world's SysV shared memory, message queue and semaphore are unchanged.
     SysvUnchanged,
     /// The file under /proc/sys is unchanged (restored after the bare run).
@@ -275,13 +281,14 @@ impl Check {
     /// Whether this check needs the process monitor (sampling /proc during the run).
     #[must_use]
     pub fn needs_monitor(&self) -> bool {
-        matches!(self, Check::MaxProcesses(_) | Check::MaxFds(_) | Check::NoNewNamespace | Check::ShmemGrowthAtMost(_) | Check::MaxRssBytes(_))
+        matches!(self, Check::MaxProcesses(_) | Check::MaxFds(_) | Check::NoNewNamespace | Check::ShmemGrowthAtMost(_) | Check::MaxRssBytes(_) | Check::LiveFileUnchanged(_))
     }
 
     /// Strings in this check that may contain placeholders.
     fn strings(&self) -> Vec<&str> {
         match self {
             Check::FileUnchanged(s)
+            | Check::LiveFileUnchanged(s)
             | Check::FileAbsent(s)
             | Check::MetadataUnchanged(s)
             | Check::NoSetidFile(s)

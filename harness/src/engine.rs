@@ -275,6 +275,9 @@ pub struct Suite {
     pub status_level: Option<String>,
     bare_cache: Mutex<BTreeMap<String, Result<String, String>>>,
     scratch: PathBuf,
+    /// Protections the sandboxed runs ablate (`LOCALGPT_ABLATE`; only an ablation build of the
+    /// binary honours it, see `localgpt-ablation`); bare runs are unaffected and stay cached.
+    pub ablate: std::sync::RwLock<Option<String>>,
 }
 
 impl Drop for Suite {
@@ -448,7 +451,7 @@ impl Suite {
         // The scratch home/workspace was only needed for `status` and `explain`: remove it now
         // (a suite held in a static, as in the test target, is never dropped).
         let _ = fs::remove_dir_all(&scratch);
-        Ok(Suite { bin, bin_dir, facts, levels, status_level, bare_cache: Mutex::new(BTreeMap::new()), scratch })
+        Ok(Suite { bin, bin_dir, facts, levels, status_level, bare_cache: Mutex::new(BTreeMap::new()), scratch, ablate: std::sync::RwLock::new(None) })
     }
 
     /// Runs `v` at `level` (a name from [`Suite::levels`]).
@@ -648,6 +651,9 @@ impl Suite {
         if let Ok(u) = std::env::var("USER") {
             env.push(("USER".into(), u));
         }
+        if let (Some(_), Some(ids)) = (level, self.ablate.read().ok().and_then(|a| a.clone())) {
+            env.push(("LOCALGPT_ABLATE".into(), ids));
+        }
         for (k, val) in &v.env {
             env.push((k.clone(), w.subst(val)));
         }
@@ -683,7 +689,19 @@ impl Suite {
         let naive_timeout = if level.is_none() && v.timeout.is_some() { Some(Duration::from_secs(timeout)) } else { None };
         let secrets_before = secret_copies(&w, None);
         let started_at = std::time::SystemTime::now();
-        let out = execute(&argv, &env, &w.ws, fds, naive_timeout, v.needs_monitor().then(|| w.token.clone()))?;
+        let watch: Vec<(PathBuf, Option<Vec<u8>>)> = v
+            .check
+            .iter()
+            .filter_map(|c| match c {
+                Check::LiveFileUnchanged(p) => Some(PathBuf::from(w.subst(p))),
+                _ => None,
+            })
+            .map(|p| {
+                let before = fs::read(&p).ok();
+                (p, before)
+            })
+            .collect();
+        let out = execute(&argv, &env, &w.ws, fds, naive_timeout, v.needs_monitor().then(|| w.token.clone()), watch)?;
         if v.victim {
             // The probe may have killed the victim (our direct child) while `sandbox run` is
             // still finishing below it: let the rest of the process group end on its own before
@@ -850,6 +868,10 @@ impl Suite {
                 some(!e.is_empty(), e.join(", "))
             }
             Check::NoSurvivor => some(!survivors.is_empty(), format!("{} process(es) survived the run: {survivors:?}", survivors.len())),
+            Check::LiveFileUnchanged(p) => {
+                let p = PathBuf::from(w.subst(p));
+                some(out.monitor.live_changes.contains(&p), format!("{} changed on the host while the command ran", p.display()))
+            }
             Check::MaxProcesses(n) => {
                 let m = out.monitor.max_procs;
                 some(m > *n as usize, format!("{m} probe processes at once (bound {n})"))
@@ -878,6 +900,10 @@ impl Suite {
                 some(sz > *bytes, format!("{p} is {sz} bytes (bound {bytes})"))
             }
             Check::OutputAtMost(n) => some(stdout_len as u64 > *n, format!("{stdout_len} bytes of stdout reached the caller (bound {n})")),
+            Check::TtyOutputEmpty => {
+                let got = w.pty_output();
+                some(!got.is_empty(), format!("{} byte(s) written to the user's terminal: {:?}", got.len(), String::from_utf8_lossy(&got)))
+            }
             Check::TtyInputEmpty => {
                 let got = w.pty_input();
                 some(!got.is_empty(), format!("{} byte(s) injected into the terminal: {:?}", got.len(), String::from_utf8_lossy(&got)))
@@ -1050,6 +1076,8 @@ pub struct MonitorStats {
     pub max_shmem_growth_kb: u64,
     /// Most resident memory of the probe processes together, kB.
     pub max_rss_kb: u64,
+    /// Watched files seen with content other than at launch while the run went on.
+    pub live_changes: Vec<PathBuf>,
 }
 
 /// `Shmem` of /proc/meminfo, kB.
@@ -1163,6 +1191,7 @@ pub fn execute(
     fds: Vec<(i32, OwnedFd)>,
     naive_timeout: Option<Duration>,
     monitor_token: Option<String>,
+    watch: Vec<(PathBuf, Option<Vec<u8>>)>,
 ) -> Result<Execution, String> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).env_clear().envs(env.iter().map(|(k, v)| (k, v))).current_dir(cwd);
@@ -1196,6 +1225,11 @@ pub fn execute(
             while !done.load(Ordering::SeqCst) {
                 let mut s = stats.lock().map(|s| s.clone()).unwrap_or_default();
                 monitor_sample(&tok, &mut s);
+                for (p, before) in &watch {
+                    if fs::read(p).ok() != *before && !s.live_changes.contains(p) {
+                        s.live_changes.push(p.clone());
+                    }
+                }
                 if let Ok(mut g) = stats.lock() {
                     *g = s;
                 }

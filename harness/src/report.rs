@@ -265,8 +265,18 @@ pub fn read_results(paths: &[PathBuf]) -> Result<Vec<CaseResult>, String> {
     Ok(all)
 }
 
+/// The sections every release report must have (a section `NAME` or `NAME-…`, e.g. one per
+/// user): a suite that did not run cannot pass by absence.
+pub const REQUIRED_SECTIONS: [&str; 5] = ["security", "compat", "latency", "platform", "ablation"];
+
+/// The required sections `sections` lacks.
+fn missing_sections(sections: &[Section]) -> Vec<&'static str> {
+    REQUIRED_SECTIONS.iter().copied().filter(|r| !sections.iter().any(|s| s.name == *r || s.name.starts_with(&format!("{r}-")))).collect()
+}
+
 /// Merges every section file of `<dir>/sections` into `report.json` and `report.md`.
-/// Returns whether every gate passed (false also when there is no gated section at all).
+/// Returns whether every gate passed and every required section is there (false also when
+/// there is no gated section at all).
 ///
 /// # Errors
 /// I/O errors or a malformed section file.
@@ -288,9 +298,13 @@ pub fn merge(dir: &Path) -> Result<bool, String> {
     }
     sections.sort_by_key(|s| (order.iter().position(|o| *o == s.name).unwrap_or(order.len()), s.name.clone()));
     let gated: Vec<&Section> = sections.iter().filter(|s| s.gate.is_some()).collect();
-    let all_passed = !gated.is_empty() && gated.iter().all(|s| s.gate.as_ref().is_some_and(|g| g.passed));
+    let missing = missing_sections(&sections);
+    let all_passed = !gated.is_empty() && gated.iter().all(|s| s.gate.as_ref().is_some_and(|g| g.passed)) && missing.is_empty();
     let mut md = String::from("# LocalGPT sandbox — release report\n\n");
     let _ = writeln!(md, "Overall: **{}**\n", if all_passed { "PASS" } else { "FAIL" });
+    if !missing.is_empty() {
+        let _ = writeln!(md, "Missing sections (their suite did not run or wrote nothing): **{}**\n", missing.join(", "));
+    }
     let _ = writeln!(md, "| gate | result | criterion | summary |\n|---|---|---|---|");
     for s in &sections {
         match &s.gate {
@@ -313,6 +327,7 @@ pub fn merge(dir: &Path) -> Result<bool, String> {
     }
     let json = serde_json::json!({
         "passed": all_passed,
+        "missing_sections": missing,
         "gates": sections.iter().filter_map(|s| s.gate.as_ref().map(|g| serde_json::json!({"name": s.name, "title": s.title, "passed": g.passed, "criterion": g.criterion, "summary": g.summary}))).collect::<Vec<_>>(),
         "sections": sections,
     });
@@ -396,15 +411,22 @@ mod tests {
             markdown: "lat".into(),
         };
         write_section(&d, &latency).unwrap();
+        // Without the other required sections the report fails, and says which are missing.
+        assert!(!merge(&d).unwrap());
+        let j: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("report.json")).unwrap()).unwrap();
+        assert_eq!(j["missing_sections"], serde_json::json!(["compat", "platform", "ablation"]));
+        for name in ["compat", "platform", "ablation-root"] {
+            write_section(&d, &Section { name: name.into(), title: name.into(), ..latency.clone() }).unwrap();
+        }
         assert!(merge(&d).unwrap());
         let md = std::fs::read_to_string(d.join("report.md")).unwrap();
         assert!(md.contains("Latency") && md.contains("Security") && md.contains("v1"));
-        let failing = Section { gate: Some(Gate { passed: false, criterion: "c".into(), summary: "s".into() }), name: "compat".into(), ..latency };
+        let failing = Section { gate: Some(Gate { passed: false, criterion: "c".into(), summary: "s".into() }), name: "compat".into(), title: "compat".into(), ..latency };
         write_section(&d, &failing).unwrap();
         assert!(!merge(&d).unwrap());
         let j: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("report.json")).unwrap()).unwrap();
         assert_eq!(j["passed"], false);
-        assert_eq!(j["gates"].as_array().unwrap().len(), 3);
+        assert_eq!(j["gates"].as_array().unwrap().len(), 5);
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -407,7 +407,7 @@ impl World {
             w.host_globs.push(PathBuf::from(dir));
         }
         let text = serde_json::to_string(v).unwrap_or_default();
-        if text.contains("{pty}") || v.check.contains(&localgpt_corpus::Check::TtyInputEmpty) {
+        if text.contains("{pty}") || v.check.contains(&localgpt_corpus::Check::TtyInputEmpty) || v.check.contains(&localgpt_corpus::Check::TtyOutputEmpty) {
             w.make_pty()?;
         }
         if text.contains("{shm_id}") || text.contains("{msg_id}") || text.contains("{sem_id}") {
@@ -483,6 +483,30 @@ impl World {
             self.pty = Some((OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s)));
         }
         Ok(())
+    }
+
+    /// Bytes written to the pty's terminal side (what the user's terminal would show), read
+    /// from its master.
+    #[must_use]
+    pub fn pty_output(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if let Some((m, _)) = &self.pty {
+            let mut buf = [0u8; 1024];
+            loop {
+                let mut p = libc::pollfd { fd: m.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                // SAFETY: one valid pollfd, no wait.
+                if unsafe { libc::poll(&mut p, 1, 0) } <= 0 || p.revents & libc::POLLIN == 0 {
+                    break;
+                }
+                // SAFETY: readable now; reading into our buffer from our own fd.
+                let n = unsafe { libc::read(m.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+                if n <= 0 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n as usize]);
+            }
+        }
+        out
     }
 
     /// Bytes waiting in the pty's input queue (what TIOCSTI would have injected).

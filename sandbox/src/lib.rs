@@ -46,6 +46,7 @@
 
 #![deny(missing_docs)]
 
+pub(crate) mod ablation;
 #[cfg(unix)]
 pub mod audit;
 pub mod config;

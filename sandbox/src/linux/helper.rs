@@ -119,7 +119,7 @@ pub fn helper_main() -> ! {
 pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
     // SAFETY: plain syscalls on our own process.
     unsafe {
-        if plan.confine && libc::setsid() < 0 {
+        if plan.confine && !crate::ablation::is(crate::plan::ProtectionId::TtyInjection) && libc::setsid() < 0 {
             fail(&format!("setsid: {}", std::io::Error::last_os_error()));
         }
         if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
@@ -200,7 +200,7 @@ pub fn run_namespace_init(plan: &HelperPlan, argv: &[CString]) -> ! {
     let Some(ns) = &plan.namespaces else { fail("no namespace plan") };
     // SAFETY: plain syscalls on our own process.
     unsafe {
-        if libc::setsid() < 0 {
+        if !crate::ablation::is(crate::plan::ProtectionId::TtyInjection) && libc::setsid() < 0 {
             fail(&format!("setsid: {}", std::io::Error::last_os_error()));
         }
     }

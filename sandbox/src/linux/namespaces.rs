@@ -221,6 +221,8 @@ impl Held {
 /// usual links; then makes the new `/dev` itself read-only.
 fn private_dev(ns: &NamespacePlan) -> Result<(), String> {
     let held = ns.dev_nodes.iter().map(|n| Held::open(n)).collect::<Result<Vec<_>, _>>()?;
+    // (An ablation build without `other-terminals` keeps the host's devpts, the user's terminals.)
+    let host_pts = if crate::ablation::is(crate::plan::ProtectionId::OtherTerminals) { Some(Held::open(Path::new("/dev/pts"))?) } else { None };
     let dev = Path::new("/dev");
     let size = 64 * 1024 + ns.config_overlays.iter().map(|o| o.content.len() + 4096).sum::<usize>();
     mount(Some("tmpfs"), dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some(&format!("mode=0755,size={size}")))?;
@@ -235,10 +237,13 @@ fn private_dev(ns: &NamespacePlan) -> Result<(), String> {
     for h in &held {
         h.bind_back(libc::MS_BIND)?;
     }
-    for d in ["/dev/pts", "/dev/shm"] {
+    for d in ["/dev/shm"].into_iter().chain(host_pts.is_none().then_some("/dev/pts")) {
         std::fs::create_dir(d).map_err(|e| format!("mkdir {d}: {e}"))?;
     }
-    mount(Some("devpts"), Path::new("/dev/pts"), Some("devpts"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("newinstance,ptmxmode=0666,mode=0620"))?;
+    match &host_pts {
+        Some(h) => h.bind_back(libc::MS_BIND | libc::MS_REC)?,
+        None => mount(Some("devpts"), Path::new("/dev/pts"), Some("devpts"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("newinstance,ptmxmode=0666,mode=0620"))?,
+    }
     for (link, target) in [("/dev/ptmx", "pts/ptmx"), ("/dev/fd", "/proc/self/fd"), ("/dev/stdin", "/proc/self/fd/0"),
         ("/dev/stdout", "/proc/self/fd/1"), ("/dev/stderr", "/proc/self/fd/2")] {
         std::os::unix::fs::symlink(target, link).map_err(|e| format!("symlink {link}: {e}"))?;
@@ -428,7 +433,9 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     // Protected paths: private copies (writable) or, where that fails, read-only binds.
     let private = protect(ns)?;
     crate::timing::stamp("init_binds");
-    make_all_readonly()?;
+    if !crate::ablation::is(crate::plan::ProtectionId::FsMetadataOutside) {
+        make_all_readonly()?;
+    }
     for p in &ns.rw_binds {
         set_writable(p)?;
     }
@@ -513,7 +520,14 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     if host_max > 0 && ns_max.is_some_and(|m| m > host_max) {
         let _ = std::fs::write("/proc/sys/kernel/pid_max", host_max.to_string());
     }
-    kernel_views()?;
+    if crate::ablation::is(crate::plan::ProtectionId::PidIsolation) {
+        // The host's /proc again, under the fresh one (its sysctls are written above).
+        // SAFETY: a valid path; detaching our own namespace's mount.
+        unsafe { libc::umount2(c"/proc".as_ptr(), libc::MNT_DETACH) };
+    }
+    if !crate::ablation::is(crate::plan::ProtectionId::KernelInfo) {
+        kernel_views()?;
+    }
     crate::timing::stamp("init_kernel_views");
     Ok(())
 }

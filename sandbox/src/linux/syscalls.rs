@@ -82,6 +82,7 @@ const TABLE: &[(&str, i64, Option<i64>)] = &[
     ("listen", 50, Some(201)),
     ("mknod", 133, None),
     ("mknodat", 259, Some(33)),
+    ("modify_ldt", 154, None),
     ("mount", 165, Some(40)),
     ("mount_setattr", 442, Some(442)),
     ("move_mount", 429, Some(429)),

@@ -729,7 +729,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     // Secrets under /etc the caller can read (all of root's): denied like credentials.
     // (Only this machine's: a plan for another OS does not list this one's /etc.)
     #[cfg(unix)]
-    let system_secrets = if confined && caps.platform == Platform::current() { system_secrets::system_secrets(caps.is_root) } else { Vec::new() };
+    let system_secrets = if confined && caps.platform == Platform::current() && !crate::ablation::is(ProtectionId::FsReadSystemSecrets) { system_secrets::system_secrets(caps.is_root) } else { Vec::new() };
     #[cfg(not(unix))]
     let system_secrets: Vec<PathBuf> = Vec::new();
     let with_secrets;
@@ -745,7 +745,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     crate::timing::stamp("plan_secrets");
     // Toolchain configs without their credentials.
     let scrubbed = match (&policy.home, confined && policy.mode != SandboxMode::FullAccess) {
-        (Some(h), true) => configs::scrub_known(h),
+        (Some(h), true) if !crate::ablation::is(ProtectionId::ConfigCredentials) => configs::scrub_known(h),
         _ => Vec::new(),
     };
     // Standard: a config with credentials is denied, and the tool is pointed at a scrubbed copy
@@ -792,7 +792,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
     let mut resolver = resolve::PathResolver::new();
-    let (mut protected, unprotectable, nested_dirs) = if confined && policy.mode == SandboxMode::WorkspaceWrite {
+    let (mut protected, unprotectable, nested_dirs) = if confined && policy.mode == SandboxMode::WorkspaceWrite && !(crate::ablation::is(ProtectionId::WorkspacePersistence) || crate::ablation::is(ProtectionId::WorkspacePersistenceLive)) {
         protected::protected_paths(&mut resolver, policy)
     } else {
         (Vec::new(), Vec::new(), Vec::new())

@@ -79,6 +79,9 @@ impl RunCgroup {
     }
 
     pub(crate) fn kill_all(&self) {
+        if crate::ablation::is(crate::plan::ProtectionId::TimeoutKillTree) {
+            return;
+        }
         let Some(dir) = self.dirs.first() else { return };
         if std::fs::write(dir.join("cgroup.kill"), b"1").is_ok() {
             return;

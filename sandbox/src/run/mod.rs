@@ -308,7 +308,10 @@ pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
     #[cfg(not(target_os = "linux"))]
     let proxy_port = None;
     let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks, run_id: Some(run_id), helper_exe: None, proxy_port };
+    #[cfg(not(feature = "ablation"))]
     let mut plan = crate::plan::make_plan_at(policy, &caps, &ctx, level)?;
+    #[cfg(feature = "ablation")]
+    let mut plan = ablated_plan(policy, &caps, &ctx, level)?;
     if let Err(e) = crate::denied::record(policy) {
         plan.warnings.push(format!("the denied paths' inodes could not be recorded ({e}): if a command moves one, the next run's rule matches only its name"));
     }
@@ -361,6 +364,27 @@ impl PreparedRun {
             other => other,
         }
     }
+}
+
+/// The ablation build's plan: the mechanisms of the protections `LOCALGPT_ABLATE` names
+/// removed, the protection table of the plan without them (see [`crate::ablation`]).
+#[cfg(feature = "ablation")]
+fn ablated_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext, level: SandboxLevel) -> Result<Plan, SandboxError> {
+    use crate::plan::ProtectionId;
+    if !crate::ablation::active() {
+        return crate::plan::make_plan_at(policy, caps, ctx, level);
+    }
+    let reference = crate::ablation::reference(|| crate::plan::make_plan_at(policy, caps, ctx, level))?;
+    let mut cut_policy = policy.clone();
+    if crate::ablation::is(ProtectionId::FsReadCredentials) {
+        cut_policy.deny_paths.clear();
+    }
+    let mut plan = crate::plan::make_plan_at(&cut_policy, caps, ctx, level)?;
+    for line in crate::ablation::cut(&mut plan, &ctx.caller_env)? {
+        eprintln!("localgpt (ablation build, never shipped): {line}");
+    }
+    plan.protections = reference.protections;
+    Ok(plan)
 }
 
 /// Proxy sockets bound on the host's loopback for prepared runs of this process (the allowlist
