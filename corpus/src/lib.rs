@@ -66,7 +66,7 @@ pub fn protection_ids() -> Vec<&'static str> {
 pub const PLACEHOLDERS: &[&str] = &[
     "ws", "outside", "home", "canary", "bin", "token", "tcp_port", "udp_port", "docker_sock", "dbus_sock",
     "systemd_sock", "dgram_sock", "agent_sock", "ws_agent_sock", "abstract_name", "abstract_dgram", "squat_name", "tcp_reuse_port", "free_port", "host_ip", "pty", "shm_id", "msg_id", "sem_id",
-    "key_desc", "host_tmp_secret", "host_shm_secret", "secret_env", "uid", "gid", "lo_addr", "kmsg_console", "etc_secret",
+    "key_desc", "host_tmp_secret", "host_shm_secret", "secret_env", "uid", "gid", "lo_addr", "kmsg_console", "etc_secret", "loop_nr",
 ];
 
 /// Conditions under which a vector can run at all (checked before anything runs; when one is
@@ -106,6 +106,8 @@ pub enum Require {
     HostInterface,
     /// The host has an IPv4 address outside 127.0.0.0/8 (`{host_ip}`).
     HostAddress,
+    /// `/dev/loop-control` exists (the loop driver is loaded).
+    LoopControl,
 }
 
 /// The workspace a vector runs in. Worlds are what users have, never arranged so that a vector
@@ -254,6 +256,9 @@ pub enum Check {
     OutputAtMost(u64),
     /// Nothing was injected into the input queue of the world's pseudo-terminal.
     TtyInputEmpty,
+    /// No loop device numbered `{loop_nr}` (unique per world) appeared on the host (one that
+    /// did is removed again).
+    LoopDeviceAbsent,
     /// Nothing was written to the world's pseudo-terminal (a terminal of the user's, outside
     /// the sandbox): its master side reads nothing.
     TtyOutputEmpty,

@@ -103,6 +103,9 @@ fn linux_facts(root: bool, no: &mut impl FnMut(Require, &str)) {
         if !Path::new("/dev/tty0").exists() {
             no(Require::VtConsole, "no virtual console (/dev/tty0)");
         }
+        if !Path::new("/dev/loop-control").exists() {
+            no(Require::LoopControl, "no /dev/loop-control (the loop driver is not loaded)");
+        }
         let pattern = fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap_or_default();
         let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         // SAFETY: valid pointer.
@@ -153,6 +156,7 @@ impl Facts {
             (Require::Ia32Abi, "i386 system calls"),
             (Require::Tiocsti, "the TIOCSTI probe"),
             (Require::VtConsole, "virtual consoles"),
+            (Require::LoopControl, "loop devices"),
             (Require::Keyring, "the kernel keyring"),
             (Require::SysvIpc, "the SysV message queues the world uses"),
             (Require::CorePatternPlain, "kernel.core_pattern"),
@@ -583,6 +587,8 @@ impl Suite {
         w.vars.insert("bin".into(), self.bin.display().to_string());
         let n: u32 = w.token.bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
         w.vars.insert("lo_addr".into(), format!("127.77.{}.{}", (n >> 8) % 250 + 1, n % 250 + 1));
+        // A loop device number no one uses, unique per world (minors go up to 2^20).
+        w.vars.insert("loop_nr".into(), (300_000 + n % 700_000).to_string());
         let kmsg_before = kmsg_redirect();
         w.vars.insert("kmsg_console".into(), ((kmsg_before.unwrap_or(0) % 6) + 1).to_string());
         for c in &v.check {
@@ -938,6 +944,14 @@ impl Suite {
                 }
                 some(changed, format!("host name changed to {now:?} (restored)"))
             }
+            Check::LoopDeviceAbsent => {
+                let nr: u64 = w.vars.get("loop_nr").and_then(|s| s.parse().ok()).ok_or("no loop_nr")?;
+                let present = Path::new(&format!("/sys/devices/virtual/block/loop{nr}")).exists();
+                if present {
+                    remove_loop_device(nr);
+                }
+                some(present, format!("loop device loop{nr} was created on the host (removed)"))
+            }
             Check::LoAddressAbsent => {
                 let addr = w.vars.get("lo_addr").cloned().unwrap_or_default();
                 let ip = ip_command().ok_or("no ip command")?;
@@ -1059,6 +1073,21 @@ pub fn token_pids(token: &str) -> Vec<i32> {
         }
     }
     v
+}
+
+/// Removes loop device `nr` (`LOOP_CTL_REMOVE` on `/dev/loop-control`).
+fn remove_loop_device(nr: u64) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: open/ioctl/close on our own descriptor.
+    unsafe {
+        let fd = libc::open(c"/dev/loop-control".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd >= 0 {
+            libc::ioctl(fd, 0x4C81, nr as libc::c_ulong);
+            libc::close(fd);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nr;
 }
 
 /// What the monitor saw while a run was going on.

@@ -35,7 +35,7 @@ pub const NAMES: &[&str] = &[
     "core-dump", "write-flood", "write-big", "tiocsti", "tioclinux-kmsg", "shm-read", "shm-write", "msg-recv",
     "sem-op", "keyring-read", "open-by-handle", "setid-file", "sethostname", "fd-write", "fd-read", "fd-dir-write",
     "fd-opath-reopen", "inotify-watch", "unix-connect-race", "unix-connect-replaced", "unix-listen-swap", "abstract-listen",
-    "tcp-reuseport", "tcp-fastopen", "tcp-connect-race", "tcp-listen-any",
+    "tcp-reuseport", "tcp-fastopen", "tcp-connect-race", "tcp-listen-any", "loop-add",
 ];
 
 fn c(s: &str) -> CString {
@@ -75,7 +75,7 @@ pub const LINUX_ONLY: &[&str] = &[
     "setxattr", "raw-udp", "netlink-addaddr", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw", "io-uring-socket",
     "io-uring-openat", "ptrace-poke", "vm-writev", "procmem-write", "vm-readv", "read-ancestors-environ", "pidfd-signal", "userns",
     "tiocsti", "tioclinux-kmsg", "msg-recv", "keyring-read", "open-by-handle", "sethostname", "fd-opath-reopen", "inotify-watch",
-    "abstract-listen", "tcp-fastopen",
+    "abstract-listen", "tcp-fastopen", "loop-add",
 ];
 
 /// Probes of x86_64's other system call ABIs (x32, i386 through `int 0x80`).
@@ -299,6 +299,8 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
             }
             #[cfg(target_os = "linux")]
             "keyring-read" => keyring_read(a(0)?),
+            #[cfg(target_os = "linux")]
+            "loop-add" => loop_add(num(a(0)?)?),
             #[cfg(target_os = "linux")]
             "open-by-handle" => open_by_handle(a(0)?, a(1)?),
             "setid-file" => {
@@ -1408,6 +1410,17 @@ unsafe fn tioclinux_kmsg(console: u8, high_bits: bool) -> i32 {
     let buf = [11u8 /* TIOCL_SETKMSGREDIRECT */, console];
     let req: u64 = if high_bits { 0xffff_ffff_0000_0000 | 0x541C } else { 0x541C };
     result(libc::syscall(libc::SYS_ioctl, fd, req, buf.as_ptr()) == 0, "ioctl(TIOCLINUX, SETKMSGREDIRECT)")
+}
+
+/// `/dev/loop-control` opened read-only, then `ioctl(LOOP_CTL_ADD, nr)`: the driver checks no
+/// capability, so only the device node's mode and Landlock's `ioctl_dev` stand in the way.
+#[cfg(target_os = "linux")]
+unsafe fn loop_add(nr: u64) -> i32 {
+    let fd = libc::open(c"/dev/loop-control".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+    if fd < 0 {
+        return result(false, "open /dev/loop-control");
+    }
+    result(libc::ioctl(fd, 0x4C80, nr as libc::c_ulong) >= 0, "ioctl(LOOP_CTL_ADD)")
 }
 
 #[cfg(target_os = "linux")]
