@@ -123,19 +123,7 @@ const MAX_NAMES: usize = 1024;
 pub(crate) fn serve(sock: OwnedFd, allow: &Allowlist, events: &crate::linux::proxy::Events, stop: i32) {
     let mut seen: HashSet<String> = HashSet::new();
     let mut buf = [0u8; 1500];
-    loop {
-        let mut p = [libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLIN, revents: 0 }, libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 }];
-        // SAFETY: a valid array of two pollfds.
-        let n = unsafe { libc::poll(p.as_mut_ptr(), 2, -1) };
-        if n < 0 {
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return;
-        }
-        if p[1].revents != 0 {
-            return;
-        }
+    while crate::linux::wait_or_stop(sock.as_raw_fd(), stop).is_some() {
         // SAFETY: a zeroed sockaddr_storage is a valid out-parameter.
         let mut from: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
         let mut from_len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;

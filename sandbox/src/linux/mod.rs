@@ -47,6 +47,24 @@ pub(crate) fn spawn_bounded(counter: &'static std::sync::atomic::AtomicUsize, ma
     spawned.is_ok()
 }
 
+/// Waits until `fd` has an event or `stop` (a pipe's read end, closed when the run ends) does;
+/// `EINTR` is retried. `fd`'s `revents`, or `None` once `stop` fires or `poll` fails: the
+/// serving loops of the runner's threads (broker, proxy, DNS stub) end then.
+#[cfg(target_os = "linux")]
+pub(crate) fn wait_or_stop(fd: i32, stop: i32) -> Option<i16> {
+    loop {
+        let mut p = [libc::pollfd { fd, events: libc::POLLIN, revents: 0 }, libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 }];
+        // SAFETY: a valid array of two pollfds.
+        if unsafe { libc::poll(p.as_mut_ptr(), 2, -1) } < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return None;
+        }
+        return (p[1].revents == 0).then_some(p[0].revents);
+    }
+}
+
 /// `getsockopt(SOL_SOCKET, opt)` as an int (`None` when it fails: not a socket).
 #[cfg(target_os = "linux")]
 pub(crate) fn sockopt(fd: &impl std::os::fd::AsRawFd, opt: i32) -> Option<i32> {

@@ -47,22 +47,7 @@ pub(crate) fn serve(listener: OwnedFd, allow: Arc<Allowlist>, events: Events, st
     if listener.set_nonblocking(true).is_err() {
         return;
     }
-    loop {
-        let mut p = [
-            libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 },
-        ];
-        // SAFETY: a valid array of two pollfds.
-        let n = unsafe { libc::poll(p.as_mut_ptr(), 2, -1) };
-        if n < 0 {
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return;
-        }
-        if p[1].revents != 0 {
-            return;
-        }
+    while crate::linux::wait_or_stop(listener.as_raw_fd(), stop).is_some() {
         while let Ok((c, _)) = listener.accept() {
             // At most MAX_CONNECTIONS at once (each is a thread of the runner): beyond that a
             // connection is closed at once, as by a full backlog.

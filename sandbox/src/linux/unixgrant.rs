@@ -160,23 +160,9 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
     let mut own: Vec<u32> = Vec::new();
     let mut tcp: Vec<OwnTcp> = Vec::new();
     loop {
-        let mut p = [
-            libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 },
-        ];
-        // SAFETY: a valid array of two pollfds.
-        let n = unsafe { libc::poll(p.as_mut_ptr(), 2, -1) };
-        if n < 0 {
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return;
-        }
-        if p[1].revents != 0 {
-            return;
-        }
-        if p[0].revents & libc::POLLIN == 0 {
-            return; // POLLHUP: every process of the filter is gone
+        match crate::linux::wait_or_stop(listener.as_raw_fd(), stop) {
+            Some(r) if r & libc::POLLIN != 0 => {}
+            _ => return, // the run ended, or POLLHUP: every process of the filter is gone
         }
         // SAFETY: an all-zero seccomp_notif is what SECCOMP_IOCTL_NOTIF_RECV requires.
         let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
