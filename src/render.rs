@@ -160,6 +160,9 @@ pub fn status_text(caps: &Capabilities, plan: &Result<Plan, SandboxError>) -> St
         if let Some(f) = &caps.seatbelt {
             let _ = writeln!(s, "  Seatbelt:  {} {}", f.detail, ok(f.available));
         }
+        if let Some(f) = &caps.windows {
+            let _ = writeln!(s, "  Windows:   {} {}", f.detail, ok(f.available));
+        }
         status_plan(&mut s, plan);
         if caps.platform == Platform::Macos {
             let _ = writeln!(s, "\nThe macOS backend is generated and checked on Linux in this project's CI; run `localgpt sandbox test` to check it on this Mac.");
@@ -210,7 +213,7 @@ pub fn backend_name(caps: &Capabilities) -> &'static str {
     match caps.platform {
         Platform::Linux => "linux (namespaces, Landlock, seccomp)",
         Platform::Macos => "macos (Seatbelt via /usr/bin/sandbox-exec)",
-        Platform::Windows => "windows (none in this build)",
+        Platform::Windows => "windows (restricted token + ACEs + job object; experimental, runs no command in this build)",
     }
 }
 
@@ -258,6 +261,31 @@ pub fn plan_json(plan: &Plan) -> Value {
     v
 }
 
+/// The Windows artefacts: token, ACEs and labels (in the order they are applied), reviewed
+/// paths, job limits.
+fn windows_text(s: &mut String, w: &localgpt_sandbox::windows::WindowsPlan) {
+    let _ = writeln!(s, "\nWindows (experimental; never run on Windows in CI):");
+    let _ = writeln!(s, "  token: CreateRestrictedToken({}), restricting SIDs {}, integrity {}", w.token.flags.join(" | "), w.token.restricting_sids.join(", "), w.token.integrity);
+    let _ = writeln!(s, "  capability SID of this workspace: {}", w.capability_sid);
+    let _ = writeln!(s, "  ACEs and labels (applied in this order, recorded first, removed in reverse when the last run holding them ends):");
+    for a in &w.aces {
+        let created = if a.create_dir { " (created for the run)" } else { "" };
+        let _ = writeln!(s, "    {:<45} {}:{:<60} {}{created}", a.path.display(), a.part(), a.sddl(), a.reason);
+    }
+    for r in &w.reviewed {
+        let _ = writeln!(s, "    {:<45} reviewed after the run: {}", r.path.display(), r.why);
+    }
+    for c in &w.absent_credentials {
+        let _ = writeln!(s, "    {:<45} credential absent at launch: nothing to label", c.display());
+    }
+    let j = &w.job;
+    let _ = writeln!(s, "  job object: kill on close {}, die on unhandled exception {}, at most {} processes, {} bytes committed, {} s of CPU, UI limits {}",
+        j.kill_on_close, j.die_on_unhandled_exception, j.active_processes, j.job_memory_bytes, j.cpu_time_100ns / 10_000_000, j.ui_restrictions.join(","));
+    if let Some(t) = &w.temp_dir {
+        let _ = writeln!(s, "  TEMP/TMP: {}", t.display());
+    }
+}
+
 /// `explain` for humans.
 #[must_use]
 pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
@@ -296,6 +324,9 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
             let _ = writeln!(s, "    -D{k}={}", v.display());
         }
     }
+    if let Some(w) = &plan.windows {
+        windows_text(&mut s, w);
+    }
     let _ = writeln!(s, "\nResources:");
     for r in plan.rlimits() {
         match r.soft {
@@ -309,7 +340,15 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
         plan.env.vars.len(), plan.env.dropped.len(), plan.env.dropped.join(","), plan.env.redirected.join(","));
     let _ = writeln!(s, "\nProtected workspace paths (this run):");
     for p in &plan.protected {
-        let how = if p.private { "private copy for the run" } else if p.absent { "absent: reviewed after the run" } else { "reviewed in place after the run" };
+        let how = if plan.windows.is_some() {
+            "deny ACE or review (see Windows above)"
+        } else if p.private {
+            "private copy for the run"
+        } else if p.absent {
+            "absent: reviewed after the run"
+        } else {
+            "reviewed in place after the run"
+        };
         let _ = writeln!(s, "  {:<28} {:<8} {how} — {}", p.path.strip_prefix(&plan.workspace).unwrap_or(&p.path).display(), format!("{:?}", p.kind).to_lowercase(), p.reason);
     }
     for u in &plan.unprotectable {

@@ -310,6 +310,39 @@ fn explain_json_parses() {
 }
 
 #[test]
+fn explain_for_windows_shows_the_ace_plan_and_job_limits() {
+    // Made on Linux: the token, the ACEs on the workspace, the temp directory, the protected
+    // paths and the credentials, the job limits; nothing is changed on disk.
+    let w = World::new();
+    std::fs::create_dir_all(w.home.join(".ssh")).unwrap();
+    std::fs::create_dir_all(w.ws.join(".vscode")).unwrap();
+    let ws = w.ws.canonicalize().unwrap();
+    let text = run(w.localgpt_cmd(&["sandbox", "explain", "--platform", "windows", "--workspace", &ws.to_string_lossy()]), "explain --platform windows");
+    assert_eq!(text.code(), Some(0), "{}", text.describe());
+    let t = &text.stdout;
+    for want in [
+        "CreateRestrictedToken(DISABLE_MAX_PRIVILEGE | LUA_TOKEN | WRITE_RESTRICTED)",
+        "S-1-15-3-1024-",
+        "(A;OICI;0x1301bf;;;S-1-15-3-1024-",
+        "S:(ML;OICI;NW;;;S-1-16-4096)",
+        "the run's temp directory",
+        "(D;OICI;0xd0156;;;S-1-15-3-1024-",
+        "(ML;OICI;NWNRNX;;;S-1-16-8192)",
+        "job object: kill on close true",
+        "READCLIPBOARD",
+        "✗ network none — a write-restricted token does not confine the network",
+    ] {
+        assert!(t.contains(want), "{want:?} missing:\n{t}");
+    }
+    assert!(t.contains(&format!("{}", ws.join(".vscode").display())) && t.contains(&format!("{}", w.home.canonicalize().unwrap().join(".ssh").display())), "{t}");
+    let j = run(w.localgpt_cmd(&["sandbox", "explain", "--platform", "windows", "--workspace", &ws.to_string_lossy(), "--json"]), "explain --platform windows --json");
+    let v = parse_one_json(&j);
+    let aces = v["plan"]["windows"]["aces"].as_array().or_else(|| v["windows"]["aces"].as_array()).cloned().unwrap_or_default();
+    assert!(aces.len() >= 5, "{v:#}");
+    assert!(!w.ws.join(".idea").exists(), "explain created nothing");
+}
+
+#[test]
 fn explain_rejects_the_same_errors_as_run() {
     let w = World::new();
     let o = run(

@@ -285,3 +285,68 @@ fn a_flipped_rule_in_the_macos_profile_fails_the_table() {
         assert!(!failures.is_empty(), "flipping {from:?} to {to:?} left every row passing");
     }
 }
+
+/// The Windows plan for the unchanged world in `mode`.
+fn windows_plan(cw: &ConfWorld, mode: Mode) -> localgpt_sandbox::windows::WindowsPlan {
+    let s = SandboxSettings {
+        mode: if mode == Mode::ReadOnly { SandboxMode::ReadOnly } else { SandboxMode::WorkspaceWrite },
+        home: Some(cw.w.home.clone()),
+        ..Default::default()
+    };
+    let policy = build_sandbox_policy_for(&cw.w.ws, &s, Platform::Windows).expect("Windows policy");
+    let ctx = RunContext { scratch: Some(cw.w.outside.join("run-temp")), ..RunContext::default() };
+    let plan = make_plan(&policy, &assumed_for(Platform::Windows), &ctx).expect("Windows plan");
+    plan.windows.expect("a Windows plan")
+}
+
+/// Failures of the table's rows on a (possibly altered) Windows plan.
+fn windows_failures(cw: &ConfWorld, rows: &[Row], alter: impl Fn(&mut localgpt_sandbox::windows::WindowsPlan)) -> Vec<String> {
+    let mut failures = Vec::new();
+    for mode in [Mode::WorkspaceWrite, Mode::ReadOnly] {
+        let mut plan = windows_plan(cw, mode);
+        alter(&mut plan);
+        let of_mode: Vec<&Row> = rows.iter().filter(|r| r.mode == mode).collect();
+        for (row, o) in of_mode.iter().zip(conformance::evaluate_windows(&of_mode, &plan, &cw.places)) {
+            if !o.pass {
+                failures.push(format!("{}: expected {:?} on Windows, {}{}: {}", row.id, row.windows_expect(), if o.allowed { "allowed" } else { "denied" }, if o.reviewed { " (reviewed)" } else { "" }, o.detail));
+            }
+        }
+    }
+    failures
+}
+
+#[test]
+fn conformance_table_holds_on_the_windows_plan() {
+    let rows = conformance::load().expect("the conformance table loads");
+    let cw = ConfWorld::new();
+    let failures = windows_failures(&cw, &rows, |_| {});
+    let differ = rows.iter().filter(|r| r.windows.is_some()).count();
+    println!("conformance on the Windows plan (model): {} rows ({differ} decided otherwise by design), {} failed", rows.len(), failures.len());
+    assert!(failures.is_empty(), "{} rows fail on the Windows plan:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn a_removed_ace_or_label_in_the_windows_plan_fails_the_table() {
+    use localgpt_sandbox::windows::acl::{AceEntry, AceKind};
+    type Pick<'a> = Box<dyn Fn(&AceEntry) -> bool + 'a>;
+    let rows = conformance::load().expect("the conformance table loads");
+    let cw = ConfWorld::new();
+    let ws = cw.places.ws.canonicalize().unwrap();
+    let home = cw.places.home.canonicalize().unwrap();
+    // Each removal must make at least one row fail.
+    let removals: Vec<(&str, Pick)> = vec![
+        ("the deny ACE on .git/hooks", Box::new(|a| a.kind == AceKind::Deny && a.path == ws.join(".git/hooks"))),
+        ("the deny ACE on .vscode", Box::new(|a| a.kind == AceKind::Deny && a.path == ws.join(".vscode"))),
+        ("the deny ACE on .git", Box::new(|a| a.kind == AceKind::Deny && a.path == ws.join(".git"))),
+        ("the credential label on ~/.ssh", Box::new(|a| a.kind == AceKind::Label && a.path == home.join(".ssh"))),
+        ("the workspace's allow ACE", Box::new(|a| a.kind == AceKind::Allow && a.path == ws)),
+        ("the workspace's Low label", Box::new(|a| a.kind == AceKind::Label && a.path == ws)),
+    ];
+    let base = windows_plan(&cw, Mode::WorkspaceWrite);
+    for (what, matches) in &removals {
+        assert!(base.aces.iter().any(matches), "{what} is in the plan: {:#?}", base.aces);
+        let failures = windows_failures(&cw, &rows, |p| p.aces.retain(|a| !matches(a)));
+        assert!(!failures.is_empty(), "removing {what} left every row passing");
+        println!("without {what}: {} rows fail, e.g. {}", failures.len(), failures[0]);
+    }
+}

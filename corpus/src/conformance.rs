@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use localgpt_sandbox::macos::eval::{Evaluator, Precedence, Query};
+use localgpt_sandbox::windows::eval::{decide, WinOp};
+use localgpt_sandbox::windows::WindowsPlan;
 use serde::{Deserialize, Serialize};
 
 use crate::CorpusError;
@@ -91,6 +93,21 @@ pub struct Row {
     pub data: Option<String>,
     /// Why.
     pub why: String,
+    /// Where Windows' unelevated tier decides otherwise, by design (it does not confine reads
+    /// or the network): its decision. The protection table says the same.
+    #[serde(default)]
+    pub windows: Option<Expect>,
+    /// Why Windows decides otherwise (required with `windows`).
+    #[serde(default)]
+    pub windows_why: Option<String>,
+}
+
+impl Row {
+    /// The decision Windows must reach.
+    #[must_use]
+    pub fn windows_expect(&self) -> Expect {
+        self.windows.unwrap_or(self.expect)
+    }
 }
 
 /// The placeholders' values for one world.
@@ -151,6 +168,9 @@ pub fn parse(text: &str) -> Result<Vec<Row>, CorpusError> {
         }
         if rest.contains('{') || rest.contains('}') {
             return Err(bad(r, format!("unknown placeholder in {}", r.path)));
+        }
+        if r.windows.is_some_and(|w| w == r.expect) || r.windows.is_some() != r.windows_why.as_ref().is_some_and(|w| !w.trim().is_empty()) {
+            return Err(bad(r, "windows (a decision other than expect) goes with a non-empty windows_why".into()));
         }
         if r.data.is_some() && !matches!(r.op, Op::Write | Op::Create) {
             return Err(bad(r, "data is only for write and create".into()));
@@ -285,4 +305,68 @@ mod tests {
         assert!(one("- {id: a, op: read, path: /x, expect: maybe, why: w}").contains("conformance"));
         assert!(one("- {id: a, op: read, path: /x, expect: allow, why: w, extra: 1}").contains("extra"));
     }
+}
+
+/// The Windows model's operations for one row (paths resolved as Windows would: through links).
+#[must_use]
+pub fn windows_ops(row: &Row, places: &Places) -> Vec<WinOp> {
+    let target = places.expand(&row.path);
+    match row.op {
+        Op::Read => vec![WinOp::Read(resolved(&target))],
+        Op::Write => vec![WinOp::Write(resolved(&target))],
+        Op::Create => vec![WinOp::Create(resolved(&target))],
+        Op::Exec => vec![WinOp::Exec(resolved(&target))],
+        Op::Unlink => vec![WinOp::Unlink(resolved(&target))],
+        Op::Rename => vec![WinOp::Rename(resolved(&target))],
+        Op::Connect => match target.strip_prefix("unix:") {
+            Some(p) => vec![WinOp::ConnectUnix(resolved(p))],
+            None => vec![WinOp::ConnectTcp],
+        },
+        Op::Signal => vec![WinOp::Signal { own: row.path == "own-child" }],
+    }
+}
+
+/// One row's outcome on a Windows plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowsOutcome {
+    /// The row.
+    pub id: String,
+    /// Every operation allowed.
+    pub allowed: bool,
+    /// Allowed, but reviewed after the run (the change is taken back).
+    pub reviewed: bool,
+    /// The row's Windows decision holds (`protected` holds when denied or reviewed).
+    pub pass: bool,
+    /// The first refusal, or how it was allowed.
+    pub detail: String,
+}
+
+/// Evaluates `rows` against a Windows plan made for the world `places` names, with Windows'
+/// decision for each ([`Row::windows_expect`]).
+#[must_use]
+pub fn evaluate_windows(rows: &[&Row], plan: &WindowsPlan, places: &Places) -> Vec<WindowsOutcome> {
+    let exists = |p: &Path| p.symlink_metadata().is_ok();
+    rows.iter()
+        .map(|row| {
+            let mut allowed = true;
+            let mut reviewed = false;
+            let mut detail = String::new();
+            for op in windows_ops(row, places) {
+                let d = decide(plan, &op, &exists);
+                reviewed |= d.reviewed;
+                if !d.allowed && allowed {
+                    allowed = false;
+                    detail = format!("{op:?}: {}", d.why);
+                } else if allowed {
+                    detail = d.why;
+                }
+            }
+            let pass = match row.windows_expect() {
+                Expect::Allow => allowed && !reviewed,
+                Expect::Deny => !allowed,
+                Expect::Protected => !allowed || reviewed,
+            };
+            WindowsOutcome { id: row.id.clone(), allowed, reviewed, pass, detail }
+        })
+        .collect()
 }

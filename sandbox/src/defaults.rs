@@ -137,6 +137,25 @@ pub fn default_max_processes() -> u32 {
     MIN_DEFAULT_PROCESSES.max(u32::try_from(cpus).unwrap_or(u32::MAX).saturating_mul(PROCESSES_PER_CPU))
 }
 
+/// Windows system directories granted read + execute (the unelevated tier does not confine
+/// reads: these say what a command is expected to need).
+pub const WINDOWS_SYSTEM_READ_DIRS: &[&str] = &[r"C:\Windows", r"C:\Program Files", r"C:\Program Files (x86)", r"C:\ProgramData"];
+
+/// Toolchains under `%USERPROFILE%` on Windows.
+pub const WINDOWS_HOME_TOOLCHAINS: &[&str] = &[
+    ".cargo", ".rustup", ".gitconfig", ".config/git", "go", "scoop", ".bun", ".deno", "AppData/Local/Programs", "AppData/Roaming/npm", "AppData/Local/pnpm",
+];
+
+/// Credential locations under `%USERPROFILE%` on Windows besides [`HOME_CREDENTIALS`]: the
+/// Credential Manager's vaults, DPAPI's master keys (which decrypt every DPAPI secret of the
+/// user), the cloud CLIs' Windows locations, browsers' and git's credential stores.
+pub const WINDOWS_HOME_CREDENTIALS: &[&str] = &[
+    "AppData/Roaming/Microsoft/Credentials", "AppData/Local/Microsoft/Credentials", "AppData/Roaming/Microsoft/Protect",
+    "AppData/Local/Microsoft/Vault", "AppData/Roaming/Microsoft/Vault", "AppData/Roaming/gcloud", "AppData/Roaming/GitHub CLI",
+    "AppData/Local/GitCredentialManager", "AppData/Roaming/Docker", "AppData/Local/Google/Chrome/User Data",
+    "AppData/Local/Microsoft/Edge/User Data", "AppData/Roaming/Mozilla/Firefox/Profiles", "AppData/Roaming/npm/etc/npmrc",
+];
+
 /// One platform's default tables.
 #[derive(Clone, Copy, Debug)]
 pub struct Tables {
@@ -152,11 +171,17 @@ pub struct Tables {
     pub scratch_write: &'static [&'static str],
 }
 
-/// The default tables of `platform` (Windows has no backend yet: it gets Linux's names, which
-/// match nothing there, and plans for it are refused).
+/// The default tables of `platform`.
 #[must_use]
 pub fn tables(platform: Platform) -> Tables {
     match platform {
+        Platform::Windows => Tables {
+            system_read: WINDOWS_SYSTEM_READ_DIRS,
+            home_toolchains: WINDOWS_HOME_TOOLCHAINS,
+            home_credentials: &[HOME_CREDENTIALS, WINDOWS_HOME_CREDENTIALS],
+            devices: &[],
+            scratch_write: &[],
+        },
         Platform::Macos => Tables {
             system_read: MACOS_SYSTEM_READ_DIRS,
             home_toolchains: HOME_TOOLCHAINS,
@@ -164,7 +189,7 @@ pub fn tables(platform: Platform) -> Tables {
             devices: MACOS_DEVICE_PATHS,
             scratch_write: MACOS_SCRATCH_WRITE_DIRS,
         },
-        Platform::Linux | Platform::Windows => Tables {
+        Platform::Linux => Tables {
             system_read: SYSTEM_READ_DIRS,
             home_toolchains: HOME_TOOLCHAINS,
             home_credentials: &[HOME_CREDENTIALS],

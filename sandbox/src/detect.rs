@@ -57,6 +57,9 @@ pub struct Capabilities {
     /// macOS: `/usr/bin/sandbox-exec` is there and executable (`None` elsewhere).
     #[serde(default)]
     pub seatbelt: Option<Feature>,
+    /// Windows: the restricted-token backend can run commands here (`None` elsewhere).
+    #[serde(default)]
+    pub windows: Option<Feature>,
     /// Kernel release (`uname -r`).
     pub kernel: String,
     /// Landlock.
@@ -104,6 +107,9 @@ impl Capabilities {
             // Seatbelt confines files, network, processes and signals like Standard does; there
             // is nothing like namespaces for Full.
             Platform::Macos if self.seatbelt.as_ref().is_some_and(|f| f.available) => return SandboxLevel::Standard,
+            // The unelevated tier confines writes and credentials, not reads or the network:
+            // reported as minimal.
+            Platform::Windows if self.windows.as_ref().is_some_and(|f| f.available) => return SandboxLevel::Minimal,
             Platform::Macos | Platform::Windows => return SandboxLevel::None,
         }
         let userns = self.user_namespaces.as_ref().is_some_and(|u| u.available);
@@ -139,7 +145,14 @@ impl Capabilities {
                 return m;
             }
             Platform::Windows => {
-                m.push("this build has no Windows backend yet (restricted token + job object: planned, experimental)".into());
+                match &self.windows {
+                    Some(f) if f.available => {}
+                    Some(f) => m.push(format!("the Windows backend cannot run commands here: {}", f.detail)),
+                    None => m.push("the Windows backend was not looked for".into()),
+                }
+                if level >= SandboxLevel::Standard {
+                    m.push("levels standard and full confine reads and the network; the Windows backend's unelevated tier confines writes and credentials only (minimal)".into());
+                }
                 return m;
             }
         }
@@ -359,6 +372,14 @@ fn detect_cgroup(mountinfo: &str, own: &str, controller: &str) -> Option<CgroupP
     None
 }
 
+/// Whether the Windows backend runs commands here. Its glue type-checks in CI but has never run
+/// on Windows, so this build refuses (fail closed) rather than run a command under artefacts
+/// nobody has seen enforced; `explain --platform windows` shows them.
+#[must_use]
+pub fn detect_windows() -> Feature {
+    Feature { available: false, detail: "experimental: the restricted-token backend has not been run on Windows yet; this build does not run commands here".into() }
+}
+
 /// Looks for `/usr/bin/sandbox-exec` (macOS).
 #[must_use]
 pub fn detect_seatbelt() -> Feature {
@@ -486,6 +507,7 @@ pub fn detect_quick() -> Capabilities {
     Capabilities {
         platform,
         seatbelt: (platform == Platform::Macos).then(detect_seatbelt),
+        windows: (platform == Platform::Windows).then(detect_windows),
         kernel: kernel_release(),
         landlock: detect_landlock(),
         seccomp: detect_seccomp(),
@@ -514,6 +536,7 @@ pub fn assumed_for(platform: Platform) -> Capabilities {
     Capabilities {
         platform,
         seatbelt: (platform == Platform::Macos).then(|| Feature { available: true, detail: format!("assumed: {SANDBOX_EXEC} ships with macOS") }),
+        windows: (platform == Platform::Windows).then(|| Feature { available: true, detail: "assumed: restricted tokens, labels and job objects ship with Windows".into() }),
         kernel: String::new(),
         landlock: LandlockSupport { abi: 0, state: "not-built".into(), detail: "not Linux".into() },
         seccomp: absent("Linux"),
@@ -552,6 +575,7 @@ mod tests {
         Capabilities {
             platform: Platform::Linux,
             seatbelt: None,
+            windows: None,
             kernel: "x".into(),
             landlock: LandlockSupport { abi, state: if abi > 0 { "available" } else { "disabled" }.into(), detail: String::new() },
             seccomp: Feature { available: seccomp, detail: String::new() },

@@ -20,7 +20,12 @@
 //!   * [`macos`] — a Seatbelt profile and its `-D` parameters ([`macos::MacosPlan`]), rendered
 //!     on any OS (`localgpt sandbox explain --platform macos`) and checked by an evaluator of
 //!     the SBPL it emits against the same conformance table the Linux backend executes;
-//!   * Windows — no backend yet: plans for it are refused.
+//!   * [`windows`] — a restricted token, the ACEs and integrity labels that confine it, and job
+//!     limits ([`windows::WindowsPlan`]), rendered on any OS (`localgpt sandbox explain
+//!     --platform windows`) and checked by a model of Windows' access check against the same
+//!     conformance table; every ACL change is a recorded transaction ([`windows::record`]).
+//!     Experimental: its glue type-checks but has not run on Windows, so this build runs no
+//!     command there.
 //! * **Apply** — thin code that executes a plan and decides nothing. On Linux the helper applies
 //!   it in one fixed order: new session and parent-death signal → namespaces (Full) → rlimits →
 //!   fds above 2 closed → `no_new_privs` → Landlock → capabilities dropped → seccomp → exec. The
@@ -76,6 +81,7 @@ pub mod timing;
 #[cfg(unix)]
 pub mod run;
 pub mod macos;
+pub mod windows;
 
 pub use config::{build_sandbox_policy, SandboxSettings};
 pub use detect::{detect_sandbox_capabilities, Capabilities};

@@ -420,6 +420,9 @@ pub struct Plan {
     /// The macOS backend's artefacts (the Seatbelt profile and its parameters).
     #[serde(default)]
     pub macos: Option<crate::macos::MacosPlan>,
+    /// The Windows backend's artefacts (token, ACEs and labels, job limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<crate::windows::WindowsPlan>,
 }
 
 /// One host unix socket granted to the command (`--allow-unix-socket`). On Linux the command's
@@ -811,6 +814,14 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     #[cfg(unix)]
     crate::timing::stamp("plan_protected");
     // The backend's artefacts.
+    let limits = Limits {
+        file_size_bytes: policy.max_file_size_bytes,
+        open_files: policy.max_open_files,
+        processes: policy.max_processes,
+        memory_bytes: policy.max_memory_bytes.unwrap_or_else(|| default_memory_bytes(caps.mem_total_bytes)),
+        tmp_bytes: policy.max_tmp_bytes.unwrap_or_else(|| default_tmp_bytes(caps.mem_total_bytes)),
+    };
+    let mut windows = None;
     let (linux, macos) = match caps.platform {
         Platform::Linux => (
             Some(crate::linux::compile::compile(crate::linux::compile::Inputs {
@@ -848,8 +859,20 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
             });
             (None, m)
         }
+        Platform::Windows if confined && (!policy.allow_unix_sockets.is_empty() || policy.network_allowlist.is_some()) => {
+            return Err(SandboxError::Unsupported("--allow-unix-socket and the network allowlist are not implemented on Windows (Linux only)".into()));
+        }
         Platform::Windows => {
-            return Err(SandboxError::Unsupported("no Windows backend in this build (planned: restricted token + job object, experimental)".into()))
+            windows = confined.then(|| {
+                crate::windows::acl::compile(crate::windows::acl::Inputs {
+                    policy,
+                    protected: &protected,
+                    limits: &limits,
+                    scratch: ctx.scratch.as_deref(),
+                    resolver: &mut resolver,
+                })
+            });
+            (None, None)
         }
     };
     #[cfg(unix)]
@@ -920,13 +943,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         mode: policy.mode,
         workspace: policy.workspace_path.clone(),
         access: Access::of(policy),
-        limits: Limits {
-            file_size_bytes: policy.max_file_size_bytes,
-            open_files: policy.max_open_files,
-            processes: policy.max_processes,
-            memory_bytes: policy.max_memory_bytes.unwrap_or_else(|| default_memory_bytes(caps.mem_total_bytes)),
-            tmp_bytes: policy.max_tmp_bytes.unwrap_or_else(|| default_tmp_bytes(caps.mem_total_bytes)),
-        },
+        limits,
         network: policy.network_access,
         env,
         timeout_secs: policy.timeout_secs,
@@ -945,10 +962,12 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         warnings: Vec::new(),
         linux,
         macos,
+        windows,
     };
     plan.protections = match caps.platform {
         Platform::Macos => crate::macos::protections::protections(&plan, caps),
-        Platform::Linux | Platform::Windows => protections(&plan, caps),
+        Platform::Windows => crate::windows::protections::protections(&plan, caps),
+        Platform::Linux => protections(&plan, caps),
     };
     plan.warnings = warnings(&plan, caps, policy);
     if let Some(root) = cargo_root {
@@ -1381,6 +1400,9 @@ fn warnings(plan: &Plan, caps: &Capabilities, policy: &SandboxPolicy) -> Vec<Str
         } else {
             "UNSANDBOXED: no kernel confinement is available; only the timeout and output caps apply".to_string()
         }),
+        SandboxLevel::Minimal if plan.windows.is_some() => w.push(
+            "Windows (experimental, unelevated tier): writes are confined to the workspace and the run's temp directory and credentials are unreadable, but other reads and the network are NOT confined; this plan has been checked by a model on Linux, never enforced on Windows".to_string(),
+        ),
         SandboxLevel::Minimal if plan.namespaces().is_some() => w.push(format!(
             "degraded to minimal: no Landlock ({}), so reads outside the workspace are NOT confined; namespaces still make everything outside the workspace read-only, mask credentials and isolate processes and network",
             why_minimal(caps)
@@ -1500,6 +1522,7 @@ mod tests {
         Capabilities {
             platform: crate::detect::Platform::Linux,
             seatbelt: None,
+            windows: None,
             kernel: "6.18.0-test".into(),
             landlock: LandlockSupport { abi, state: if abi > 0 { "available".into() } else { "not-built".into() }, detail: String::new() },
             seccomp: Feature { available: true, detail: String::new() },
