@@ -3,16 +3,12 @@
 //! and policy errors (nothing executed), 1 when the sandbox cannot be set up or a required level
 //! cannot be met (nothing executed); otherwise the command's own code (124 timeout, 128+N signal).
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Args, Parser, Subcommand};
 use localgpt_sandbox::config::absolutize;
 use localgpt_sandbox::detect::Platform;
 use localgpt_sandbox::policy::{LevelSetting, SandboxLevel, SandboxMode};
-use localgpt_sandbox::run::{HelperStart, OutputSink, RunOptions, StdinMode, Stream};
-use localgpt_sandbox::text::{escape_controls, TerminalFilter};
 use localgpt_sandbox::{SandboxError, SandboxPolicy, SandboxSettings};
 
 use crate::render;
@@ -180,6 +176,7 @@ pub struct RunArgs {
 /// or non-UTF-8 value, a number that does not parse, no command — returns `None`, and clap
 /// parses (and reports) it. Building clap's parser is ~0.13 ms of every run's start-up; the
 /// test `fast_run_parse_agrees_with_clap` checks both parsers agree.
+#[cfg(unix)]
 pub fn fast_run_args(args: &[std::ffi::OsString]) -> Option<RunArgs> {
     let mut it = args.iter().map(|a| a.to_str());
     if it.next().is_none() || it.next()? != Some("sandbox") || it.next()? != Some("run") {
@@ -312,7 +309,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?}: a size is a number of bytes with an optional K, M, G or T suffix"))
 }
 
-fn usage(msg: impl Into<String>) -> Failure {
+pub fn usage(msg: impl Into<String>) -> Failure {
     Failure { code: 2, message: msg.into() }
 }
 
@@ -392,203 +389,64 @@ pub fn resolve_policy_for(args: &PolicyArgs, platform: Platform) -> Result<Sandb
     Ok(localgpt_sandbox::config::build_sandbox_policy_for(&ws, &s, platform)?)
 }
 
-static CANCEL: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_cancel(_: libc::c_int) {
-    CANCEL.store(true, Ordering::SeqCst);
-}
-
-fn install_cancel_handler() {
-    localgpt_sandbox::run::set_signal_handlers(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], on_cancel);
-}
-
-fn is_tty(fd: i32) -> bool {
-    // SAFETY: isatty only inspects the descriptor.
-    unsafe { libc::isatty(fd) == 1 }
-}
-
-/// Streams output to our own stdout/stderr; a stream that is a terminal gets the command's
-/// output through a [`TerminalFilter`] (colours and cursor moves pass, anything a terminal
-/// would act on otherwise — clipboard and title writes, reports typed back into its input,
-/// mode switches — is shown instead of interpreted).
-struct PassThrough {
-    filters: [Option<TerminalFilter>; 2],
-    buf: Vec<u8>,
-}
-
-impl PassThrough {
-    fn new() -> Self {
-        PassThrough { filters: [is_tty(1).then(TerminalFilter::new), is_tty(2).then(TerminalFilter::new)], buf: Vec::new() }
-    }
-
-    fn write(stream: Stream, data: &[u8]) {
-        let _ = match stream {
-            Stream::Stdout => std::io::stdout().lock().write_all(data).and_then(|()| std::io::stdout().flush()),
-            Stream::Stderr => std::io::stderr().lock().write_all(data),
-        };
-    }
-
-    /// Ends both streams (an unfinished escape sequence is shown, not kept).
-    fn finish(&mut self) {
-        for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
-            if let Some(f) = self.filters[i].as_mut() {
-                self.buf.clear();
-                f.finish(&mut self.buf);
-                Self::write(stream, &self.buf);
-            }
-        }
-    }
-}
-
-impl OutputSink for PassThrough {
-    fn output(&mut self, stream: Stream, data: &[u8]) {
-        let i = usize::from(stream == Stream::Stderr);
-        match self.filters[i].as_mut() {
-            Some(f) => {
-                self.buf.clear();
-                f.push(data, &mut self.buf);
-                Self::write(stream, &self.buf);
-            }
-            None => Self::write(stream, data),
-        }
-    }
-}
-
-/// The terminal settings of fd 0, restored on drop (the command may have changed them when it
-/// was handed the terminal with `--stdin inherit`).
-struct SavedTerminal(Option<libc::termios>);
-
-impl SavedTerminal {
-    fn save() -> Self {
-        // SAFETY: tcgetattr fills a zeroed termios for a descriptor it checks itself.
-        unsafe {
-            let mut t: libc::termios = std::mem::zeroed();
-            SavedTerminal((libc::tcgetattr(0, &mut t) == 0).then_some(t))
-        }
-    }
-}
-
-impl Drop for SavedTerminal {
-    fn drop(&mut self) {
-        if let Some(t) = &self.0 {
-            // SAFETY: restoring settings read from the same descriptor.
-            unsafe { libc::tcsetattr(0, libc::TCSANOW, t) };
-        }
-    }
-}
-
-/// The command's stdin from `--stdin` (see [`RunArgs::stdin`]).
-fn stdin_mode(flag: Option<&str>, json: bool) -> Result<StdinMode, Failure> {
-    match flag {
-        Some("null") => Ok(StdinMode::Null),
-        Some("pipe") => Ok(StdinMode::Relay(0)),
-        Some("inherit") => Ok(StdinMode::Inherit),
-        Some(other) => Err(usage(format!("--stdin {other:?}: expected null, pipe or inherit"))),
-        None if json || is_tty(0) || is_dev_null(0) => Ok(StdinMode::Null),
-        None => Ok(StdinMode::Relay(0)),
-    }
-}
-
-/// fd is `/dev/null` (character device 1:3): nothing to relay.
-fn is_dev_null(fd: i32) -> bool {
-    // SAFETY: fstat into a zeroed buffer.
-    unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3)
-    }
-}
-
-/// `sandbox run`.
+/// `sandbox run` on Windows: the experimental backend, when the user opted in (otherwise the
+/// plan is refused as unconfined). One argument is a `cmd.exe` command.
 ///
 /// # Errors
 /// A failure with exit code 1 or 2 when nothing could be run.
-pub fn run(args: RunArgs) -> Result<i32, Failure> {
-    localgpt_sandbox::timing::stamp("args");
+#[cfg(windows)]
+pub fn run_windows(args: RunArgs) -> Result<i32, Failure> {
     let policy = resolve_policy(&args.policy)?;
-    localgpt_sandbox::timing::stamp("policy");
-    let argv: Vec<std::ffi::OsString> = if args.cmd.len() == 1 {
-        vec!["bash".into(), "-c".into(), args.cmd[0].clone()]
-    } else {
-        args.cmd.clone()
+    let caps = localgpt_sandbox::detect_sandbox_capabilities();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let run_id = format!("{}-{nanos:08x}", std::process::id());
+    let ctx = localgpt_sandbox::plan::RunContext {
+        caller_env: localgpt_sandbox::plan::caller_env(),
+        scratch: Some(std::env::temp_dir().join(format!("localgpt-sandbox-{run_id}"))),
+        run_id: Some(run_id.clone()),
+        ..Default::default()
     };
-    let stdin = stdin_mode(args.stdin.as_deref(), args.json)?;
-    let prepared = localgpt_sandbox::prepare(&policy)?;
+    let plan = localgpt_sandbox::make_plan(&policy, &caps, &ctx)?;
+    if plan.windows.is_none() {
+        return Err(Failure { code: 1, message: "unconfined runs (full-access mode) are not implemented on Windows; nothing was run".into() });
+    }
+    let argv: Vec<String> = args.cmd.iter().map(|a| a.to_str().map(str::to_string)).collect::<Option<_>>().ok_or_else(|| usage("the command is not valid Unicode"))?;
     if !args.json {
-        for w in &prepared.plan.warnings {
-            eprintln!("⚠ {}", escape_controls(w));
+        for w in &plan.warnings {
+            eprintln!("⚠ {}", localgpt_sandbox::text::escape_controls(w));
         }
         if !args.quiet {
-            eprint!("{}", render::banner(&args.cmd, &prepared.plan));
+            eprintln!("[sandbox] level {} (windows, experimental) — {}", plan.level, localgpt_sandbox::text::escape_controls(&argv.join(" ")));
         }
     }
-    install_cancel_handler();
-    let opts = RunOptions { stdin, helper_exe: None, helper_start: HelperStart::Auto, cancel: Some(&CANCEL), collect_denials: args.json, ..Default::default() };
-    let _terminal = (stdin == StdinMode::Inherit).then(SavedTerminal::save);
-    let result = if args.json {
-        let mut sink = localgpt_sandbox::run::CaptureSink::default();
-        let mut r = prepared.run(&argv, &opts, &mut sink)?;
-        r.stdout = String::from_utf8_lossy(&sink.stdout).into_owned();
-        r.stderr = String::from_utf8_lossy(&sink.stderr).into_owned();
-        println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
-        r
-    } else {
-        let mut sink = PassThrough::new();
-        let r = prepared.run(&argv, &opts, &mut sink);
-        sink.finish();
-        let r = r?;
-        if !args.quiet {
-            eprintln!("{}", render::escape_lines(&render::completion(&r)));
+    let r = localgpt_sandbox::windows::run::run(&plan, &argv, &run_id, !args.json)?;
+    if args.json {
+        let v = serde_json::json!({
+            "platform": "windows",
+            "level": plan.level,
+            "exit_code": r.exit_code,
+            "timed_out": r.timed_out,
+            "stdout": String::from_utf8_lossy(&r.stdout),
+            "stderr": String::from_utf8_lossy(&r.stderr),
+            "stdout_dropped": r.stdout_dropped,
+            "stderr_dropped": r.stderr_dropped,
+            "duration_ms": r.duration_ms,
+            "held": r.held,
+            "protections": plan.protections,
+            "warnings": plan.warnings,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else if !args.quiet {
+        let why = if r.timed_out { format!(" (timed out after {} s: the whole job was terminated)", plan.timeout_secs) } else { String::new() };
+        eprintln!("[sandbox] exit {}{why} in {} ms", r.exit_code, r.duration_ms);
+        for (stream, n) in [("stdout", r.stdout_dropped), ("stderr", r.stderr_dropped)].into_iter().filter(|(_, n)| *n > 0) {
+            eprintln!("⚠ {stream}: {n} bytes over the cap of {} were dropped", plan.max_output_bytes);
         }
-        if let Some(rev) = r.protected_review.as_ref().filter(|v| !v.pending.is_empty()) {
-            eprintln!("⚠ {} change(s) to protected workspace paths were kept for review, not applied:", rev.pending.len());
-            for c in &rev.pending {
-                eprintln!("  {}", escape_controls(&c.summary()));
-            }
-            eprintln!("  apply one with `localgpt sandbox pending apply ID`, drop it with `localgpt sandbox pending drop ID`");
+        for (from, to) in &r.held {
+            eprintln!("⚠ {} appeared at a protected path during the run: held back at {}", from.display(), to.display());
         }
-        for n in r.protected_review.iter().flat_map(|v| &v.notes) {
-            eprintln!("⚠ protected paths: {}", escape_controls(n));
-        }
-        r
-    };
-    Ok(result.exit_code)
-}
-
-/// `sandbox pending [list | apply ID | drop ID]`.
-///
-/// # Errors
-/// A usage failure for a bad action or unknown id; a failure when the store cannot be read or
-/// the change cannot be applied (it then stays pending).
-pub fn pending(args: PendingArgs) -> Result<i32, Failure> {
-    use localgpt_sandbox::pending;
-    let words: Vec<&str> = args.action.iter().map(String::as_str).collect();
-    let done = |verb: &str, c: pending::PendingChange| {
-        if args.json {
-            println!("{}", serde_json::json!({ verb: c }));
-        } else {
-            println!("{verb}: {}", escape_controls(&c.summary()));
-        }
-        Ok(0)
-    };
-    match words.as_slice() {
-        [] | ["list"] => {
-            let all = pending::list()?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "store": pending::store_dir(), "pending": all })).unwrap_or_default());
-            } else if all.is_empty() {
-                println!("No pending changes ({}).", pending::store_dir().display());
-            } else {
-                println!("Pending changes to protected workspace paths (apply with `localgpt sandbox pending apply ID`, drop with `… drop ID`):");
-                for c in &all {
-                    println!("  {}", escape_controls(&c.summary()));
-                }
-            }
-            Ok(0)
-        }
-        ["apply", id] => done("applied", pending::apply(id)?),
-        ["drop", id] => done("dropped", pending::drop_change(id)?),
-        _ => Err(usage("usage: localgpt sandbox pending [list | apply ID | drop ID] [--json]")),
     }
+    Ok(r.exit_code)
 }
 
 /// `sandbox status`.
@@ -598,7 +456,7 @@ pub fn pending(args: PendingArgs) -> Result<i32, Failure> {
 pub fn status(args: StatusArgs) -> Result<i32, Failure> {
     let caps = localgpt_sandbox::detect_sandbox_capabilities();
     let policy = resolve_policy(&PolicyArgs::default())?;
-    let ctx = localgpt_sandbox::plan::RunContext { caller_env: localgpt_sandbox::run::caller_env(), ..Default::default() };
+    let ctx = localgpt_sandbox::plan::RunContext { caller_env: localgpt_sandbox::plan::caller_env(), ..Default::default() };
     let plan = localgpt_sandbox::make_plan(&policy, &caps, &ctx);
     if args.json {
         let v = render::status_json(&caps, &plan);
@@ -618,14 +476,21 @@ pub fn explain(args: ExplainArgs) -> Result<i32, Failure> {
         Some(p) => Platform::parse(p).map_err(|e| usage(e.to_string()))?,
         None => Platform::current(),
     };
+    // (Denied paths that moved are followed on Unix, where runs record them.)
+    #[cfg_attr(not(unix), allow(unused_mut))]
     let mut policy = resolve_policy_for(&args.policy, platform)?;
+    #[cfg(unix)]
     if platform == Platform::current() {
         localgpt_sandbox::denied::follow(&mut policy);
     }
     let caps = if platform == Platform::current() { localgpt_sandbox::detect_sandbox_capabilities() } else { localgpt_sandbox::detect::assumed_for(platform) };
     let ctx = localgpt_sandbox::plan::RunContext {
-        caller_env: localgpt_sandbox::run::caller_env(),
-        scratch: Some(PathBuf::from("/tmp/localgpt-sandbox-XXXXXX")),
+        caller_env: localgpt_sandbox::plan::caller_env(),
+        scratch: Some(if platform == Platform::Windows && Platform::current() == Platform::Windows {
+            std::env::temp_dir().join("localgpt-sandbox-XXXXXX")
+        } else {
+            PathBuf::from("/tmp/localgpt-sandbox-XXXXXX")
+        }),
         ..Default::default()
     };
     let plan = localgpt_sandbox::make_plan(&policy, &caps, &ctx)?;

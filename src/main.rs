@@ -1,23 +1,43 @@
 //! `localgpt`: the CLI. The first thing `main` does is the `argv[0]` dispatch into the sandbox
 //! helper, so that the same binary serves as `localgpt-sandbox`.
 
-#[cfg(unix)]
 mod cli;
 #[cfg(unix)]
-mod probe;
+mod exec;
 #[cfg(unix)]
+mod probe;
 mod render;
 #[cfg(unix)]
 mod selftest;
 
-#[cfg(unix)]
 use clap::Parser;
 
-/// Elsewhere (Windows) there is no backend in this build: nothing is run unconfined.
+/// Windows: `status` and `explain`; `run` through the experimental backend when the user opted
+/// in (`localgpt_sandbox::windows`), refused otherwise; `test` and `pending` refuse. Nothing runs
+/// unconfined.
 #[cfg(not(unix))]
 fn main() {
-    eprintln!("localgpt: this build has no sandbox backend for {} (Linux and macOS only); refusing to run commands unconfined", std::env::consts::OS);
-    std::process::exit(1);
+    let outcome = match cli::Cli::parse().command {
+        cli::Top::Sandbox(cli::SandboxCmd::Status(a)) => cli::status(a),
+        cli::Top::Sandbox(cli::SandboxCmd::Explain(a)) => cli::explain(a),
+        #[cfg(windows)]
+        cli::Top::Sandbox(cli::SandboxCmd::Run(a)) => cli::run_windows(a),
+        cli::Top::Sandbox(cmd) => Err(cli::Failure {
+            code: 1,
+            message: format!(
+                "`{}` is not available on {} in this build (the backend is experimental); `localgpt sandbox status` and `explain` are",
+                match cmd { cli::SandboxCmd::Run(_) => "run", cli::SandboxCmd::Test(_) => "test", cli::SandboxCmd::Pending(_) => "pending", _ => "this command" },
+                std::env::consts::OS
+            ),
+        }),
+    };
+    match outcome {
+        Ok(code) => std::process::exit(code),
+        Err(f) => {
+            eprintln!("localgpt: {}", localgpt_sandbox::text::escape_controls(&f.message));
+            std::process::exit(f.code);
+        }
+    }
 }
 
 #[cfg(unix)]
@@ -31,11 +51,11 @@ fn main() {
         None => cli::Cli::parse_from(args).command,
     };
     let outcome = match command {
-        cli::Top::Sandbox(cli::SandboxCmd::Run(a)) => cli::run(a),
+        cli::Top::Sandbox(cli::SandboxCmd::Run(a)) => exec::run(a),
         cli::Top::Sandbox(cli::SandboxCmd::Status(a)) => cli::status(a),
         cli::Top::Sandbox(cli::SandboxCmd::Explain(a)) => cli::explain(a),
         cli::Top::Sandbox(cli::SandboxCmd::Test(a)) => selftest::test(&a),
-        cli::Top::Sandbox(cli::SandboxCmd::Pending(a)) => cli::pending(a),
+        cli::Top::Sandbox(cli::SandboxCmd::Pending(a)) => exec::pending(a),
     };
     localgpt_sandbox::timing::stamp("exiting");
     localgpt_sandbox::timing::flush("cli");

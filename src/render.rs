@@ -5,8 +5,11 @@ use std::fmt::Write;
 use localgpt_sandbox::linux::landlock::fs_right_names;
 use localgpt_sandbox::detect::Platform;
 use localgpt_sandbox::plan::{Plan, ProtectionState};
+#[cfg(unix)]
 use localgpt_sandbox::run::RunResult;
-use localgpt_sandbox::text::{display_argv, escape_controls, escape_os};
+use localgpt_sandbox::text::escape_controls;
+#[cfg(unix)]
+use localgpt_sandbox::text::{display_argv, escape_os};
 use localgpt_sandbox::{Capabilities, SandboxError, SandboxLevel, SandboxPolicy};
 use serde_json::{json, Value};
 
@@ -52,6 +55,7 @@ pub fn escape_lines(text: &str) -> String {
 /// several: the argv), with control characters escaped, so a `\r` or an escape sequence cannot
 /// hide what runs behind something harmless.
 #[must_use]
+#[cfg(unix)]
 pub fn banner(cmd: &[std::ffi::OsString], plan: &Plan) -> String {
     let net = match (&plan.network_allowlist, plan.level > SandboxLevel::None) {
         (_, false) => "UNRESTRICTED".to_string(),
@@ -75,6 +79,7 @@ pub fn banner(cmd: &[std::ffi::OsString], plan: &Plan) -> String {
 
 /// The line after the command.
 #[must_use]
+#[cfg(unix)]
 pub fn completion(r: &RunResult) -> String {
     let secs = r.duration_ms / 1000.0;
     let mut s = if r.timed_out {
@@ -213,7 +218,7 @@ pub fn backend_name(caps: &Capabilities) -> &'static str {
     match caps.platform {
         Platform::Linux => "linux (namespaces, Landlock, seccomp)",
         Platform::Macos => "macos (Seatbelt via /usr/bin/sandbox-exec)",
-        Platform::Windows => "windows (restricted token + ACEs + job object; experimental, runs no command in this build)",
+        Platform::Windows => "windows (restricted token + ACEs + labels + job object; experimental)",
     }
 }
 
@@ -317,7 +322,7 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
         }
     }
     if let Some(m) = &plan.macos {
-        let _ = writeln!(s, "\nSeatbelt: {} -p PROFILE -DNAME=VALUE … -- HELPER {} COMMAND…", localgpt_sandbox::detect::SANDBOX_EXEC, localgpt_sandbox::run::report::HELPER_FLAG);
+        let _ = writeln!(s, "\nSeatbelt: {} -p PROFILE -DNAME=VALUE … -- HELPER {} COMMAND…", localgpt_sandbox::detect::SANDBOX_EXEC, localgpt_sandbox::macos::HELPER_FLAG);
         let _ = writeln!(s, "  denials tagged {}:<rule>", m.marker);
         let _ = writeln!(s, "  parameters:");
         for (k, v) in &m.params {

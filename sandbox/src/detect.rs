@@ -372,12 +372,22 @@ fn detect_cgroup(mountinfo: &str, own: &str, controller: &str) -> Option<CgroupP
     None
 }
 
-/// Whether the Windows backend runs commands here. Its glue type-checks in CI but has never run
-/// on Windows, so this build refuses (fail closed) rather than run a command under artefacts
-/// nobody has seen enforced; `explain --platform windows` shows them.
+/// The variable that opts in to the experimental Windows backend (`1`).
+pub const EXPERIMENTAL_WINDOWS_ENV: &str = "LOCALGPT_EXPERIMENTAL_WINDOWS";
+
+/// Whether the Windows backend runs commands here. Its glue has never run on Windows in this
+/// project's CI, so by default this build refuses (fail closed) rather than run a command under
+/// artefacts nobody has seen enforced; `explain --platform windows` shows them. With
+/// `LOCALGPT_EXPERIMENTAL_WINDOWS=1` the user opts in, and `status` says what that means.
 #[must_use]
 pub fn detect_windows() -> Feature {
-    Feature { available: false, detail: "experimental: the restricted-token backend has not been run on Windows yet; this build does not run commands here".into() }
+    if std::env::var_os(EXPERIMENTAL_WINDOWS_ENV).is_some_and(|v| v == "1") {
+        return Feature {
+            available: true,
+            detail: format!("experimental, enabled by {EXPERIMENTAL_WINDOWS_ENV}=1: not verified on Windows by this project's CI; every ACE is read back and the command's token checked before it runs"),
+        };
+    }
+    Feature { available: false, detail: format!("experimental: the restricted-token backend has not been verified on Windows; set {EXPERIMENTAL_WINDOWS_ENV}=1 to use it anyway") }
 }
 
 /// Looks for `/usr/bin/sandbox-exec` (macOS).

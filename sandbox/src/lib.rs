@@ -24,8 +24,8 @@
 //!     limits ([`windows::WindowsPlan`]), rendered on any OS (`localgpt sandbox explain
 //!     --platform windows`) and checked by a model of Windows' access check against the same
 //!     conformance table; every ACL change is a recorded transaction ([`windows::record`]).
-//!     Experimental: its glue type-checks but has not run on Windows, so this build runs no
-//!     command there.
+//!     Experimental: its glue runs under Wine in CI but has not run on Windows, so a command
+//!     runs there only when the user opts in (`LOCALGPT_EXPERIMENTAL_WINDOWS=1`).
 //! * **Apply** — thin code that executes a plan and decides nothing. On Linux the helper applies
 //!   it in one fixed order: new session and parent-death signal → namespaces (Full) → rlimits →
 //!   fds above 2 closed → `no_new_privs` → Landlock → capabilities dropped → seccomp → exec. The

@@ -656,6 +656,12 @@ pub fn choose_level(policy: &SandboxPolicy, caps: &Capabilities) -> Result<Sandb
     Ok(level)
 }
 
+/// The caller's environment as UTF-8 pairs (non-UTF-8 variables are dropped).
+#[must_use]
+pub fn caller_env() -> Vec<(String, String)> {
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect()
+}
+
 /// Inputs of [`make_plan`] that come from the run rather than the policy.
 #[derive(Clone, Debug, Default)]
 pub struct RunContext {
@@ -1401,7 +1407,7 @@ fn warnings(plan: &Plan, caps: &Capabilities, policy: &SandboxPolicy) -> Vec<Str
             "UNSANDBOXED: no kernel confinement is available; only the timeout and output caps apply".to_string()
         }),
         SandboxLevel::Minimal if plan.windows.is_some() => w.push(
-            "Windows (experimental, unelevated tier): writes are confined to the workspace and the run's temp directory and credentials are unreadable, but other reads and the network are NOT confined; this plan has been checked by a model on Linux, never enforced on Windows".to_string(),
+            "Windows (experimental, unelevated tier): writes are confined to the workspace and the run's temp directory and credentials are unreadable, but other reads and the network are NOT confined; this backend is experimental: its plan is checked by a model and its glue under Wine, never on Windows itself".to_string(),
         ),
         SandboxLevel::Minimal if plan.namespaces().is_some() => w.push(format!(
             "degraded to minimal: no Landlock ({}), so reads outside the workspace are NOT confined; namespaces still make everything outside the workspace read-only, mask credentials and isolate processes and network",

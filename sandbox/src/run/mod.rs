@@ -425,11 +425,7 @@ pub fn run_argv<S: AsRef<std::ffi::OsStr>>(argv: &[S], policy: &SandboxPolicy, o
     prepare(policy)?.run(argv, opts, sink)
 }
 
-/// The caller's environment as UTF-8 pairs (non-UTF-8 variables are dropped).
-#[must_use]
-pub fn caller_env() -> Vec<(String, String)> {
-    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect()
-}
+pub use crate::plan::caller_env;
 
 /// Runs `argv` under an already built plan.
 ///

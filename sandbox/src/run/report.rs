@@ -33,9 +33,7 @@ pub struct AppliedReport {
 /// The `argv[0]` that selects the helper (Linux).
 pub const HELPER_ARGV0: &str = "localgpt-sandbox";
 
-/// The first argument that selects the helper where `argv[0]` cannot be chosen (macOS:
-/// `sandbox-exec` execs the helper by path).
-pub const HELPER_FLAG: &str = "--localgpt-sandbox-helper";
+pub use crate::macos::HELPER_FLAG;
 
 /// The environment variable carrying the helper plan.
 pub const PLAN_ENV: &str = "LOCALGPT_SANDBOX_PLAN";

@@ -3,9 +3,10 @@
 //! before it runs an instruction. It decides nothing: every value comes from the
 //! [`WindowsPlan`](super::WindowsPlan).
 //!
-//! Type-checked for `x86_64-pc-windows-msvc` in CI (`ci/cross-check`); never run on Windows.
-//! [`crate::detect::detect_windows`] reports the backend unavailable, so no command is run
-//! through it until it has been.
+//! Type-checked for `x86_64-pc-windows-msvc` in CI (`ci/cross-check`) and run under Wine
+//! (`ci/wine-check`), which implements the calls but enforces neither tokens nor ACLs; never run
+//! on Windows. [`crate::detect::detect_windows`] reports the backend unavailable unless the user
+//! opts in.
 
 #![allow(unsafe_code)]
 
@@ -20,7 +21,7 @@ use windows_sys::Win32::Security::Authorization::{
     ConvertStringSidToSidW, GetNamedSecurityInfoW, SetNamedSecurityInfoW, SDDL_REVISION_1, SE_FILE_OBJECT,
 };
 use windows_sys::Win32::Security::{
-    CreateRestrictedToken, GetSecurityDescriptorDacl, GetSecurityDescriptorSacl, GetTokenInformation, InitializeAcl, SetTokenInformation, ACL, ACL_REVISION,
+    CreateRestrictedToken, GetSecurityDescriptorDacl, IsTokenRestricted, TokenRestrictedSids, GetSecurityDescriptorSacl, GetTokenInformation, InitializeAcl, SetTokenInformation, ACL, ACL_REVISION,
     DACL_SECURITY_INFORMATION, DISABLE_MAX_PRIVILEGE, LABEL_SECURITY_INFORMATION, LUA_TOKEN, OWNER_SECURITY_INFORMATION, PROTECTED_DACL_SECURITY_INFORMATION,
     PSECURITY_DESCRIPTOR, PSID, SID_AND_ATTRIBUTES, TOKEN_ADJUST_DEFAULT, TOKEN_ASSIGN_PRIMARY, TOKEN_DUPLICATE, TOKEN_GROUPS, TOKEN_MANDATORY_LABEL,
     TOKEN_QUERY, TOKEN_USER, TokenGroups, TokenIntegrityLevel, TokenUser, UNPROTECTED_DACL_SECURITY_INFORMATION, WRITE_RESTRICTED,
@@ -44,6 +45,17 @@ use super::record::{AclError, AclStore, Record};
 
 fn wide(s: &OsStr) -> Vec<u16> {
     s.encode_wide().chain(std::iter::once(0)).collect()
+}
+
+/// A path for the security APIs: the `\\?\` prefix `canonicalize` adds is dropped from a
+/// plain drive path shorter than `MAX_PATH` (not every implementation of
+/// `GetNamedSecurityInfoW` accepts it; longer paths keep it).
+fn wide_path(p: &Path) -> Vec<u16> {
+    let s = p.to_string_lossy();
+    match s.strip_prefix(r"\\?\") {
+        Some(rest) if rest.len() < 260 && rest.as_bytes().get(1) == Some(&b':') => wide(OsStr::new(rest)),
+        _ => wide(p.as_os_str()),
+    }
 }
 
 fn last_error() -> String {
@@ -98,7 +110,7 @@ pub struct Win32Acl {
 impl AclStore for Win32Acl {
     fn get(&mut self, path: &Path, part: char) -> Result<String, AclError> {
         let info = if part == 'S' { LABEL_SECURITY_INFORMATION } else { DACL_SECURITY_INFORMATION };
-        let w = wide(path.as_os_str());
+        let w = wide_path(path);
         unsafe {
             let mut sd: PSECURITY_DESCRIPTOR = null_mut();
             let r = GetNamedSecurityInfoW(w.as_ptr(), SE_FILE_OBJECT, info, null_mut(), null_mut(), null_mut(), null_mut(), &mut sd);
@@ -117,7 +129,7 @@ impl AclStore for Win32Acl {
 
     fn set(&mut self, path: &Path, part: char, sddl: &str) -> Result<(), AclError> {
         let text = if part == 'S' && sddl.is_empty() { "S:".to_string() } else { sddl.to_string() };
-        let w = wide(path.as_os_str());
+        let w = wide_path(path);
         let t = wide(OsStr::new(&text));
         unsafe {
             let mut sd: PSECURITY_DESCRIPTOR = null_mut();
@@ -151,7 +163,7 @@ impl AclStore for Win32Acl {
     }
 
     fn owner(&mut self, path: &Path) -> Result<String, AclError> {
-        let w = wide(path.as_os_str());
+        let w = wide_path(path);
         unsafe {
             let mut owner: PSID = null_mut();
             let mut sd: PSECURITY_DESCRIPTOR = null_mut();
@@ -302,6 +314,41 @@ pub fn restricted_token(spec: &TokenSpec) -> Result<Owned, String> {
     Ok(new)
 }
 
+/// Checks, from outside, that `process` runs under a restricted token at `spec`'s integrity
+/// level with `spec`'s capability SID among its restricting SIDs.
+///
+/// # Errors
+/// What differs, or the failing call.
+pub fn verify_token(process: HANDLE, spec: &TokenSpec) -> Result<(), String> {
+    let mut t: HANDLE = null_mut();
+    if unsafe { OpenProcessToken(process, TOKEN_QUERY, &mut t) } == 0 {
+        return Err(format!("OpenProcessToken(command): {}", last_error()));
+    }
+    let t = Owned(t);
+    if unsafe { IsTokenRestricted(t.0) } == 0 {
+        return Err("the command's token is not restricted".into());
+    }
+    let il = token_info(&t, TokenIntegrityLevel)?;
+    let level = unsafe { sid_string((*il.as_ptr().cast::<TOKEN_MANDATORY_LABEL>()).Label.Sid) }?;
+    if level != spec.integrity {
+        return Err(format!("the command's integrity level is {level}, not {}", spec.integrity));
+    }
+    let rs = token_info(&t, TokenRestrictedSids)?;
+    let g = rs.as_ptr().cast::<TOKEN_GROUPS>();
+    let n = unsafe { (*g).GroupCount } as usize;
+    let list = unsafe { std::slice::from_raw_parts((*g).Groups.as_ptr(), n) };
+    let mut have = Vec::new();
+    for a in list {
+        have.push(unsafe { sid_string(a.Sid) }?);
+    }
+    for want in spec.restricting_sids.iter().filter(|s| *s != "logon") {
+        if !have.contains(want) {
+            return Err(format!("{want} is not among the command's restricting SIDs ({})", have.join(", ")));
+        }
+    }
+    Ok(())
+}
+
 /// The job object with `limits`.
 ///
 /// # Errors
@@ -366,13 +413,14 @@ impl Started {
     }
 }
 
-/// Starts `command_line` under `token`, suspended, assigns it to `job` and only then resumes it:
-/// it runs no instruction outside the job. Only `stdio` is inherited (the handle list).
+/// Starts `command_line` under `token`, suspended, assigns it to `job`, lets `verify` check the
+/// suspended process from outside, and only then resumes it: it runs no instruction outside the
+/// job or unverified. Only `stdio` is inherited (the handle list).
 ///
 /// # Errors
-/// The failing call and the system's message; a process that could not be put into the job is
-/// terminated before it ran.
-pub fn start(token: &Owned, job: Owned, command_line: &OsStr, env_block: &[u16], cwd: &Path, stdio: [HANDLE; 3]) -> Result<Started, String> {
+/// The failing call and the system's message, or `verify`'s; a process that could not be put
+/// into the job or failed verification is terminated before it ran.
+pub fn start(token: &Owned, job: Owned, command_line: &OsStr, env_block: &[u16], cwd: &Path, stdio: [HANDLE; 3], verify: &dyn Fn(HANDLE) -> Result<(), String>) -> Result<Started, String> {
     let mut size = 0usize;
     unsafe { InitializeProcThreadAttributeList(null_mut(), 1, 0, &mut size) };
     let mut attr_buf = vec![0u64; size.div_ceil(8).max(1)];
@@ -421,6 +469,10 @@ pub fn start(token: &Owned, job: Owned, command_line: &OsStr, env_block: &[u16],
         let e = last_error();
         unsafe { TerminateProcess(process.0, 1) };
         return Err(format!("AssignProcessToJobObject: {e} (the process was terminated before it ran)"));
+    }
+    if let Err(e) = verify(process.0) {
+        unsafe { TerminateJobObject(job.0, 1) };
+        return Err(format!("the suspended command is not confined as planned: {e} (terminated before it ran)"));
     }
     if unsafe { ResumeThread(thread.0) } == u32::MAX {
         let e = last_error();
