@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
 use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -449,7 +449,8 @@ impl World {
     fn make_pty(&mut self) -> Result<(), String> {
         // SAFETY: standard pty allocation; every returned fd is owned below.
         unsafe {
-            let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+            // Non-blocking: `pty_output` reads what is queued and stops.
+            let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK);
             if m < 0 || libc::grantpt(m) != 0 || libc::unlockpt(m) != 0 {
                 return Err(format!("pty: {}", std::io::Error::last_os_error()));
             }
@@ -486,43 +487,24 @@ impl World {
     }
 
     /// Bytes written to the pty's terminal side (what the user's terminal would show), read
-    /// from its master.
+    /// from its (non-blocking) master.
     #[must_use]
     pub fn pty_output(&self) -> Vec<u8> {
         let mut out = Vec::new();
         if let Some((m, _)) = &self.pty {
-            let mut buf = [0u8; 1024];
-            loop {
-                let mut p = libc::pollfd { fd: m.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-                // SAFETY: one valid pollfd, no wait.
-                if unsafe { libc::poll(&mut p, 1, 0) } <= 0 || p.revents & libc::POLLIN == 0 {
-                    break;
-                }
-                // SAFETY: readable now; reading into our buffer from our own fd.
-                let n = unsafe { libc::read(m.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-                if n <= 0 {
-                    break;
-                }
-                out.extend_from_slice(&buf[..n as usize]);
-            }
+            // (A failed dup panics: an empty answer would read as "nothing reached the terminal".)
+            drain(&mut std::fs::File::from(m.try_clone().expect("dup the pty master")), &mut out);
         }
         out
     }
 
-    /// Bytes waiting in the pty's input queue (what TIOCSTI would have injected).
+    /// Bytes waiting in the pty's input queue (what TIOCSTI would have injected), read from its
+    /// (non-blocking) terminal side.
     #[must_use]
     pub fn pty_input(&self) -> Vec<u8> {
         let mut out = Vec::new();
         if let Some((_, s)) = &self.pty {
-            let mut buf = [0u8; 1024];
-            loop {
-                // SAFETY: reading into our buffer from our own non-blocking fd.
-                let n = unsafe { libc::read(s.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-                if n <= 0 {
-                    break;
-                }
-                out.extend_from_slice(&buf[..n as usize]);
-            }
+            drain(&mut std::fs::File::from(s.try_clone().expect("dup the pty terminal side")), &mut out);
         }
         out
     }

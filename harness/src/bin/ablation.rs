@@ -69,8 +69,8 @@ fn main() {
     let dir = arg(&args, "--dir").map_or_else(report::report_dir, PathBuf::from);
     // Known corpus gaps, pinned per user (`root` / `unprivileged`): id → why no vector catches
     // it yet. Any other uncaught protection fails, and so does a pinned one that is caught now.
-    let known: BTreeMap<String, String> = match arg(&args, "--known-gaps") {
-        None => BTreeMap::new(),
+    let known_gaps: Option<serde_json::Value> = match arg(&args, "--known-gaps") {
+        None => None,
         Some(f) => {
             let text = std::fs::read_to_string(&f).unwrap_or_else(|e| {
                 eprintln!("localgpt-ablation: {f}: {e}");
@@ -80,8 +80,7 @@ fn main() {
                 eprintln!("localgpt-ablation: {f}: {e}");
                 std::process::exit(2)
             });
-            let who = if localgpt_harness::engine::Facts::detect().root { "root" } else { "unprivileged" };
-            v[who].as_object().map(|o| o.iter().map(|(k, w)| (k.clone(), w.as_str().unwrap_or_default().to_string())).collect()).unwrap_or_default()
+            Some(v)
         }
     };
     let corpus = match localgpt_corpus::load_embedded() {
@@ -98,6 +97,10 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let who = if suite.facts.root { "root" } else { "unprivileged" };
+    let known: BTreeMap<String, String> = known_gaps
+        .and_then(|v| v[who].as_object().map(|o| o.iter().map(|(k, w)| (k.clone(), w.as_str().unwrap_or_default().to_string())).collect()))
+        .unwrap_or_default();
     // The binary must be an ablation build: an unknown id makes it refuse (a release build
     // ignores the variable, and every protection would then look uncaught).
     let probe = std::process::Command::new(&bin).args(["sandbox", "run", "--", "true"]).env("LOCALGPT_ABLATE", "not-a-protection").output();
