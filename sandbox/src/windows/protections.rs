@@ -92,3 +92,63 @@ fn workspace_persistence(plan: &Plan, w: &super::WindowsPlan) -> Protection {
         prot(id, Degraded, "deny ACEs + review", format!("{detail}; {} not protected", plan.unprotectable.len()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use crate::config::{build_sandbox_policy_for, SandboxSettings};
+    use crate::detect::{assumed_for, Platform};
+    use crate::plan::{make_plan, Plan, ProtectionId, RunContext};
+    use crate::policy::{SandboxLevel, SandboxMode};
+    use crate::windows::acl::{rights, AceKind};
+
+    fn win_plan(root: &Path, mode: SandboxMode) -> Plan {
+        let home = root.join("home");
+        let ws = home.join("proj");
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(ws.join(".vscode")).unwrap();
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(ws.join(".git/config"), "[core]\n").unwrap();
+        let s = SandboxSettings { mode, home: Some(home), dangerously_allow_full_access: mode == SandboxMode::FullAccess, ..Default::default() };
+        let policy = build_sandbox_policy_for(&ws, &s, Platform::Windows).unwrap();
+        let ctx = RunContext { scratch: Some(root.join("temp-run")), ..RunContext::default() };
+        make_plan(&policy, &assumed_for(Platform::Windows), &ctx).unwrap()
+    }
+
+    #[test]
+    fn protection_table_has_every_id_once_in_order() {
+        let d = crate::test_dir();
+        for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly, SandboxMode::FullAccess] {
+            let plan = win_plan(d.path(), mode);
+            let ids: Vec<ProtectionId> = plan.protections.iter().map(|p| p.id).collect();
+            assert_eq!(ids, ProtectionId::ALL, "{mode:?}");
+            assert_eq!(plan.windows.is_some(), mode != SandboxMode::FullAccess);
+            assert_eq!(plan.level, if mode == SandboxMode::FullAccess { SandboxLevel::None } else { SandboxLevel::Minimal });
+        }
+    }
+
+    #[test]
+    fn the_plan_grants_the_workspace_and_temp_denies_protected_paths_and_labels_credentials() {
+        let d = crate::test_dir();
+        let root = d.path().canonicalize().unwrap();
+        let plan = win_plan(&root, SandboxMode::WorkspaceWrite);
+        let w = plan.windows.unwrap();
+        let ws = root.join("home/proj");
+        let has = |p: PathBuf, kind: AceKind, mask: u32| w.aces.iter().any(|a| a.path == p && a.kind == kind && a.mask == mask);
+        assert!(has(ws.clone(), AceKind::Allow, rights::MODIFY) && has(ws.clone(), AceKind::Label, 1));
+        assert!(has(root.join("temp-run"), AceKind::Allow, rights::MODIFY));
+        assert!(has(ws.join(".git/hooks"), AceKind::Deny, rights::ANY_WRITE) && has(ws.join(".vscode"), AceKind::Deny, rights::ANY_WRITE));
+        assert!(has(ws.join(".git"), AceKind::Deny, rights::NO_REMOVE) && has(ws.clone(), AceKind::Deny, rights::NO_REMOVE));
+        assert!(has(root.join("home/.ssh"), AceKind::Label, 7), "{:#?}", w.aces);
+        assert!(w.aces.iter().any(|a| a.create_dir && a.path == ws.join(".idea")), "an absent protected directory is created to carry its deny");
+        assert!(w.reviewed.iter().any(|r| r.path == ws.join(".mcp.json")), "an absent protected file is reviewed");
+        // Denies and labels on credentials come before the grants they carve out of.
+        let first_allow = w.aces.iter().position(|a| a.kind == AceKind::Allow).unwrap();
+        assert!(w.aces[..first_allow].iter().any(|a| a.kind == AceKind::Deny));
+        // Read-only mode: nothing in the workspace is writable.
+        let ro = win_plan(&root, SandboxMode::ReadOnly).windows.unwrap();
+        assert!(!ro.aces.iter().any(|a| a.kind == AceKind::Allow && a.path == ws));
+        assert!(ro.aces.iter().all(|a| a.kind != AceKind::Deny || !a.path.starts_with(&ws)));
+    }
+}
