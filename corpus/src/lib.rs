@@ -67,6 +67,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "ws", "outside", "home", "canary", "bin", "token", "tcp_port", "udp_port", "docker_sock", "dbus_sock",
     "systemd_sock", "dgram_sock", "agent_sock", "ws_agent_sock", "abstract_name", "abstract_dgram", "squat_name", "tcp_reuse_port", "free_port", "host_ip", "pty", "shm_id", "msg_id", "sem_id",
     "key_desc", "host_tmp_secret", "host_shm_secret", "secret_env", "uid", "gid", "lo_addr", "kmsg_console", "etc_secret", "loop_nr",
+    "group_secret",
 ];
 
 /// Conditions under which a vector can run at all (checked before anything runs; when one is
@@ -108,6 +109,10 @@ pub enum Require {
     HostAddress,
     /// `/dev/loop-control` exists (the loop driver is loaded).
     LoopControl,
+    /// A secret under `/etc` that this user reads only through one of its groups (a key in
+    /// `/etc/ssl/private` through `ssl-cert`, `/etc/shadow` through `shadow`; for root any
+    /// group-readable file that is not world-readable). `ci/lgtest-user` gives the CI user one.
+    GroupSecret,
 }
 
 /// The workspace a vector runs in. Worlds are what users have, never arranged so that a vector
@@ -309,6 +314,7 @@ impl Check {
 pub const SECRET_NAMES: &[&str] = &[
     "ssh", "aws", "gnupg", "docker", "netrc", "git_credentials", "kube", "gh", "npmrc", "pypirc", "cargo",
     "outside", "env", "victim", "shm", "msg", "key", "host_tmp", "host_shm", "stat_ssh", "argv", "home_activity", "etc", "gitconfig", "cargo_config", "pip_conf",
+    "group",
 ];
 
 /// One escape vector.

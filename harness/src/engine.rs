@@ -106,6 +106,9 @@ fn linux_facts(root: bool, no: &mut impl FnMut(Require, &str)) {
         if !Path::new("/dev/loop-control").exists() {
             no(Require::LoopControl, "no /dev/loop-control (the loop driver is not loaded)");
         }
+        if crate::world::group_secret().is_none() {
+            no(Require::GroupSecret, "no file under /etc that this user reads only through one of its groups (ci/lgtest-user gives the CI user one)");
+        }
         let pattern = fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap_or_default();
         let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         // SAFETY: valid pointer.
@@ -157,6 +160,7 @@ impl Facts {
             (Require::Tiocsti, "the TIOCSTI probe"),
             (Require::VtConsole, "virtual consoles"),
             (Require::LoopControl, "loop devices"),
+            (Require::GroupSecret, "the /etc secrets of a Linux system"),
             (Require::Keyring, "the kernel keyring"),
             (Require::SysvIpc, "the SysV message queues the world uses"),
             (Require::CorePatternPlain, "kernel.core_pattern"),
@@ -252,7 +256,8 @@ mod gaps;
 /// (`root` or any unprivileged one) at `level` (`minimal+mounts` for Minimal with namespaces),
 /// with `cgroup`/`memory_cgroup` as `status` reports them: the configuration named `host` when
 /// its ABI matches, else the first with this ABI; plus the `world_gaps` a workspace or home can
-/// cause (the corpus's worlds have them).
+/// cause (the corpus's worlds have them), and for an unprivileged user who reads a secret under
+/// /etc through a group (`group_secret`, an environment fact) the `group_secret_gaps`.
 fn pinned_gaps(abi: u64, root: bool, level: &str, cgroup: bool, memory_cgroup: bool) -> Option<(String, std::collections::BTreeSet<String>)> {
     let exp: serde_json::Value = serde_json::from_str(EXPECTATIONS).ok()?;
     let cfgs = exp["configurations"].as_array()?;
@@ -262,6 +267,9 @@ fn pinned_gaps(abi: u64, root: bool, level: &str, cgroup: bool, memory_cgroup: b
         .or_else(|| cfgs.iter().find(|c| c["abi"].as_u64() == Some(abi)))?;
     let mut s = gaps::expected_gaps(&exp, cfg, if root { "root" } else { "uid65534" }, level, cgroup, memory_cgroup);
     s.extend(gaps::strings(&exp["world_gaps"][level]));
+    if !root && crate::world::group_secret().is_some() {
+        s.extend(gaps::strings(&exp["group_secret_gaps"][level]));
+    }
     Some((cfg["name"].as_str().unwrap_or("?").to_string(), s))
 }
 

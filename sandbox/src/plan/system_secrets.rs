@@ -1,8 +1,9 @@
 //! Secrets under `/etc` that the caller can read but the command must not: for root, every file
 //! and directory there that is not world-readable (`/etc/shadow`, `/etc/gshadow`, SSH host keys,
 //! `/etc/ssl/private`, apt and NetworkManager credentials, kubeconfigs, …); for anyone else, the
-//! known secret locations that are group-readable and readable through one of the caller's
-//! groups (`/etc/ssl/private` and `ssl-cert`, host keys and `ssh_keys`).
+//! known secret locations the caller reaches through one of its groups and the world does not: a
+//! file it can read, a directory it can list *or only traverse* (`/etc/ssl/private` is 0710
+//! root:ssl-cert: a member opens the keys in it by name), host keys and `ssh_keys`.
 //!
 //! Root owns those files, so dropping capabilities does not stop it (the owner's read bit
 //! applies), and a user namespace maps root to itself. Full level masks them; Standard denies them
@@ -158,11 +159,25 @@ fn store(s: &Scan) {
     }
 }
 
-/// The caller can read `p` (real uid/gid and groups, as the command will run).
-fn readable(p: &Path) -> bool {
+/// The caller has `how` (`R_OK`, `X_OK`) on `p` (real uid/gid and groups, as the command will
+/// run).
+fn accessible(p: &Path, how: libc::c_int) -> bool {
     let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else { return false };
     // SAFETY: access() with a valid C string.
-    unsafe { libc::access(c.as_ptr(), libc::R_OK) == 0 }
+    unsafe { libc::access(c.as_ptr(), how) == 0 }
+}
+
+/// Whether a known secret location is one the caller reaches and the world does not: a file
+/// it can read that is not world-readable; a directory it can list *or traverse* that the
+/// world cannot both list and traverse — `/etc/ssl/private` is 0710 root:ssl-cert, so a member
+/// of `ssl-cert` cannot list it but opens the group-readable keys in it by name.
+#[must_use]
+pub fn reaches_secret(is_dir: bool, mode: u32, can_read: bool, can_traverse: bool) -> bool {
+    if is_dir {
+        mode & 0o005 != 0o005 && (can_read || can_traverse)
+    } else {
+        mode & 0o004 == 0 && can_read
+    }
 }
 
 /// Secrets under `/etc` the command must not read (see the module docs).
@@ -174,7 +189,11 @@ pub fn system_secrets(is_root: bool) -> Vec<PathBuf> {
     GROUP_READABLE_SECRETS
         .iter()
         .map(Path::new)
-        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| (m.is_file() || m.is_dir()) && m.mode() & 0o004 == 0) && readable(p))
+        .filter(|p| {
+            std::fs::symlink_metadata(p).is_ok_and(|m| {
+                (m.is_file() || m.is_dir()) && reaches_secret(m.is_dir(), m.mode(), accessible(p, libc::R_OK), m.is_dir() && accessible(p, libc::X_OK))
+            })
+        })
         .map(Path::to_path_buf)
         .collect()
 }
@@ -186,6 +205,18 @@ mod tests {
 
     fn chmod(p: &Path, mode: u32) {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn a_directory_the_caller_only_traverses_is_a_secret_location() {
+        // /etc/ssl/private 0710 root:ssl-cert, seen by a member of ssl-cert: keys by name.
+        assert!(reaches_secret(true, 0o710, false, true));
+        assert!(reaches_secret(true, 0o750, true, true));
+        assert!(!reaches_secret(true, 0o710, false, false), "not reachable by this caller");
+        assert!(!reaches_secret(true, 0o755, true, true), "the world lists and traverses it: nothing to hide from the command in particular");
+        assert!(reaches_secret(false, 0o640, true, false));
+        assert!(!reaches_secret(false, 0o644, true, false));
+        assert!(!reaches_secret(false, 0o600, false, false));
     }
 
     #[test]
