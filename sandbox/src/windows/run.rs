@@ -21,6 +21,7 @@ use super::glue::{self, Owned, Win32Acl};
 use super::record::{self, Holder, Record};
 use crate::error::SandboxError;
 use crate::plan::{Plan, ProtectionId};
+use crate::text::TerminalFilter;
 
 /// What a run gives back.
 #[derive(Serialize, Clone, Debug)]
@@ -118,8 +119,34 @@ fn inheritable(h: HANDLE) -> Result<(), SandboxError> {
     Ok(())
 }
 
-/// Reads `r` to the end, keeping at most `cap` bytes (and passing them on to `echo`).
-fn drain(mut r: std::io::PipeReader, cap: u64, echo: Option<fn(&[u8])>) -> (Vec<u8>, u64) {
+/// Where a stream's kept bytes are also shown while the command runs.
+#[derive(Clone, Copy)]
+enum Echo {
+    /// Not shown (`--json`).
+    None,
+    /// Our standard output.
+    Stdout,
+    /// Our standard error.
+    Stderr,
+}
+
+/// Reads `r` to the end, keeping at most `cap` bytes and showing them as `echo` says; on a
+/// terminal through a [`TerminalFilter`] (colours pass; clipboard, title and report sequences
+/// are shown, not acted on), as on Linux.
+fn drain(mut r: std::io::PipeReader, cap: u64, echo: Echo) -> (Vec<u8>, u64) {
+    use std::io::{IsTerminal, Write};
+    let mut out: Option<Box<dyn Write>> = match echo {
+        Echo::None => None,
+        Echo::Stdout => Some(Box::new(std::io::stdout())),
+        Echo::Stderr => Some(Box::new(std::io::stderr())),
+    };
+    let terminal = match echo {
+        Echo::None => false,
+        Echo::Stdout => std::io::stdout().is_terminal(),
+        Echo::Stderr => std::io::stderr().is_terminal(),
+    };
+    let mut filter = terminal.then(TerminalFilter::new);
+    let mut shown = Vec::new();
     let mut kept = Vec::new();
     let mut dropped = 0u64;
     let mut buf = [0u8; 16 * 1024];
@@ -129,24 +156,27 @@ fn drain(mut r: std::io::PipeReader, cap: u64, echo: Option<fn(&[u8])>) -> (Vec<
             Ok(n) => {
                 let room = usize::try_from(cap.saturating_sub(kept.len() as u64)).unwrap_or(usize::MAX).min(n);
                 kept.extend_from_slice(&buf[..room]);
-                if let Some(e) = echo {
-                    e(&buf[..room]);
+                if let Some(o) = out.as_mut() {
+                    let data: &[u8] = match filter.as_mut() {
+                        Some(f) => {
+                            shown.clear();
+                            f.push(&buf[..room], &mut shown);
+                            &shown
+                        }
+                        None => &buf[..room],
+                    };
+                    let _ = o.write_all(data).and_then(|()| o.flush());
                 }
                 dropped += (n - room) as u64;
             }
         }
     }
+    if let (Some(o), Some(f)) = (out.as_mut(), filter.as_mut()) {
+        shown.clear();
+        f.finish(&mut shown);
+        let _ = o.write_all(&shown);
+    }
     (kept, dropped)
-}
-
-fn echo_out(b: &[u8]) {
-    use std::io::Write;
-    let _ = std::io::stdout().write_all(b);
-}
-
-fn echo_err(b: &[u8]) {
-    use std::io::Write;
-    let _ = std::io::stderr().write_all(b);
 }
 
 /// Runs `argv` (one argument: a `cmd.exe` command) under `plan`, streaming output when `stream`.
@@ -235,8 +265,9 @@ fn run_applied(plan: &Plan, w: &super::WindowsPlan, argv: &[String], stream: boo
     let child = glue::start(&token, job, OsStr::new(&cmd), &super::cmdline::env_block(&vars), &plan.workspace, stdio, &|p| if crate::ablation::is(ProtectionId::Capabilities) { Ok(()) } else { glue::verify_token(p, &spec) }).map_err(setup)?;
     drop((nul, out_w, err_w));
     let cap = plan.max_output_bytes;
-    let out_t = std::thread::spawn(move || drain(out_r, cap, stream.then_some(echo_out as fn(&[u8]))));
-    let err_t = std::thread::spawn(move || drain(err_r, cap, stream.then_some(echo_err as fn(&[u8]))));
+    let (eo, ee) = if stream { (Echo::Stdout, Echo::Stderr) } else { (Echo::None, Echo::None) };
+    let out_t = std::thread::spawn(move || drain(out_r, cap, eo));
+    let err_t = std::thread::spawn(move || drain(err_r, cap, ee));
     let ms = u32::try_from(plan.timeout_secs.saturating_mul(1000)).unwrap_or(INFINITE - 1);
     // SAFETY: the process handle is owned by `child`.
     let timed_out = unsafe { WaitForSingleObject(child.process.0, ms) } == WAIT_TIMEOUT;
