@@ -290,17 +290,16 @@ fn run_applied(plan: &Plan, w: &super::WindowsPlan, argv: &[String], stream: boo
     })
 }
 
-/// Moves what appeared at a reviewed (absent at launch) protected path into the held directory:
-/// not applied, not lost.
+/// Renames what appeared at a reviewed (absent at launch) protected path to a sibling named after
+/// the run (`.mcp.json.localgpt-held-RUN`): not applied — no tool looks for that name — and not
+/// lost. A sibling stays on the same volume, so the rename cannot fail for crossing one.
 fn hold_reviewed(w: &super::WindowsPlan, run_id: &str) -> Result<Vec<(PathBuf, PathBuf)>, SandboxError> {
     let mut held = Vec::new();
     for r in w.reviewed.iter().filter(|r| r.path.symlink_metadata().is_ok()) {
-        let name = r.path.to_string_lossy().replace([':', '\\', '/'], "_");
-        let to = state_dir()?.join("held").join(run_id).join(name);
-        if let Some(d) = to.parent() {
-            std::fs::create_dir_all(d).map_err(|e| setup(format!("{}: {e}", d.display())))?;
-        }
-        std::fs::rename(&r.path, &to).map_err(|e| setup(format!("holding back {}: {e}", r.path.display())))?;
+        let mut name = r.path.file_name().unwrap_or_default().to_os_string();
+        name.push(format!(".localgpt-held-{run_id}"));
+        let to = r.path.with_file_name(name);
+        std::fs::rename(&r.path, &to).map_err(|e| setup(format!("holding back {} (it appeared at a protected path during the run and is still there): {e}", r.path.display())))?;
         held.push((r.path.clone(), to));
     }
     Ok(held)
