@@ -43,7 +43,7 @@ enum Cmd {
         /// Work root (default `/var/tmp/lgcompat-<user>`; wiped first).
         #[arg(long)]
         work_root: Option<PathBuf>,
-        /// Comma-separated levels (default: every available level except minimal).
+        /// Comma-separated levels (default: every available level).
         #[arg(long, value_delimiter = ',')]
         levels: Vec<String>,
         /// Parallel commands (default: number of CPUs).

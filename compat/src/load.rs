@@ -157,8 +157,8 @@ pub fn parse_corpus(sources: &[(String, String)], fixtures: Vec<String>) -> Resu
                 problems.push(here("compare narrower than output needs a `why`"));
             }
             for l in &spec.degraded_levels {
-                if !["full", "standard"].contains(&l.as_str()) {
-                    problems.push(here(&format!("degraded level {l:?} (full | standard)")));
+                if !["full", "standard", "minimal"].contains(&l.as_str()) {
+                    problems.push(here(&format!("degraded level {l:?} (full | standard | minimal)")));
                 }
             }
             let timeout = spec.timeout.or(file.defaults.timeout).unwrap_or(DEFAULT_TIMEOUT);
@@ -285,7 +285,7 @@ pub fn parse_causes(text: &str, corpus: &Corpus) -> Result<Vec<KnownCause>, Load
             problems.push(format!("{CAUSES_FILE}: {}: no such command", c.name));
         }
         for l in &c.levels {
-            if !["full", "standard"].contains(&l.as_str()) {
+            if !["full", "standard", "minimal"].contains(&l.as_str()) {
                 problems.push(format!("{CAUSES_FILE}: {}: level {l:?}", c.name));
             }
         }
