@@ -83,9 +83,15 @@ pub const CI_GROUP_SECRET: &str = "/etc/ssl/private/localgpt-ci-group-secret.key
 /// A file under `/etc` that is not world-readable, is group-readable, and that this process can
 /// read — for an unprivileged user one it does not own, so through one of its groups — with its
 /// first line (the secret looked for in the output). Found by looking, not from the sandbox's
-/// own list: a secret the sandbox does not know about is a finding.
+/// own list: a secret the sandbox does not know about is a finding. Looked for once per process
+/// (the facts, the pinned gaps and every world that names it share the answer).
 #[must_use]
 pub fn group_secret() -> Option<(PathBuf, String)> {
+    static FOUND: std::sync::OnceLock<Option<(PathBuf, String)>> = std::sync::OnceLock::new();
+    FOUND.get_or_init(find_group_secret).clone()
+}
+
+fn find_group_secret() -> Option<(PathBuf, String)> {
     // SAFETY: trivial getter.
     let uid = unsafe { libc::geteuid() };
     let qualifies = |p: &Path| -> Option<String> {

@@ -18,8 +18,11 @@ pub const ENV_ALLOWLIST: &[&str] = &[
     "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "MAKEFLAGS", "PKG_CONFIG_PATH", "LD_LIBRARY_PATH", "MANPATH",
     "DEBIAN_FRONTEND", "SOURCE_DATE_EPOCH", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME",
     "GIT_COMMITTER_EMAIL", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
-    // Windows: what cmd.exe and programs need to find the system, the user's folders and each
-    // other (names compared without regard to case there).
+];
+
+/// Windows only, besides [`ENV_ALLOWLIST`]: what cmd.exe and programs need to find the system,
+/// the user's folders and each other (names compared without regard to case there).
+pub const WINDOWS_ENV_ALLOWLIST: &[&str] = &[
     "SystemRoot", "windir", "SystemDrive", "ComSpec", "PATHEXT", "USERPROFILE", "APPDATA", "LOCALAPPDATA",
     "ProgramFiles", "ProgramFiles(x86)", "ProgramW6432", "ProgramData", "CommonProgramFiles",
     "CommonProgramFiles(x86)", "CommonProgramW6432", "ALLUSERSPROFILE", "PUBLIC", "HOMEDRIVE", "HOMEPATH",
@@ -55,7 +58,7 @@ pub fn looks_secret(name: &str) -> bool {
 
 fn allowlisted(name: &str) -> bool {
     if cfg!(windows) {
-        return ENV_ALLOWLIST.iter().any(|a| a.eq_ignore_ascii_case(name));
+        return ENV_ALLOWLIST.iter().chain(WINDOWS_ENV_ALLOWLIST).any(|a| a.eq_ignore_ascii_case(name));
     }
     ENV_ALLOWLIST.contains(&name) || name.starts_with("LC_")
 }

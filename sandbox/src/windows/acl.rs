@@ -389,6 +389,12 @@ pub fn set_label(sddl: &str, ace: &str) -> String {
     format!("{head}{ace}{}", aces.into_iter().filter(|a| !a.starts_with("(ML;")).collect::<String>())
 }
 
+/// The mandatory label ACE of a label part (`S:…`), if any.
+#[must_use]
+pub fn label_of(sddl: &str) -> Option<String> {
+    split_aces(sddl).1.into_iter().find(|a| a.starts_with("(ML;"))
+}
+
 /// The header (`D:PAI`) and the ACEs of one part of an SDDL string.
 fn split_aces(sddl: &str) -> (String, Vec<String>) {
     let head_end = sddl.find('(').unwrap_or(sddl.len());

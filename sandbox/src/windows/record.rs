@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::acl::{add_ace, remove_ace, set_label, AceEntry};
+use super::acl::{add_ace, label_of, remove_ace, set_label, AceEntry};
 
 /// The record's schema version.
 pub const SCHEMA: u32 = 1;
@@ -182,12 +182,6 @@ pub fn check_location(path: &Path) -> Result<(), AclError> {
     Ok(())
 }
 
-fn label_ace(sddl: &str) -> Option<String> {
-    let start = sddl.find("(ML;")?;
-    let end = sddl[start..].find(')')? + start + 1;
-    Some(sddl[start..end].to_string())
-}
-
 /// Applies `aces` for `holder`, recording each change before it is made. On a failure part-way
 /// everything this holder holds is rolled back and the error returned: nothing is run.
 ///
@@ -218,7 +212,7 @@ fn acquire_all(store: &mut dyn AclStore, record: &mut Record, holder: &Holder, u
         if owner != user_sid {
             return Err(AclError::Refused { path: owned_by.to_path_buf(), why: format!("owned by {owner}, not by the user ({user_sid})") });
         }
-        let before_label = if part == 'S' && !a.create_dir { label_ace(&store.get(&a.path, 'S')?) } else { None };
+        let before_label = if part == 'S' && !a.create_dir { label_of(&store.get(&a.path, 'S')?) } else { None };
         record.entries.push(RecordEntry { path: a.path.clone(), part, ace: ace.clone(), before_label, create_dir: a.create_dir, state: EntryState::Pending, holders: vec![holder.clone()] });
         let i = record.entries.len() - 1;
         store.save(record)?;
