@@ -22,7 +22,8 @@ use std::time::Instant;
 
 use localgpt_bench::phases::{parse_stamps, phases_of_trace, spans, Span};
 use localgpt_sandbox::timing::{now_ns, TIMING_ENV};
-use localgpt_bench::stats::{median, r3, Summary};
+use localgpt_bench::host::{bwrap_prefix, python3, sh, which};
+use localgpt_bench::stats::{median, r3, Rng, Summary};
 use localgpt_bench::svg::{cdf_svg, Curve, Panel};
 use serde_json::{json, Value};
 
@@ -113,26 +114,6 @@ fn parse_opts() -> Opts {
         }
     }
     o
-}
-
-/// xorshift64*: a deterministic shuffle, seeded from the command line.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
-    }
 }
 
 /// How a variant runs a command.
@@ -373,52 +354,6 @@ fn memory_probe(sp: &Spawner, argv: &[String], runs: usize) -> Option<(f64, f64)
     (!parent.is_empty()).then(|| (median(&parent), if child.is_empty() { f64::NAN } else { median(&child) }))
 }
 
-fn sh(cmd: &str, args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new(cmd).args(args).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| {
-        let c = CString::new(p.as_os_str().as_bytes()).ok();
-        // SAFETY: access() with a valid C string.
-        c.is_some_and(|c| unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0)
-    })
-}
-
-/// The python3 to run: the system one when present (a pyenv shim is a bash script and would
-/// measure pyenv), else whatever PATH has, resolved through symlinks.
-fn python3() -> Option<PathBuf> {
-    let p = if Path::new("/usr/bin/python3").exists() { PathBuf::from("/usr/bin/python3") } else { which("python3")? };
-    Some(std::fs::canonicalize(&p).unwrap_or(p))
-}
-
-fn bwrap_prefix(bwrap: &Path, ws: &Path) -> Vec<String> {
-    let mut v: Vec<String> =
-        [bwrap.to_string_lossy().as_ref(), "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-    for d in ["bin", "sbin", "lib", "lib64", "lib32", "libx32"] {
-        let host = Path::new("/").join(d);
-        match std::fs::read_link(&host) {
-            Ok(target) => v.extend(["--symlink".into(), target.to_string_lossy().into_owned(), host.to_string_lossy().into_owned()]),
-            Err(_) if host.is_dir() => {
-                v.extend(["--ro-bind".into(), host.to_string_lossy().into_owned(), host.to_string_lossy().into_owned()])
-            }
-            Err(_) => {}
-        }
-    }
-    let ws = ws.to_string_lossy().into_owned();
-    v.extend(
-        ["--ro-bind", "/etc", "/etc", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--bind", &ws, &ws, "--chdir", &ws, "--"]
-            .iter()
-            .map(|s| s.to_string()),
-    );
-    v
-}
-
 pub fn main() {
     // The library variant spawns /proc/self/exe as the helper: become it when asked.
     localgpt_sandbox::dispatch();
@@ -540,7 +475,7 @@ fn run(o: &Opts) -> Result<bool, String> {
             add(ci, l, format!("localgpt {l}"), true, How::Spawn(sandbox(l, 0, &c.argv)));
         }
         if let Some(b) = &bwrap {
-            let mut v = bwrap_prefix(b, &ws);
+            let mut v = bwrap_prefix(b, &ws, &[]);
             v.extend(c.argv.iter().cloned());
             add(ci, "bwrap", "bwrap --unshare-all".into(), false, How::Spawn(v));
         }
@@ -699,7 +634,7 @@ fn run(o: &Opts) -> Result<bool, String> {
     probe_set.push((format!("{best}+100"), format!("localgpt {best} +100 paths"), sandbox(&best, 100, &sleep)));
     probe_set.push((format!("{best}+1000"), format!("localgpt {best} +1000 paths"), sandbox(&best, 1000, &sleep)));
     if let Some(b) = variants.iter().find(|v| v.id == "bwrap" && v.disabled.is_none()).and(bwrap.as_ref()) {
-        let mut v = bwrap_prefix(b, &ws);
+        let mut v = bwrap_prefix(b, &ws, &[]);
         v.extend(sleep.iter().cloned());
         probe_set.push(("bwrap".into(), "bwrap --unshare-all".into(), v));
     }
@@ -998,7 +933,7 @@ fn analyse(
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     let cgroup = status["cgroup_pids"].clone();
-    let bwrap_cmd = bwrap.map(|b| format!("{} /bin/true x", bwrap_prefix(b, ws).join(" ")));
+    let bwrap_cmd = bwrap.map(|b| format!("{} /bin/true x", bwrap_prefix(b, ws, &[]).join(" ")));
     let machine = json!({"kernel": uname, "cpu": cpu, "cpus": ncpu, "uid": uid, "landlock_abi": status["landlock"]["abi"], "cgroup_pids": cgroup, "loadavg_before": load_before, "loadavg_after": load_after, "bwrap": bwrap_version});
 
     let mut md = String::new();

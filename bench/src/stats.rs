@@ -73,6 +73,28 @@ pub fn r3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
+/// xorshift64*: a deterministic shuffle, seeded from the command line.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next pseudo-random number.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// Shuffles `v` in place (Fisher–Yates).
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = (self.next_u64() % (i as u64 + 1)) as usize;
+            v.swap(i, j);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
