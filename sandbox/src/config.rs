@@ -51,7 +51,7 @@ pub struct SandboxSettings {
     pub allow_unix_sockets: Vec<PathBuf>,
     /// Network mode (`deny` or `allowlist`).
     pub network: NetworkPolicy,
-    /// Allowed domains (allowlist mode; see [`crate::network`]).
+    /// Allowed domains (allowlist mode; see the `network` module).
     pub allow_domains: Vec<String>,
     /// Denied domains (win over allowed ones).
     pub deny_domains: Vec<String>,

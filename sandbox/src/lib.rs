@@ -7,23 +7,23 @@
 //! * **Policy** ([`policy::SandboxPolicy`]) — what the user wants: a workspace, a mode
 //!   (`workspace-write`, `read-only`, `full-access`), extra paths, limits. Built by
 //!   [`build_sandbox_policy`] from a mode and a workspace (spec 3.3), with the default tables of
-//!   the platform ([`defaults::tables`]).
+//!   the platform (`defaults::tables`).
 //! * **Plan** ([`plan::Plan`]) — pure data computed from policy + detected capabilities
 //!   ([`detect_sandbox_capabilities`]) by [`make_plan`], the one place decisions are made. Its
 //!   OS-neutral part ([`plan::Access`]: readable, writable and denied paths with their reasons;
 //!   protected workspace paths; environment; [`plan::Limits`]; network; timeout and output caps;
 //!   and for every protection, by typed id, whether it is enforced, degraded or off) is rendered
 //!   by the platform's backend into its artefacts:
-//!   * [`linux`] — Landlock rules, the seccomp table and its BPF program per architecture,
+//!   * `linux` — Landlock rules, the seccomp table and its BPF program per architecture,
 //!     namespaces and mounts, rlimits, cgroup limits ([`plan::LinuxPlan`], computed by
 //!     `linux::compile`);
-//!   * [`macos`] — a Seatbelt profile and its `-D` parameters ([`macos::MacosPlan`]), rendered
+//!   * `macos` — a Seatbelt profile and its `-D` parameters (`macos::MacosPlan`), rendered
 //!     on any OS (`localgpt sandbox explain --platform macos`) and checked by an evaluator of
 //!     the SBPL it emits against the same conformance table the Linux backend executes;
-//!   * [`windows`] — a restricted token, the ACEs and integrity labels that confine it, and job
-//!     limits ([`windows::WindowsPlan`]), rendered on any OS (`localgpt sandbox explain
+//!   * `windows` — a restricted token, the ACEs and integrity labels that confine it, and job
+//!     limits (`windows::WindowsPlan`), rendered on any OS (`localgpt sandbox explain
 //!     --platform windows`) and checked by a model of Windows' access check against the same
-//!     conformance table; every ACL change is a recorded transaction ([`windows::record`]).
+//!     conformance table; every ACL change is a recorded transaction (`windows::record`).
 //!     Experimental: its glue runs under Wine in CI but has not run on Windows, so a command
 //!     runs there only when the user opts in (`LOCALGPT_EXPERIMENTAL_WINDOWS=1`).
 //! * **Apply** — thin code that executes a plan and decides nothing. On Linux the helper applies
@@ -48,46 +48,71 @@
 //! feature async reads and waits: [`handle`]), [`run_sandboxed`] runs `bash -c CMD` to the end
 //! in the calling thread, and [`SandboxPolicy::check_read`] /
 //! [`SandboxPolicy::check_write`] apply the same policy to file tools.
+//!
+//! The API is what this page lists: the items at the crate root and the modules [`handle`],
+//! [`run`], [`policy`], [`plan`] (the plan as data: what `explain` shows), [`detect`], [`config`]
+//! and [`error`]. Everything else — the backends (`linux`, `macos`, `windows`), path resolution,
+//! the review of protected paths, the network proxy, the default tables — is implementation:
+//! crate-private. This workspace's own tools (the `localgpt` CLI, the harness, the benches)
+//! enable the `internals` feature to reach it; it is not part of the API and an embedder leaves it
+//! off.
 
 #![deny(missing_docs)]
 
+/// Declares a module of the implementation: crate-private, unless the workspace's own tools (the
+/// CLI, the harness, the benches) enable the `internals` feature — never part of the API.
+macro_rules! internal_mod {
+    ($(#[$m:meta])* $name:ident) => {
+        $(#[$m])*
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub mod $name;
+        $(#[$m])*
+        #[cfg(not(feature = "internals"))]
+        #[allow(dead_code, unused_imports)]
+        pub(crate) mod $name;
+    };
+}
+
 pub(crate) mod ablation;
-#[cfg(unix)]
-pub mod audit;
 pub mod config;
-pub mod defaults;
 pub mod detect;
 pub mod error;
 #[cfg(unix)]
 pub mod handle;
-pub mod linux;
-pub mod network;
-pub mod paths;
-#[cfg(unix)]
-pub mod denied;
-#[cfg(unix)]
-pub mod pending;
 pub mod plan;
-pub mod platform;
-
 pub mod policy;
 #[cfg(unix)]
-mod rand;
-pub mod review;
-pub mod srt;
-pub mod text;
-#[cfg(unix)]
-pub mod timing;
-#[cfg(unix)]
 pub mod run;
-pub mod macos;
-pub mod windows;
+#[cfg(unix)]
+mod rand;
+
+internal_mod!(#[cfg(unix)] audit);
+internal_mod!(defaults);
+internal_mod!(#[cfg(unix)] denied);
+internal_mod!(linux);
+internal_mod!(macos);
+internal_mod!(network);
+internal_mod!(paths);
+internal_mod!(#[cfg(unix)] pending);
+internal_mod!(platform);
+internal_mod!(review);
+internal_mod!(srt);
+internal_mod!(text);
+internal_mod!(#[cfg(unix)] timing);
+internal_mod!(windows);
 
 pub use config::{build_sandbox_policy, SandboxSettings};
 pub use detect::{detect_sandbox_capabilities, Capabilities};
 pub use error::SandboxError;
 pub use plan::{make_plan, Plan, Protection, ProtectionState};
 pub use policy::{SandboxLevel, SandboxMode, SandboxPolicy};
+// Types of the implementation's modules that appear in the API's signatures and fields.
+pub use network::Allowlist;
+pub use paths::WriteMode;
+#[cfg(unix)]
+pub use pending::ProtectedReview;
+pub use platform::Platform;
 #[cfg(unix)]
 pub use handle::{Command, Sandbox, SandboxedChild};
 #[cfg(unix)]

@@ -223,7 +223,7 @@ pub struct SandboxPolicy {
     /// Bound on the sandbox's own process count (threads count, as the kernel counts them).
     pub max_processes: u32,
     /// Hard `RLIMIT_NOFILE`; the soft limit starts at
-    /// [`crate::defaults::SOFT_OPEN_FILES`] or this, whichever is lower.
+    /// `defaults::SOFT_OPEN_FILES` (1024) or this, whichever is lower.
     pub max_open_files: u64,
     /// Memory limit of the per-run cgroup (where one can be created); `None`: half of physical
     /// memory.
@@ -251,12 +251,12 @@ pub struct SandboxPolicy {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_grants: Vec<PathBuf>,
     /// Denied paths whose file was moved since a previous run recorded it (rule, where the file
-    /// is now): the new place is denied too (also in `deny_paths`); see [`crate::denied`].
+    /// is now): the new place is denied too (also in `deny_paths`); see the `denied` module.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub moved_denies: Vec<(PathBuf, PathBuf)>,
     /// Read-only grants added because of where the workspace lies (also in
     /// `read_only_paths`), each with why: the git repository around it, tool configs in its
-    /// ancestors ([`crate::defaults::UPWARD_CONFIGS`]).
+    /// ancestors (`defaults::UPWARD_CONFIGS`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub context_reads: Vec<(PathBuf, String)>,
     /// Host unix sockets the command may connect to (`--allow-unix-socket`), connect-only and

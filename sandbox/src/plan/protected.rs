@@ -6,7 +6,7 @@
 //! At Full level each one that exists becomes a private copy for the run (an overlay mount whose
 //! upper layer is a per-run staging directory; a bound copy for a file): nothing the command
 //! writes there reaches the real files during the run, and the path cannot be renamed or
-//! removed. After the run the runner reviews what changed ([`crate::review`]): harmless changes
+//! removed. After the run the runner reviews what changed (the `review` module): harmless changes
 //! are applied to the real files, the rest is kept as pending changes for the user.
 //!
 //! One that is absent at launch (and every one at Standard level, which has no mount namespace)

@@ -58,7 +58,7 @@ pub enum StdinMode {
     Inherit,
 }
 
-/// How the runner starts the helper (see [`crate::linux::helper`]).
+/// How the runner starts the helper (see the `linux::helper` module).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum HelperStart {
     /// `fork` when the calling process has a single thread (the CLI, a single-threaded host):

@@ -1,0 +1,574 @@
+//! The Linux implementation of `localgpt-macro-bench` (see the binary's docs).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use localgpt_bench::host::{bwrap_prefix, python3, sh, which};
+use localgpt_bench::paired::{attribute, paired_ratios, summarize, GOAL};
+use localgpt_bench::stats::{r3, Rng};
+use serde_json::{json, Value};
+
+/// The flag this tool is re-executed with for the Landlock control.
+const LANDLOCK_EXEC: &str = "--landlock-exec";
+/// The flag this tool is re-executed with for the seccomp control.
+const SECCOMP_EXEC: &str = "--seccomp-exec";
+
+struct Workload {
+    name: &'static str,
+    what: &'static str,
+    /// Tools it needs on PATH; a missing one skips the workload (listed).
+    needs: &'static [&'static str],
+    /// Directory under the scratch root (workloads on the same data share it).
+    dir: &'static str,
+    /// bash, bare, once per directory.
+    setup: String,
+    /// bash, bare, before every measured run (not timed).
+    prepare: &'static str,
+    /// bash, measured.
+    script: String,
+    /// Part of `--quick`.
+    quick: bool,
+}
+
+/// A synthetic repository: `dirs` × `per` text files of 40 lines, committed.
+fn repo_setup(py: &str, dirs: usize, per: usize) -> String {
+    format!(
+        r#"{py} - <<'PY'
+import os
+for d in range({dirs}):
+    os.makedirs(f"src/m{{d:03}}", exist_ok=True)
+    for f in range({per}):
+        with open(f"src/m{{d:03}}/f{{f:03}}.txt", "w") as h:
+            h.write("".join(f"line {{i}} of module {{d}} file {{f}}: value_{{(d * 31 + f * 7 + i) % 9973}}\n" for i in range(40)))
+PY
+git init -q . && git add -A && git -c user.name=bench -c user.email=bench@localhost commit -qm init"#
+    )
+}
+
+fn workloads(py: &str) -> Vec<Workload> {
+    let c_project = r##"for i in $(seq 1 40); do
+  { echo "#include <stdio.h>"; for j in $(seq 1 30); do echo "int f${i}_${j}(int x) { int s = 0; for (int k = 0; k < x; k++) s += k * ${j} ^ (s >> 3); return s; }"; done; } > m$i.c
+done
+echo 'int main(void) { return 0; }' > main.c
+printf 'OBJS := $(patsubst %%.c,%%.o,$(wildcard *.c))\nCFLAGS := -O2\nprog: $(OBJS)\n\t$(CC) -o $@ $^\nclean:\n\trm -f *.o prog\n' > Makefile"##;
+    let crate_nodeps = r#"cargo init -q --lib --vcs none --name macro_nodeps . && for i in $(seq 1 12); do
+  { for j in $(seq 1 40); do echo "pub fn f$j(x: u64) -> u64 { (0..x).map(|k| k.wrapping_mul($j) ^ (k >> 3)).sum() }"; done; } > src/m$i.rs
+  echo "pub mod m$i;" >> src/lib.rs
+done && cargo build --offline -q"#;
+    let crate_deps = r#"cargo init -q --lib --vcs none --name macro_deps . && printf 'serde = { version = "1", features = ["derive"] }\nserde_json = "1"\nlibc = "0.2"\n' >> Cargo.toml && cargo generate-lockfile --offline -q && cargo fetch --offline -q"#;
+    vec![
+        Workload {
+            name: "find-usr",
+            what: "find /usr -type f | wc -l (a directory walk)",
+            needs: &["find"],
+            dir: "empty",
+            setup: String::new(),
+            prepare: "",
+            script: "find /usr -type f 2>/dev/null | wc -l".into(),
+            quick: true,
+        },
+        Workload {
+            name: "git-grep",
+            what: "git grep in a 20 000-file repository (3 searches)",
+            needs: &["git", "python3"],
+            dir: "repo",
+            setup: repo_setup(py, 200, 100),
+            prepare: "",
+            script: "for i in 1 2 3; do git grep -c 'value_6[0-9]7' >/dev/null; done".into(),
+            quick: true,
+        },
+        Workload {
+            name: "git-status",
+            what: "git status in a 20 000-file repository (5 times)",
+            needs: &["git", "python3"],
+            dir: "repo",
+            setup: repo_setup(py, 200, 100),
+            prepare: "",
+            script: "for i in 1 2 3 4 5; do git status --porcelain >/dev/null; done".into(),
+            quick: true,
+        },
+        Workload {
+            name: "cargo-incremental",
+            what: "an incremental cargo build (lib.rs touched) of a 12-module crate",
+            needs: &["cargo"],
+            dir: "crate-nodeps",
+            setup: crate_nodeps.into(),
+            prepare: "touch src/lib.rs",
+            script: "cargo build --offline -q -j2".into(),
+            quick: true,
+        },
+        Workload {
+            name: "cargo-clean-deps",
+            what: "a clean cargo build of a crate with dependencies (serde, serde_json, libc)",
+            needs: &["cargo"],
+            dir: "crate-deps",
+            setup: crate_deps.into(),
+            prepare: "rm -rf target",
+            script: "cargo build --offline -q -j2".into(),
+            quick: true,
+        },
+        Workload {
+            name: "python-imports",
+            what: "an import-heavy Python start (10 starts importing json, asyncio, email, http, unittest, xml, decimal, sqlite3, …)",
+            needs: &["python3"],
+            dir: "empty",
+            setup: String::new(),
+            prepare: "",
+            script: format!(
+                "for i in $(seq 10); do {py} -c 'import json, asyncio, email.parser, http.client, unittest, xml.dom.minidom, decimal, argparse, logging, sqlite3, csv, subprocess'; done"
+            ),
+            quick: true,
+        },
+        Workload {
+            name: "make-j2",
+            what: "make -j2 of a 41-file C project (after make clean)",
+            needs: &["make", "gcc"],
+            dir: "c-project",
+            setup: c_project.into(),
+            prepare: "make -s clean",
+            script: "make -s -j2".into(),
+            quick: true,
+        },
+    ]
+}
+
+struct Opts {
+    rounds: usize,
+    mode: &'static str,
+    bin: PathBuf,
+    out: PathBuf,
+    only: Option<Vec<String>>,
+    bwrap: bool,
+    seed: u64,
+}
+
+fn opts() -> Result<Opts, String> {
+    let exe_dir = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)).unwrap_or_default();
+    let mut o = Opts {
+        rounds: 10,
+        mode: "full",
+        bin: exe_dir.join("localgpt"),
+        out: std::env::var_os("LOCALGPT_REPORT_DIR").filter(|d| !d.is_empty()).map_or_else(|| PathBuf::from("target/release-report"), PathBuf::from),
+        only: None,
+        bwrap: true,
+        seed: 0x6d61_6372,
+    };
+    let mut rounds_set = false;
+    let mut a = std::env::args().skip(1);
+    while let Some(k) = a.next() {
+        let mut v = || a.next().ok_or_else(|| format!("{k} needs a value"));
+        match k.as_str() {
+            "--quick" => o.mode = "quick",
+            "--full" => o.mode = "full",
+            "--rounds" => {
+                o.rounds = v()?.parse().map_err(|e| format!("--rounds: {e}"))?;
+                rounds_set = true;
+            }
+            "--bin" => o.bin = PathBuf::from(v()?),
+            "--out" => o.out = PathBuf::from(v()?),
+            "--only" => o.only = Some(v()?.split(',').map(str::to_string).collect()),
+            "--no-bwrap" => o.bwrap = false,
+            "--seed" => o.seed = v()?.parse().map_err(|e| format!("--seed: {e}"))?,
+            _ => return Err(format!("unknown argument {k}")),
+        }
+    }
+    if !rounds_set && o.mode == "quick" {
+        o.rounds = 3;
+    }
+    if o.rounds == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
+    Ok(o)
+}
+
+/// Applies a one-rule Landlock ruleset (`/`, every filesystem right this kernel handles) and
+/// execs `argv`: the Landlock control. Never returns.
+fn landlock_exec(argv: &[String]) -> ! {
+    use landlock::{Access, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI};
+    let all = AccessFs::from_all(ABI::V5);
+    let root = PathFd::new("/").unwrap_or_else(|e| {
+        eprintln!("localgpt-macro-bench: open /: {e}");
+        std::process::exit(2)
+    });
+    let status = Ruleset::default()
+        .handle_access(all)
+        .and_then(|r| r.create())
+        .and_then(|r| r.add_rule(PathBeneath::new(root, all)))
+        .and_then(|r| r.restrict_self());
+    match status {
+        Ok(s) if s.ruleset != RulesetStatus::NotEnforced => {}
+        Ok(_) => {
+            eprintln!("localgpt-macro-bench: Landlock is not enforced on this kernel");
+            std::process::exit(2)
+        }
+        Err(e) => {
+            eprintln!("localgpt-macro-bench: Landlock control: {e}");
+            std::process::exit(2)
+        }
+    }
+    exec(argv)
+}
+
+/// Installs a one-instruction seccomp filter that allows every syscall (with `no_new_privs`)
+/// and execs `argv`: the seccomp control. Never returns.
+fn seccomp_exec(argv: &[String]) -> ! {
+    let allow = [libc::sock_filter { code: (libc::BPF_RET | libc::BPF_K) as u16, jt: 0, jf: 0, k: libc::SECCOMP_RET_ALLOW }];
+    let prog = libc::sock_fprog { len: 1, filter: allow.as_ptr().cast_mut() };
+    // SAFETY: prctl with integer arguments; seccomp(2) with a program that outlives the call.
+    let rc = unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            -1
+        } else {
+            libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, &prog as *const libc::sock_fprog)
+        }
+    };
+    if rc != 0 {
+        eprintln!("localgpt-macro-bench: seccomp control: {}", std::io::Error::last_os_error());
+        std::process::exit(2)
+    }
+    exec(argv)
+}
+
+fn exec(argv: &[String]) -> ! {
+    use std::os::unix::process::CommandExt;
+    let Some((prog, args)) = argv.split_first() else { std::process::exit(2) };
+    let e = Command::new(prog).args(args).exec();
+    eprintln!("localgpt-macro-bench: exec {prog}: {e}");
+    std::process::exit(127)
+}
+
+struct Variant {
+    id: String,
+    label: String,
+    /// A sandbox level (attributed), or a peer / control / bare.
+    level: Option<String>,
+    /// argv before the wrapped `bash -c` script (`None`: the level's `localgpt sandbox run`).
+    prefix: Vec<String>,
+}
+
+/// One measured run: inside wall, inside CPU (user + sys), end-to-end wall, in seconds.
+#[derive(Clone, Copy)]
+struct Sample {
+    inside: f64,
+    cpu: f64,
+    e2e: f64,
+}
+
+fn wrapped(script: &str) -> String {
+    format!("TIMEFORMAT='__LGT %R %U %S'; time ( {script} ) >/dev/null; echo \"__LGRC $?\" >&2")
+}
+
+fn parse_run(stderr: &str) -> Result<(f64, f64), String> {
+    let rc = stderr.lines().rev().find_map(|l| l.strip_prefix("__LGRC ")).map(str::trim);
+    if rc != Some("0") {
+        let tail: String = stderr.chars().rev().take(600).collect::<Vec<_>>().into_iter().rev().collect();
+        return Err(format!("workload exit {}: {}", rc.unwrap_or("unknown"), tail.trim()));
+    }
+    let t = stderr.lines().rev().find_map(|l| l.strip_prefix("__LGT ")).ok_or("no timing line")?;
+    let n: Vec<f64> = t.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    if n.len() != 3 {
+        return Err(format!("bad timing line {t:?}"));
+    }
+    Ok((n[0], n[1] + n[2]))
+}
+
+fn run_one(o: &Opts, v: &Variant, dir: &Path, script: &str) -> Result<Sample, String> {
+    let w = wrapped(script);
+    let mut c = if v.prefix.is_empty() {
+        let l = v.level.as_deref().unwrap_or("none");
+        let mut c = Command::new(&o.bin);
+        c.args(["sandbox", "run", "--quiet", "--level", l, "--workspace"]).arg(dir).args(["--", &w]);
+        c
+    } else {
+        let mut c = Command::new(&v.prefix[0]);
+        c.args(&v.prefix[1..]).args(["bash", "-c", &w]);
+        c
+    };
+    c.current_dir(dir).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).env_remove("CARGO_TARGET_DIR");
+    let t0 = Instant::now();
+    let out = c.output().map_err(|e| format!("spawn: {e}"))?;
+    let e2e = t0.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let (inside, cpu) = parse_run(&err)?;
+    if !out.status.success() {
+        return Err(format!("{} exited {}: {}", v.id, out.status, err.trim()));
+    }
+    Ok(Sample { inside, cpu, e2e })
+}
+
+fn bash_bare(dir: &Path, script: &str) -> Result<(), String> {
+    if script.is_empty() {
+        return Ok(());
+    }
+    let out = Command::new("bash").args(["-c", script]).current_dir(dir).env_remove("CARGO_TARGET_DIR").output().map_err(|e| format!("bash: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{script:.60}…: {}", String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+pub fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some(LANDLOCK_EXEC) => landlock_exec(&args[2..]),
+        Some(SECCOMP_EXEC) => seccomp_exec(&args[2..]),
+        _ => {}
+    }
+    match bench() {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(1),
+        Err(e) => {
+            eprintln!("localgpt-macro-bench: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+struct Scratch(PathBuf);
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[allow(clippy::too_many_lines)]
+fn bench() -> Result<bool, String> {
+    let o = opts()?;
+    let started = Instant::now();
+    let bin = std::fs::canonicalize(&o.bin).map_err(|e| format!("{}: {e} (build with cargo build --release, or pass --bin)", o.bin.display()))?;
+    let o = Opts { bin, ..o };
+    let status: Value = serde_json::from_str(&sh(&o.bin.to_string_lossy(), &["sandbox", "status", "--json"]).ok_or("`localgpt sandbox status --json` failed")?)
+        .map_err(|e| format!("status JSON: {e}"))?;
+    let rank = |l: &str| ["full", "standard", "minimal"].iter().position(|x| *x == l);
+    let mut levels: Vec<String> = status["available_levels"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|l| l.as_str()).filter(|l| rank(l).is_some()).map(String::from).collect())
+        .unwrap_or_default();
+    levels.sort_by_key(|l| rank(l));
+    if levels.is_empty() {
+        return Err("no sandbox level is available on this machine".into());
+    }
+    let py = python3().map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|| "python3".into());
+    let me = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?.to_string_lossy().into_owned();
+
+    let root = PathBuf::from(format!("/var/tmp/localgpt-macro-{}", std::process::id()));
+    let _scratch = Scratch(root.clone());
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let toolchains: Vec<PathBuf> = [".cargo", ".rustup"].iter().map(|d| home.join(d)).filter(|p| p.exists()).collect();
+
+    let mut variants = vec![Variant { id: "bare".into(), label: "bare".into(), level: None, prefix: vec!["env".into()] }];
+    for l in &levels {
+        variants.push(Variant { id: l.clone(), label: format!("localgpt {l}"), level: Some(l.clone()), prefix: Vec::new() });
+    }
+    let mut notes = Vec::new();
+    let landlock_ok = status["landlock"]["abi"].as_u64().is_some_and(|a| a > 0);
+    if landlock_ok {
+        variants.push(Variant { id: "landlock-control".into(), label: "Landlock control (one rule: / with every right)".into(), level: None, prefix: vec![me.clone(), LANDLOCK_EXEC.into()] });
+    } else {
+        notes.push("Landlock control not run: no Landlock on this kernel".to_string());
+    }
+    variants.push(Variant { id: "seccomp-control".into(), label: "seccomp control (one instruction: allow)".into(), level: None, prefix: vec![me.clone(), SECCOMP_EXEC.into()] });
+    let bwrap = if o.bwrap { which("bwrap") } else { None };
+    match &bwrap {
+        Some(_) => {}
+        None if o.bwrap => notes.push("bubblewrap not installed: no peer variant".into()),
+        None => notes.push("bubblewrap variant off (--no-bwrap)".into()),
+    }
+
+    // Set up each workload's directory once; a missing tool or a failed setup skips it (listed).
+    let mut work: Vec<(Workload, PathBuf)> = Vec::new();
+    let mut skipped: Vec<(String, String)> = Vec::new();
+    let mut set_up: BTreeMap<&str, Result<(), String>> = BTreeMap::new();
+    for w in workloads(&py) {
+        if o.only.as_ref().is_some_and(|only| !only.iter().any(|n| n == w.name)) || (o.mode == "quick" && !w.quick) {
+            continue;
+        }
+        if let Some(t) = w.needs.iter().find(|t| which(t).is_none()) {
+            skipped.push((w.name.into(), format!("{t} is not installed")));
+            continue;
+        }
+        let dir = root.join(w.dir);
+        let r = set_up.entry(w.dir).or_insert_with(|| {
+            eprintln!("== setup {}", w.dir);
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display())).and_then(|()| bash_bare(&dir, &w.setup))
+        });
+        match r {
+            Ok(()) => work.push((w, dir)),
+            Err(e) => skipped.push((w.name.into(), format!("setup failed: {e}"))),
+        }
+    }
+    if work.is_empty() {
+        return Err(format!("no workload could run: {skipped:?}"));
+    }
+
+    // Rounds: round 0 warms caches and is discarded.
+    let mut rng = Rng(o.seed | 1);
+    // samples[workload][variant][round]
+    let mut samples: Vec<Vec<Vec<Option<Sample>>>> = vec![vec![Vec::new(); variants.len() + 1]; work.len()];
+    let mut failures: Vec<String> = Vec::new();
+    let bwrap_v = bwrap.as_ref().map(|b| Variant { id: "bwrap".into(), label: "bubblewrap --unshare-all".into(), level: None, prefix: Vec::new() }.with_bwrap(b));
+    for round in 0..=o.rounds {
+        eprintln!("== round {round}/{}{}", o.rounds, if round == 0 { " (warm-up, discarded)" } else { "" });
+        for (wi, (w, dir)) in work.iter().enumerate() {
+            let mut order: Vec<usize> = (0..variants.len() + usize::from(bwrap_v.is_some())).collect();
+            rng.shuffle(&mut order);
+            for vi in order {
+                let v = if vi < variants.len() { &variants[vi] } else { bwrap_v.as_ref().expect("bwrap variant") };
+                let v = &v.for_dir(dir, &toolchains);
+                bash_bare(dir, w.prepare).map_err(|e| format!("{} prepare: {e}", w.name))?;
+                let r = run_one(&o, v, dir, &w.script);
+                if round == 0 {
+                    if let Err(e) = &r {
+                        failures.push(format!("{} / {} (warm-up): {e}", w.name, v.id));
+                    }
+                    continue;
+                }
+                match r {
+                    Ok(s) => samples[wi][vi].push(Some(s)),
+                    Err(e) => {
+                        failures.push(format!("{} / {} round {round}: {e}", w.name, v.id));
+                        samples[wi][vi].push(None);
+                    }
+                }
+            }
+        }
+    }
+
+    // Analysis.
+    let mut all_variants: Vec<&Variant> = variants.iter().collect();
+    if let Some(b) = &bwrap_v {
+        all_variants.push(b);
+    }
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "Paired ratios against the bare run of the same round: min / median / max over {} rounds ({} mode; a warm-up round discarded). *Inside*: the work itself, timed by bash in the sandbox; *end to end*: spawn to exit (start-up and the review after the run included). Goal: ≤ {GOAL}× inside at every level.\n",
+        o.rounds, o.mode
+    );
+    let mut figures = serde_json::Map::new();
+    let mut goals_met = 0usize;
+    let mut goals_total = 0usize;
+    for (wi, (w, _)) in work.iter().enumerate() {
+        let col = |vi: usize, f: fn(&Sample) -> f64| -> Vec<Option<f64>> { samples[wi][vi].iter().map(|s| s.map(|s| f(&s))).collect() };
+        let bare_in = col(0, |s| s.inside);
+        let bare_cpu = col(0, |s| s.cpu);
+        let bare_e2e = col(0, |s| s.e2e);
+        let med = |v: &[Option<f64>]| localgpt_bench::stats::median(&v.iter().flatten().copied().collect::<Vec<_>>());
+        let ratio = |vi: usize, f: fn(&Sample) -> f64, base: &[Option<f64>]| summarize(&paired_ratios(base, &col(vi, f)));
+        let _ = writeln!(md, "### {} — {}\n", w.name, w.what);
+        let _ = writeln!(md, "| variant | median inside (s) | inside ratio min / median / max | CPU ratio (median) | end-to-end ratio (median) |");
+        let _ = writeln!(md, "|---|---:|---:|---:|---:|");
+        let mut vj = serde_json::Map::new();
+        let mut medians: BTreeMap<String, f64> = BTreeMap::new();
+        for (vi, v) in all_variants.iter().enumerate() {
+            let inside = ratio(vi, |s| s.inside, &bare_in);
+            let cpu = ratio(vi, |s| s.cpu, &bare_cpu);
+            let e2e = ratio(vi, |s| s.e2e, &bare_e2e);
+            if let Some(r) = &inside {
+                medians.insert(v.id.clone(), r.median);
+            }
+            let fmt3 = |r: &Option<localgpt_bench::paired::RatioSummary>| r.as_ref().map_or("—".into(), |r| format!("{:.3}", r.median));
+            let _ = writeln!(
+                md,
+                "| {} | {:.3} | {} | {} | {} |",
+                v.label,
+                med(&col(vi, |s| s.inside)),
+                inside.as_ref().map_or("—".into(), |r| format!("{:.3} / **{:.3}** / {:.3}", r.min, r.median, r.max)),
+                fmt3(&cpu),
+                fmt3(&e2e),
+            );
+            vj.insert(
+                v.id.clone(),
+                json!({"label": v.label, "median_inside_s": r3(med(&col(vi, |s| s.inside))), "median_e2e_s": r3(med(&col(vi, |s| s.e2e))),
+                       "inside_ratio": inside, "cpu_ratio": cpu, "e2e_ratio": e2e,
+                       "failed_runs": samples[wi][vi].iter().filter(|s| s.is_none()).count()}),
+            );
+        }
+        let mut attr = serde_json::Map::new();
+        let _ = writeln!(md);
+        for l in &levels {
+            let Some(&m) = medians.get(l) else { continue };
+            let a = attribute(m, l != "minimal", medians.get("landlock-control").copied(), medians.get("seccomp-control").copied());
+            goals_total += 1;
+            if a.within_goal {
+                goals_met += 1;
+                let _ = writeln!(md, "- {l}: {m:.3}× — goal met");
+            } else {
+                let _ = writeln!(md, "- {l}: {m:.3}× — goal **not met**: {}", a.causes.join("; "));
+            }
+            attr.insert(l.clone(), serde_json::to_value(&a).unwrap_or(Value::Null));
+        }
+        let _ = writeln!(md);
+        figures.insert(w.name.into(), json!({"what": w.what, "script": w.script, "prepare": w.prepare, "variants": vj, "levels": attr}));
+    }
+    if !skipped.is_empty() {
+        let _ = writeln!(md, "Skipped ({}): {}\n", skipped.len(), skipped.iter().map(|(n, r)| format!("{n} ({r})")).collect::<Vec<_>>().join(", "));
+    }
+    for n in &notes {
+        let _ = writeln!(md, "Note: {n}\n");
+    }
+    if !failures.is_empty() {
+        let _ = writeln!(md, "**Failed runs ({}):**\n", failures.len());
+        for f in &failures {
+            let _ = writeln!(md, "- {f}");
+        }
+        let _ = writeln!(md);
+    }
+    let cmdline: Vec<String> = std::env::args().collect();
+    let _ = writeln!(md, "Goals met: {goals_met}/{goals_total} (workload × level). Command: `{}` ({:.0} s).", cmdline.join(" "), started.elapsed().as_secs_f64());
+    let section = json!({
+        "name": "macro",
+        "title": "Macro overhead: real work inside the sandbox",
+        "gate": null,
+        "figures": {"mode": o.mode, "rounds": o.rounds, "goal": GOAL, "goals_met": goals_met, "goals_total": goals_total,
+                    "levels": levels, "workloads": figures, "skipped": skipped, "failed_runs": failures, "notes": notes,
+                    "command": cmdline.join(" ")},
+        "markdown": md,
+    });
+    let sec_dir = o.out.join("sections");
+    std::fs::create_dir_all(&sec_dir).map_err(|e| format!("{}: {e}", sec_dir.display()))?;
+    std::fs::write(sec_dir.join("macro.json"), serde_json::to_string_pretty(&section).unwrap_or_default()).map_err(|e| format!("write: {e}"))?;
+    std::fs::write(o.out.join("macro.md"), format!("## Macro overhead\n\n{md}")).map_err(|e| format!("write: {e}"))?;
+    print!("{md}");
+    Ok(failures.is_empty())
+}
+
+impl Variant {
+    fn with_bwrap(mut self, bwrap: &Path) -> Variant {
+        self.prefix = vec![bwrap.to_string_lossy().into_owned()];
+        self
+    }
+
+    /// The argv prefix for a run in `dir` (bubblewrap's binds name the directory).
+    fn for_dir(&self, dir: &Path, toolchains: &[PathBuf]) -> Variant {
+        let prefix = if self.id == "bwrap" { bwrap_prefix(Path::new(&self.prefix[0]), dir, toolchains) } else { self.prefix.clone() };
+        Variant { id: self.id.clone(), label: self.label.clone(), level: self.level.clone(), prefix }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_is_parsed_from_its_stderr_and_a_failure_is_an_error() {
+        let (wall, cpu) = parse_run("noise\n__LGT 1.500 0.250 0.250\n__LGRC 0\n").unwrap();
+        assert!((wall - 1.5).abs() < 1e-9 && (cpu - 0.5).abs() < 1e-9);
+        assert!(parse_run("__LGT 1.0 0.1 0.1\n__LGRC 1\n").unwrap_err().contains("exit 1"));
+        assert!(parse_run("killed\n").unwrap_err().contains("exit unknown"));
+    }
+
+    #[test]
+    fn every_workload_is_quick_or_says_why_not_and_names_distinct() {
+        let w = workloads("python3");
+        let mut names: Vec<_> = w.iter().map(|w| w.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), w.len());
+        assert!(w.len() >= 7);
+    }
+}
