@@ -103,7 +103,14 @@ pub fn completion(r: &RunResult) -> String {
         }
         shown.push(&e.host);
         let what = if e.via == "dns" { format!("the name {}", e.host) } else { format!("{}:{}", e.host, e.port) };
-        let _ = write!(s, "\n  network policy refused {what} ({}); to allow it: {}", e.rule, localgpt_sandbox::network::allow_hint(&e.host, e.port, &e.rule));
+        if e.refusal == Some(localgpt_sandbox::network::Refusal::Unreachable) {
+            let _ = write!(s, "\n  {what} is allowed but could not be reached ({})", e.rule);
+            continue;
+        }
+        let _ = write!(s, "\n  network policy refused {what} ({})", e.rule);
+        if let Some(hint) = e.refusal.and_then(|r| localgpt_sandbox::network::allow_hint(&e.host, e.port, r)) {
+            let _ = write!(s, "; to allow it: {hint}");
+        }
     }
     for (t, name) in [(r.stdout_truncated, "stdout"), (r.stderr_truncated, "stderr")] {
         if t {

@@ -1,5 +1,5 @@
 //! Process helpers the benchmark binaries share (Linux): finding tools, running one for its
-//! output, and bubblewrap's command line for the peer variant.
+//! output, and the command lines of the peers (bubblewrap, Sandlock).
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -53,5 +53,32 @@ pub fn bwrap_prefix(bwrap: &Path, ws: &Path, ro: &[PathBuf]) -> Vec<String> {
     }
     let ws = s(ws);
     v.extend(["--bind", &ws, &ws, "--chdir", &ws, "--"].iter().map(|s| s.to_string()));
+    v
+}
+
+/// Sandlock's CLI: the one `ci/bench-quick` builds from crates.io into `target/peers` (found
+/// from the bench's own directory, `target/release`), else whatever `PATH` has.
+#[must_use]
+pub fn sandlock(exe_dir: &Path) -> Option<PathBuf> {
+    exe_dir.parent().map(|t| t.join("peers/bin/sandlock")).filter(|p| p.exists()).or_else(|| which("sandlock"))
+}
+
+/// Sandlock's argv up to and including `--`, as its README runs it: the system directories
+/// readable, `ro` readable too, the workspace `ws` and `rw` writable; `no_supervisor`: Landlock and
+/// its deny-only seccomp filter, no seccomp-notify supervisor.
+#[must_use]
+pub fn sandlock_prefix(sandlock: &Path, ws: &Path, no_supervisor: bool, ro: &[PathBuf], rw: &[PathBuf]) -> Vec<String> {
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    let mut v = vec![s(sandlock), "run".into()];
+    if no_supervisor {
+        v.push("--no-supervisor".into());
+    }
+    for r in ["/usr", "/lib", "/lib64", "/bin", "/etc"].iter().map(Path::new).filter(|p| p.exists()).chain(ro.iter().map(PathBuf::as_path)) {
+        v.extend(["-r".into(), s(r)]);
+    }
+    for w in std::iter::once(ws).chain(rw.iter().map(PathBuf::as_path)) {
+        v.extend(["-w".into(), s(w)]);
+    }
+    v.push("--".into());
     v
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use localgpt_bench::host::{bwrap_prefix, python3, sh, which};
+use localgpt_bench::host::{bwrap_prefix, python3, sandlock_prefix, sh, which};
 use localgpt_bench::paired::{attribute, paired_ratios, summarize, GOAL};
 use localgpt_bench::stats::{r3, Rng};
 use serde_json::{json, Value};
@@ -142,6 +142,7 @@ struct Opts {
     out: PathBuf,
     only: Option<Vec<String>>,
     bwrap: bool,
+    sandlock: Option<PathBuf>,
     seed: u64,
 }
 
@@ -154,6 +155,7 @@ fn opts() -> Result<Opts, String> {
         out: std::env::var_os("LOCALGPT_REPORT_DIR").filter(|d| !d.is_empty()).map_or_else(|| PathBuf::from("target/release-report"), PathBuf::from),
         only: None,
         bwrap: true,
+        sandlock: localgpt_bench::host::sandlock(&exe_dir),
         seed: 0x6d61_6372,
     };
     let mut rounds_set = false;
@@ -171,6 +173,8 @@ fn opts() -> Result<Opts, String> {
             "--out" => o.out = PathBuf::from(v()?),
             "--only" => o.only = Some(v()?.split(',').map(str::to_string).collect()),
             "--no-bwrap" => o.bwrap = false,
+            "--sandlock" => o.sandlock = Some(PathBuf::from(v()?)),
+            "--no-sandlock" => o.sandlock = None,
             "--seed" => o.seed = v()?.parse().map_err(|e| format!("--seed: {e}"))?,
             _ => return Err(format!("unknown argument {k}")),
         }
@@ -240,13 +244,46 @@ fn exec(argv: &[String]) -> ! {
     std::process::exit(127)
 }
 
+/// How a variant runs the wrapped script.
+enum How {
+    /// `localgpt sandbox run --level L` (a level: attributed to the controls).
+    Level(String),
+    /// This argv prefix, then `bash -c` (bare, the controls).
+    Prefix(Vec<String>),
+    /// bubblewrap, its binds naming the workload's directory.
+    Bwrap(PathBuf),
+    /// Sandlock `--no-supervisor`, the directory writable.
+    Sandlock(PathBuf),
+}
+
 struct Variant {
     id: String,
     label: String,
-    /// A sandbox level (attributed), or a peer / control / bare.
-    level: Option<String>,
-    /// argv before the wrapped `bash -c` script (`None`: the level's `localgpt sandbox run`).
-    prefix: Vec<String>,
+    how: How,
+}
+
+impl Variant {
+    fn new(id: &str, label: &str, how: How) -> Variant {
+        Variant { id: id.into(), label: label.into(), how }
+    }
+
+    /// The command for a run in `dir`.
+    fn command(&self, bin: &Path, dir: &Path, toolchains: &[PathBuf], script: &str) -> Command {
+        let w = wrapped(script);
+        let prefix = match &self.how {
+            How::Level(l) => {
+                let mut c = Command::new(bin);
+                c.args(["sandbox", "run", "--quiet", "--level", l, "--workspace"]).arg(dir).args(["--", &w]);
+                return c;
+            }
+            How::Prefix(p) => p.clone(),
+            How::Bwrap(b) => bwrap_prefix(b, dir, toolchains),
+            How::Sandlock(s) => sandlock_prefix(s, dir, true, toolchains, &[PathBuf::from("/dev/null"), PathBuf::from("/tmp")]),
+        };
+        let mut c = Command::new(&prefix[0]);
+        c.args(&prefix[1..]).args(["bash", "-c", &w]);
+        c
+    }
 }
 
 /// One measured run: inside wall, inside CPU (user + sys), end-to-end wall, in seconds.
@@ -275,18 +312,8 @@ fn parse_run(stderr: &str) -> Result<(f64, f64), String> {
     Ok((n[0], n[1] + n[2]))
 }
 
-fn run_one(o: &Opts, v: &Variant, dir: &Path, script: &str) -> Result<Sample, String> {
-    let w = wrapped(script);
-    let mut c = if v.prefix.is_empty() {
-        let l = v.level.as_deref().unwrap_or("none");
-        let mut c = Command::new(&o.bin);
-        c.args(["sandbox", "run", "--quiet", "--level", l, "--workspace"]).arg(dir).args(["--", &w]);
-        c
-    } else {
-        let mut c = Command::new(&v.prefix[0]);
-        c.args(&v.prefix[1..]).args(["bash", "-c", &w]);
-        c
-    };
+fn run_one(o: &Opts, v: &Variant, dir: &Path, toolchains: &[PathBuf], script: &str) -> Result<Sample, String> {
+    let mut c = v.command(&o.bin, dir, toolchains, script);
     c.current_dir(dir).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).env_remove("CARGO_TARGET_DIR");
     let t0 = Instant::now();
     let out = c.output().map_err(|e| format!("spawn: {e}"))?;
@@ -360,23 +387,25 @@ fn bench() -> Result<bool, String> {
     let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
     let toolchains: Vec<PathBuf> = [".cargo", ".rustup"].iter().map(|d| home.join(d)).filter(|p| p.exists()).collect();
 
-    let mut variants = vec![Variant { id: "bare".into(), label: "bare".into(), level: None, prefix: vec!["env".into()] }];
+    let mut variants = vec![Variant::new("bare", "bare", How::Prefix(vec!["env".into()]))];
     for l in &levels {
-        variants.push(Variant { id: l.clone(), label: format!("localgpt {l}"), level: Some(l.clone()), prefix: Vec::new() });
+        variants.push(Variant::new(l, &format!("localgpt {l}"), How::Level(l.clone())));
     }
     let mut notes = Vec::new();
-    let landlock_ok = status["landlock"]["abi"].as_u64().is_some_and(|a| a > 0);
-    if landlock_ok {
-        variants.push(Variant { id: "landlock-control".into(), label: "Landlock control (one rule: / with every right)".into(), level: None, prefix: vec![me.clone(), LANDLOCK_EXEC.into()] });
+    if status["landlock"]["abi"].as_u64().is_some_and(|a| a > 0) {
+        variants.push(Variant::new("landlock-control", "Landlock control (one rule: / with every right)", How::Prefix(vec![me.clone(), LANDLOCK_EXEC.into()])));
     } else {
         notes.push("Landlock control not run: no Landlock on this kernel".to_string());
     }
-    variants.push(Variant { id: "seccomp-control".into(), label: "seccomp control (one instruction: allow)".into(), level: None, prefix: vec![me.clone(), SECCOMP_EXEC.into()] });
-    let bwrap = if o.bwrap { which("bwrap") } else { None };
-    match &bwrap {
-        Some(_) => {}
-        None if o.bwrap => notes.push("bubblewrap not installed: no peer variant".into()),
-        None => notes.push("bubblewrap variant off (--no-bwrap)".into()),
+    variants.push(Variant::new("seccomp-control", "seccomp control (one instruction: allow)", How::Prefix(vec![me.clone(), SECCOMP_EXEC.into()])));
+    match (o.bwrap, which("bwrap")) {
+        (true, Some(b)) => variants.push(Variant::new("bwrap", "bubblewrap --unshare-all", How::Bwrap(b))),
+        (true, None) => notes.push("bubblewrap not installed: no bubblewrap variant".into()),
+        (false, _) => notes.push("bubblewrap variant off (--no-bwrap)".into()),
+    }
+    match &o.sandlock {
+        Some(s) => variants.push(Variant::new("sandlock-nosup", "Sandlock --no-supervisor", How::Sandlock(s.clone()))),
+        None => notes.push("Sandlock not found (ci/bench-quick builds it into target/peers): no Sandlock variant".into()),
     }
 
     // Set up each workload's directory once; a missing tool or a failed setup skips it (listed).
@@ -408,19 +437,17 @@ fn bench() -> Result<bool, String> {
     // Rounds: round 0 warms caches and is discarded.
     let mut rng = Rng(o.seed | 1);
     // samples[workload][variant][round]
-    let mut samples: Vec<Vec<Vec<Option<Sample>>>> = vec![vec![Vec::new(); variants.len() + 1]; work.len()];
+    let mut samples: Vec<Vec<Vec<Option<Sample>>>> = vec![vec![Vec::new(); variants.len()]; work.len()];
     let mut failures: Vec<String> = Vec::new();
-    let bwrap_v = bwrap.as_ref().map(|b| Variant { id: "bwrap".into(), label: "bubblewrap --unshare-all".into(), level: None, prefix: Vec::new() }.with_bwrap(b));
     for round in 0..=o.rounds {
         eprintln!("== round {round}/{}{}", o.rounds, if round == 0 { " (warm-up, discarded)" } else { "" });
         for (wi, (w, dir)) in work.iter().enumerate() {
-            let mut order: Vec<usize> = (0..variants.len() + usize::from(bwrap_v.is_some())).collect();
+            let mut order: Vec<usize> = (0..variants.len()).collect();
             rng.shuffle(&mut order);
             for vi in order {
-                let v = if vi < variants.len() { &variants[vi] } else { bwrap_v.as_ref().expect("bwrap variant") };
-                let v = &v.for_dir(dir, &toolchains);
+                let v = &variants[vi];
                 bash_bare(dir, w.prepare).map_err(|e| format!("{} prepare: {e}", w.name))?;
-                let r = run_one(&o, v, dir, &w.script);
+                let r = run_one(&o, v, dir, &toolchains, &w.script);
                 if round == 0 {
                     if let Err(e) = &r {
                         failures.push(format!("{} / {} (warm-up): {e}", w.name, v.id));
@@ -439,10 +466,7 @@ fn bench() -> Result<bool, String> {
     }
 
     // Analysis.
-    let mut all_variants: Vec<&Variant> = variants.iter().collect();
-    if let Some(b) = &bwrap_v {
-        all_variants.push(b);
-    }
+    let all_variants = &variants;
     let mut md = String::new();
     let _ = writeln!(
         md,
@@ -535,19 +559,6 @@ fn bench() -> Result<bool, String> {
     std::fs::write(o.out.join("macro.md"), format!("## Macro overhead\n\n{md}")).map_err(|e| format!("write: {e}"))?;
     print!("{md}");
     Ok(failures.is_empty())
-}
-
-impl Variant {
-    fn with_bwrap(mut self, bwrap: &Path) -> Variant {
-        self.prefix = vec![bwrap.to_string_lossy().into_owned()];
-        self
-    }
-
-    /// The argv prefix for a run in `dir` (bubblewrap's binds name the directory).
-    fn for_dir(&self, dir: &Path, toolchains: &[PathBuf]) -> Variant {
-        let prefix = if self.id == "bwrap" { bwrap_prefix(Path::new(&self.prefix[0]), dir, toolchains) } else { self.prefix.clone() };
-        Variant { id: self.id.clone(), label: self.label.clone(), level: self.level.clone(), prefix }
-    }
 }
 
 #[cfg(test)]

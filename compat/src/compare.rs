@@ -22,6 +22,10 @@ pub struct RunOutput {
     pub level: Option<String>,
     /// The run could not be made or its report could not be read.
     pub error: Option<String>,
+    /// Sandboxed runs: paths (relative to the fixture's copy) the sandbox held back for the
+    /// user's review (`protected_review.pending`), left out of the workspace comparison.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<String>,
 }
 
 /// Outcome of one command at one level for one user.

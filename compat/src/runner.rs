@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 
 use crate::compare::{judge_denied, judge_succeed, EffectSeen, Outcome, RunOutput, Verdict};
+use crate::tree;
 use crate::load::FIXTURES_DIR;
 use crate::normalise::PathContext;
 use crate::results::{user_kind, CaseRecord, UserResults};
@@ -485,6 +486,7 @@ fn bare_run(sh: &Shared, cmd: &Command, run_dir: &Path, script: &str) -> RunOutp
         duration_ms: raw.ms,
         level: None,
         error: raw.spawn_error,
+        held: Vec::new(),
     }
 }
 
@@ -535,7 +537,44 @@ fn sandboxed_run(sh: &Shared, cmd: &Command, run_dir: &Path, level: &str, script
             out.error = Some(format!("{s}: output above the sandbox's cap"));
         }
     }
+    let fixture = run_dir.join("ws");
+    out.held = v["protected_review"]["pending"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c["target"].as_str())
+                .filter_map(|t| Path::new(t).strip_prefix(&fixture).ok().map(|r| r.to_string_lossy().into_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
     out
+}
+
+/// The fixture's copy after a run, as content and mode (see [`tree`]).
+fn workspace_tree(run_dir: &Path) -> Result<tree::Snapshot, String> {
+    tree::snapshot(&run_dir.join("ws"), tree::RULES)
+}
+
+/// A passing must-succeed verdict fails when the workspace the sandboxed run left differs
+/// from the bare run's (held-back paths aside).
+fn judge_tree(v: Verdict, bare: &Result<tree::Snapshot, String>, sbx: &Result<tree::Snapshot, String>, held: &[String]) -> Verdict {
+    if v.outcome != Outcome::Pass {
+        return v;
+    }
+    let diffs = match (bare, sbx) {
+        (Ok(b), Ok(s)) => tree::differences(b, s, tree::RULES, held),
+        (Err(b), Err(s)) if b == s => Vec::new(),
+        (b, s) => vec![format!("the workspace could not be read the same way: bare {:?}, sandboxed {:?}", b.as_ref().err(), s.as_ref().err())],
+    };
+    if diffs.is_empty() {
+        return v;
+    }
+    let shown: Vec<&str> = diffs.iter().take(40).map(String::as_str).collect();
+    Verdict {
+        outcome: Outcome::Fail,
+        cause: format!("same exit code and output, but the workspace differs after the run ({} entries: content, mode or presence)", diffs.len()),
+        diff: shown.join("\n"),
+    }
 }
 
 fn effect_seen(sh: &Shared, cmd: &Command, run_dir: &Path, token: &str, after_bare: bool) -> EffectSeen {
@@ -613,6 +652,7 @@ fn run_command(sh: &Shared, idx: usize, cmd: &Command) -> Vec<CaseRecord> {
     let bare = bare_run(sh, cmd, &run_dir, &substitute(&cmd.run, &outside, &sh.listeners, &bare_token));
     let bare_effect = (cmd.expect == Expect::Denied).then(|| effect_seen(sh, cmd, &run_dir, &bare_token, true));
     let bare_ctx = path_ctx(sh, &run_dir, &run_dir.join("scratch"));
+    let bare_tree = (cmd.expect == Expect::Succeed).then(|| workspace_tree(&run_dir));
     let mut records = Vec::new();
     let mut any_failed = false;
     for level in &sh.levels {
@@ -623,7 +663,13 @@ fn run_command(sh: &Shared, idx: usize, cmd: &Command) -> Vec<CaseRecord> {
         let token = format!("tok-{idx}-{level}-{}", std::process::id());
         let sbx = sandboxed_run(sh, cmd, &run_dir, level, &substitute(&cmd.run, &outside, &sh.listeners, &token));
         let v = match cmd.expect {
-            Expect::Succeed => judge_succeed(cmd, &bare, &bare_ctx, &sbx, &path_ctx(sh, &run_dir, &run_dir.join("scratch"))),
+            Expect::Succeed => {
+                let v = judge_succeed(cmd, &bare, &bare_ctx, &sbx, &path_ctx(sh, &run_dir, &run_dir.join("scratch")));
+                match &bare_tree {
+                    Some(bt) => judge_tree(v, bt, &workspace_tree(&run_dir), &sbx.held),
+                    None => v,
+                }
+            }
             Expect::Denied => {
                 let effect = effect_seen(sh, cmd, &run_dir, &token, false);
                 let degraded = cmd.degraded_levels.iter().any(|l| l == level).then(|| cmd.why.as_deref().unwrap_or("documented as degraded"));

@@ -87,46 +87,6 @@ pub fn reference<T>(f: impl FnOnce() -> T) -> T {
 }
 
 #[cfg(feature = "ablation")]
-/// The seccomp rows a protection owns (by syscall name; the `ioctl` rows are the terminal ones,
-/// the `clone` rows the namespace flags).
-#[must_use]
-pub fn seccomp_rows(id: ProtectionId) -> &'static [&'static str] {
-    match id {
-        ProtectionId::IoUring => &["io_uring_setup", "io_uring_enter", "io_uring_register"],
-        ProtectionId::Ptrace => &["ptrace", "process_vm_readv", "process_vm_writev"],
-        ProtectionId::Keyring => &["keyctl", "add_key", "request_key"],
-        ProtectionId::KernelSurface => &[
-            "bpf", "perf_event_open", "userfaultfd", "open_by_handle_at", "name_to_handle_at", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "modify_ldt",
-        ],
-        ProtectionId::NamespacesMount => &[
-            "mount", "umount2", "pivot_root", "move_mount", "open_tree", "open_tree_attr", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "unshare", "setns", "clone", "clone3",
-        ],
-        ProtectionId::TtyInjection => &["ioctl"],
-        ProtectionId::SysvIpc => &["shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl"],
-        ProtectionId::SyscallAbi => &["<any syscall from a non-x86_64 ABI>", "<any x32 syscall>"],
-        // Every socket row (the network and both kinds of unix socket share them).
-        ProtectionId::Network | ProtectionId::UnixSocketsOutside | ProtectionId::AbstractSocketsOutside => {
-            &["socket", "socketpair", "connect", "bind", "listen", "accept", "accept4", "sendto", "sendmsg", "sendmmsg", "setsockopt"]
-        }
-        ProtectionId::Capabilities => &["chmod", "fchmod", "fchmodat", "fchmodat2", "open", "openat", "creat", "mknod", "mknodat"],
-        _ => &[],
-    }
-}
-
-#[cfg(feature = "ablation")]
-/// Whether the seccomp row `r` is one of `id`'s.
-#[must_use]
-pub fn owns(id: ProtectionId, r: &crate::linux::seccomp::SeccompRuleSpec) -> bool {
-    let text = r.condition_text.as_deref().unwrap_or_default();
-    seccomp_rows(id).contains(&r.syscall.as_str())
-        && match id {
-            ProtectionId::TtyInjection => text.contains("TIOC"),
-            ProtectionId::Capabilities => text.contains("S_ISUID") || text.contains("S_ISGID"),
-            _ => true,
-        }
-}
-
-#[cfg(feature = "ablation")]
 /// Landlock filesystem rights a protection owns.
 #[must_use]
 pub fn landlock_fs(id: ProtectionId) -> u64 {
@@ -186,12 +146,14 @@ pub fn cut(plan: &mut crate::plan::Plan, caller_env: &[(String, String)]) -> Res
                 }
             }
             if let Some(s) = l.seccomp.as_mut() {
-                let names = seccomp_rows(id);
-                let before = s.rules.len();
-                s.rules.retain(|r| !owns(id, r));
-                if s.rules.len() != before {
+                // The rows that declare this protection (`SeccompRuleSpec::protections`).
+                let (owned, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut s.rules).into_iter().partition(|r| r.protections.contains(&id));
+                s.rules = kept;
+                if !owned.is_empty() {
                     s.program = crate::linux::seccomp::compile_for(s.arch, &s.rules).map_err(crate::SandboxError::Plan)?;
-                    how.push(format!("{} seccomp rows ({})", before - s.rules.len(), names.join(", ")));
+                    let mut names: Vec<&str> = owned.iter().map(|r| r.syscall.as_str()).collect();
+                    names.dedup();
+                    how.push(format!("{} seccomp rows ({})", owned.len(), names.join(", ")));
                 }
             }
             if let Some(ns) = l.namespaces.as_mut() {

@@ -262,6 +262,9 @@ pub struct NetEvent {
     pub allowed: bool,
     /// The rule that decided, or why it was refused.
     pub rule: String,
+    /// For a refusal: what, if anything, the user can change to allow it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<Refusal>,
     /// Bytes from the command to the upstream.
     pub bytes_up: u64,
     /// Bytes from the upstream to the command.
@@ -284,6 +287,44 @@ pub struct Verdict {
     pub allowed: bool,
     /// The rule that decided (as written), or why nothing allowed it.
     pub rule: String,
+    /// For a refusal: its kind (`None` when allowed).
+    pub refusal: Option<Refusal>,
+}
+
+/// Why a destination was not reached, as the user can act on it: the hint for each kind is
+/// [`allow_hint`]'s (never derived from the wording of a rule).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    /// Its port is not in `allow_ports`.
+    Port,
+    /// A `deny_domains` entry matches it (deny wins over allow).
+    DenyDomain,
+    /// An address, or a name that resolves into a special range: only `allow_cidrs` allows it.
+    Address,
+    /// Not a name that can be allowed: invalid, a numeric form, a DNS class other than IN.
+    Unnameable,
+    /// No `allow_domains` entry matches it.
+    NotAllowed,
+    /// The destination is allowed but the connection broke the proxy's rules (a TLS server
+    /// name other than the requested host, no ClientHello on port 443): nothing to allow.
+    Protocol,
+    /// The destination is allowed but did not resolve or answer: nothing to allow.
+    Unreachable,
+}
+
+impl Verdict {
+    /// A refusal of kind `kind`, for `rule`.
+    #[must_use]
+    pub fn refused(kind: Refusal, rule: String) -> Verdict {
+        Verdict { allowed: false, rule, refusal: Some(kind) }
+    }
+
+    /// Allowed by `rule`.
+    #[must_use]
+    pub fn allowed(rule: String) -> Verdict {
+        Verdict { allowed: true, rule, refusal: None }
+    }
 }
 
 impl Allowlist {
@@ -303,9 +344,8 @@ impl Allowlist {
     /// Decides a destination by name (or address literal) and port, before any resolution.
     #[must_use]
     pub fn decide(&self, host: &str, port: u16) -> Verdict {
-        let no = |rule: String| Verdict { allowed: false, rule };
         if !self.ports.contains(&port) {
-            return no(format!("port {port} is not in allow_ports ({})", self.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")));
+            return Verdict::refused(Refusal::Port, format!("port {port} is not in allow_ports ({})", self.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")));
         }
         self.decide_name(host)
     }
@@ -314,27 +354,27 @@ impl Allowlist {
     /// sandbox's DNS stub answers by.
     #[must_use]
     pub fn decide_name(&self, host: &str) -> Verdict {
-        let no = |rule: String| Verdict { allowed: false, rule };
+        let no = Verdict::refused;
         let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
         if let Ok(ip) = literal.parse::<IpAddr>() {
             return match self.cidrs.iter().find(|c| c.contains(ip)) {
-                Some(c) => Verdict { allowed: true, rule: format!("allow_cidrs {}/{}", c.addr, c.prefix) },
-                None => no("an address, not a name: only allow_cidrs can allow it".into()),
+                Some(c) => Verdict::allowed(format!("allow_cidrs {}/{}", c.addr, c.prefix)),
+                None => no(Refusal::Address, "an address, not a name: only allow_cidrs can allow it".into()),
             };
         }
         let host = match normalize_host(host) {
             Ok(h) => h,
-            Err(why) => return no(format!("not a valid host name: {why}")),
+            Err(why) => return no(Refusal::Unnameable, format!("not a valid host name: {why}")),
         };
         if numeric_host(&host) {
-            return no("a numeric host that is not a plain address (decimal, octal or hex forms are refused)".into());
+            return no(Refusal::Unnameable, "a numeric host that is not a plain address (decimal, octal or hex forms are refused)".into());
         }
         if let Some(d) = self.deny.iter().find(|d| d.matches(&host)) {
-            return no(format!("deny_domains {}", d.text));
+            return no(Refusal::DenyDomain, format!("deny_domains {}", d.text));
         }
         match self.allow.iter().find(|d| d.matches(&host)) {
-            Some(a) => Verdict { allowed: true, rule: format!("allow_domains {}", a.text) },
-            None => no("no allow_domains entry matches".into()),
+            Some(a) => Verdict::allowed(format!("allow_domains {}", a.text)),
+            None => no(Refusal::NotAllowed, "no allow_domains entry matches".into()),
         }
     }
 
@@ -353,19 +393,17 @@ impl Allowlist {
     }
 }
 
-/// How a user allows what the allowlist refused for `rule` (a [`Verdict`]'s or a [`NetEvent`]'s).
+/// How a user allows a destination refused as `refusal` (`None`: nothing to allow — it was
+/// allowed, and the connection broke a rule or failed).
 #[must_use]
-pub fn allow_hint(host: &str, port: u16, rule: &str) -> String {
-    if rule.starts_with("port ") {
-        format!("add {port} to allow_ports in [sandbox]")
-    } else if rule.starts_with("deny_domains") {
-        format!("{host} is in deny_domains, which wins over allow_domains")
-    } else if rule.contains("allow_cidrs") {
-        "add an allow_cidrs entry in [sandbox] for the address".to_string()
-    } else if rule.starts_with("not a valid host") || rule.starts_with("a numeric host") || rule.starts_with("DNS class") {
-        "it cannot be allowed by name".to_string()
-    } else {
-        format!("localgpt sandbox run --network allowlist --allow-domain {host} …, or add it to allow_domains in [sandbox]")
+pub fn allow_hint(host: &str, port: u16, refusal: Refusal) -> Option<String> {
+    match refusal {
+        Refusal::Port => Some(format!("add {port} to allow_ports in [sandbox]")),
+        Refusal::DenyDomain => Some(format!("{host} is in deny_domains, which wins over allow_domains")),
+        Refusal::Address => Some("add an allow_cidrs entry in [sandbox] for the address".to_string()),
+        Refusal::Unnameable => Some("it cannot be allowed by name".to_string()),
+        Refusal::NotAllowed => Some(format!("localgpt sandbox run --network allowlist --allow-domain {host} …, or add it to allow_domains in [sandbox]")),
+        Refusal::Protocol | Refusal::Unreachable => None,
     }
 }
 
@@ -510,7 +548,12 @@ mod tests {
         ] {
             let v = a.decide(host, port);
             assert!(!v.allowed, "{host}");
-            assert!(allow_hint(host, port, &v.rule).contains(hint), "{host}: {} / {}", v.rule, allow_hint(host, port, &v.rule));
+            let h = v.refusal.and_then(|r| allow_hint(host, port, r)).unwrap_or_default();
+            assert!(h.contains(hint), "{host}: {} / {h}", v.rule);
         }
+        assert_eq!(a.decide("a.example.com", 443).refusal, None);
+        // Nothing to allow when the destination was allowed and the connection failed.
+        assert_eq!(allow_hint("a.example.com", 443, Refusal::Protocol), None);
+        assert_eq!(allow_hint("a.example.com", 443, Refusal::Unreachable), None);
     }
 }

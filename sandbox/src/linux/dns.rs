@@ -56,7 +56,7 @@ pub(crate) fn reply(msg: &[u8], allow: &Allowlist) -> (Option<Vec<u8>>, Option<(
         (1, Some(q)) => q,
         _ => return (Some(header(msg, FORMERR, None, 0)), None),
     };
-    let verdict = if q.qclass == CLASS_IN { allow.decide_name(&q.name) } else { crate::network::Verdict { allowed: false, rule: format!("DNS class {} (only IN is answered)", q.qclass) } };
+    let verdict = if q.qclass == CLASS_IN { allow.decide_name(&q.name) } else { crate::network::Verdict::refused(crate::network::Refusal::Unnameable, format!("DNS class {} (only IN is answered)", q.qclass)) };
     let out = if !verdict.allowed {
         header(msg, REFUSED, Some(&q), 0)
     } else if q.qtype == TYPE_A {
@@ -140,7 +140,7 @@ pub(crate) fn serve(sock: OwnedFd, allow: &Allowlist, events: &crate::linux::pro
             let key = q.name.to_ascii_lowercase();
             if seen.len() < MAX_NAMES && seen.insert(key) {
                 let rule = if v.allowed { format!("{}; answered 127.0.0.1, the proxy's address", v.rule) } else { v.rule };
-                let ev = NetEvent { via: "dns".into(), host: q.name, port: 0, address: None, allowed: v.allowed, rule, bytes_up: 0, bytes_down: 0, duration_ms: 0 };
+                let ev = NetEvent { via: "dns".into(), host: q.name, port: 0, address: None, allowed: v.allowed, rule, refusal: v.refusal, bytes_up: 0, bytes_down: 0, duration_ms: 0 };
                 crate::linux::proxy::record(events, ev, start);
             }
         }

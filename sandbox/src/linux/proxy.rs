@@ -18,7 +18,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::network::{Allowlist, NetEvent};
+use crate::network::{Allowlist, NetEvent, Refusal};
 
 /// The decisions of one run, shared by the proxy's threads, and the audit log they also go to.
 #[derive(Clone)]
@@ -84,7 +84,7 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
     let req = if first[0] == 5 { socks5_request(&mut c) } else { http_request(&mut c) };
     let Some(req) = req else { return };
     let start = Instant::now();
-    let mut ev = NetEvent { via: req.via.into(), host: req.host.clone(), port: req.port, address: None, allowed: false, rule: String::new(), bytes_up: 0, bytes_down: 0, duration_ms: 0 };
+    let mut ev = NetEvent { via: req.via.into(), host: req.host.clone(), port: req.port, address: None, allowed: false, rule: String::new(), refusal: None, bytes_up: 0, bytes_down: 0, duration_ms: 0 };
     let verdict = allow.decide(&req.host, req.port);
     ev.rule = verdict.rule.clone();
     // A TLS tunnel is dialled only once its server name is checked (the upstream sees nothing
@@ -94,13 +94,20 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
         ev.address = Some(a.ip().to_string());
         s
     };
-    let decided = if verdict.allowed { resolve(allow, &req.host, req.port) } else { Err(verdict.rule.clone()) }
-        .and_then(|addrs| if tls { Ok((addrs, None)) } else { dial(&req.host, &addrs).map(|d| (addrs, Some(address(&mut ev, d)))) });
+    let decided = if verdict.allowed { resolve(allow, &req.host, req.port) } else { Err((verdict.refusal.unwrap_or(Refusal::NotAllowed), verdict.rule.clone())) }
+        .and_then(|addrs| {
+            if tls {
+                Ok((addrs, None))
+            } else {
+                dial(&req.host, &addrs).map(|d| (addrs, Some(address(&mut ev, d)))).map_err(|why| (Refusal::Unreachable, why))
+            }
+        });
     let (addrs, mut up) = match decided {
         Ok(d) => d,
-        Err(why) => {
+        Err((kind, why)) => {
             ev.rule = why.clone();
-            refuse(&mut c, &req, &why);
+            ev.refusal = Some(kind);
+            refuse(&mut c, &req, kind, &why);
             record(events, ev, start);
             return;
         }
@@ -122,6 +129,7 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
                 if let Some(name) = sni.as_deref().map(|n| crate::network::normalize_host(n).unwrap_or_else(|_| n.to_string())) {
                     if name != host {
                         ev.rule = format!("TLS server name {name} differs from the requested host {host} (domain fronting)");
+                        ev.refusal = Some(Refusal::Protocol);
                         record(events, ev, start);
                         return;
                     }
@@ -130,6 +138,7 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
             }
             None => {
                 ev.rule = "no TLS ClientHello on a tunnel to port 443".into();
+                ev.refusal = Some(Refusal::Protocol);
                 record(events, ev, start);
                 return;
             }
@@ -138,6 +147,7 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
             Ok(d) => up = Some(address(&mut ev, d)),
             Err(why) => {
                 ev.rule = why;
+                ev.refusal = Some(Refusal::Unreachable);
                 record(events, ev, start);
                 return;
             }
@@ -161,24 +171,24 @@ pub(crate) fn record(events: &Events, mut ev: NetEvent, start: Instant) {
     if v.len() < MAX_EVENTS {
         v.push(ev);
     } else if v.len() == MAX_EVENTS {
-        v.push(NetEvent { via: "-".into(), host: "-".into(), port: 0, address: None, allowed: false, rule: format!("more than {MAX_EVENTS} decisions: the rest are not listed"), bytes_up: 0, bytes_down: 0, duration_ms: 0 });
+        v.push(NetEvent { via: "-".into(), host: "-".into(), port: 0, address: None, allowed: false, rule: format!("more than {MAX_EVENTS} decisions: the rest are not listed"), refusal: None, bytes_up: 0, bytes_down: 0, duration_ms: 0 });
     }
 }
 
 /// Resolves `host` here (the host's resolver) into the addresses the allowlist lets through.
-fn resolve(allow: &Allowlist, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+fn resolve(allow: &Allowlist, host: &str, port: u16) -> Result<Vec<SocketAddr>, (Refusal, String)> {
     let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
     let all: Vec<SocketAddr> = match literal.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => (host, port).to_socket_addrs().map_err(|e| format!("{host} does not resolve: {e}"))?.collect(),
+        Err(_) => (host, port).to_socket_addrs().map_err(|e| (Refusal::Unreachable, format!("{host} does not resolve: {e}")))?.collect(),
     };
-    let mut why = format!("{host} has no address");
+    let mut why = (Refusal::Unreachable, format!("{host} has no address"));
     let ok: Vec<SocketAddr> = all
         .into_iter()
         .filter(|a| match allow.check_address(a.ip()) {
             Ok(()) => true,
             Err(w) => {
-                why = format!("{host} resolves to {w}");
+                why = (Refusal::Address, format!("{host} resolves to {w}"));
                 false
             }
         })
@@ -198,17 +208,15 @@ fn dial(host: &str, addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), Str
     Err(why)
 }
 
-fn refuse(c: &mut TcpStream, req: &Request, why: &str) {
+fn refuse(c: &mut TcpStream, req: &Request, kind: Refusal, why: &str) {
     if req.via == "socks5" {
         let _ = c.write_all(&[5, 2, 0, 1, 0, 0, 0, 0, 0, 0]);
         return;
     }
-    let body = format!(
-        "localgpt-sandbox: the sandbox's network policy blocked {}:{} ({why}).\nTo allow it: {}.\n",
-        req.host,
-        req.port,
-        crate::network::allow_hint(&req.host, req.port, why)
-    );
+    let body = match crate::network::allow_hint(&req.host, req.port, kind) {
+        Some(hint) => format!("localgpt-sandbox: the sandbox's network policy blocked {}:{} ({why}).\nTo allow it: {hint}.\n", req.host, req.port),
+        None => format!("localgpt-sandbox: {}:{} is allowed, but the connection failed ({why}).\n", req.host, req.port),
+    };
     let _ = write!(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
 }
 

@@ -40,6 +40,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::syscalls::{self, x86_64 as x86, SeccompArch};
+use crate::plan::ProtectionId;
+
+/// The socket rows serve the network and both kinds of unix socket at once: one table decides
+/// which sockets exist and which calls the runner answers.
+const SOCKETS: &[ProtectionId] = &[ProtectionId::Network, ProtectionId::UnixSocketsOutside, ProtectionId::AbstractSocketsOutside];
 
 /// A condition on one syscall argument, compared on its low 32 bits.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +112,10 @@ pub struct SeccompRuleSpec {
     pub action: SeccompDeny,
     /// Why.
     pub reason: String,
+    /// The protections this row serves (the plan's ids): declared where the row is written, so
+    /// that `explain`, the ablation and the syscall review read one source.
+    #[serde(default)]
+    pub protections: Vec<ProtectionId>,
 }
 
 const AF_UNIX: u32 = 1;
@@ -179,7 +188,7 @@ pub fn seccomp_table_for(scope: SocketScope) -> Vec<SeccompRuleSpec> {
 pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRuleSpec> {
     let mut t = Vec::new();
     let mut row_all = |syscall: &str, nr: i64, conditions: Vec<ArgCondition>, text: Option<String>, action, reason: &str| {
-        t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text: text, action, reason: reason.into() });
+        t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text: text, action, reason: reason.into(), protections: SOCKETS.to_vec() });
     };
     // Unix socket types are allowlisted: SOCK_STREAM (1) and SOCK_SEQPACKET (5), with the
     // SOCK_NONBLOCK/SOCK_CLOEXEC flags. Every other type is refused, SOCK_RAW (3) included: the
@@ -250,111 +259,112 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
     row_all("socket", x86("socket"), vec![ArgCondition::Eq { arg: 0, value: AF_NETLINK }, ArgCondition::Ne { arg: 2, value: NETLINK_ROUTE }],
         Some("domain == AF_NETLINK && protocol != NETLINK_ROUTE".into()), SeccompDeny::Eperm,
         "netlink only for routing queries (getifaddrs: Node's os.networkInterfaces(), dev servers), which show what /sys/class/net and /proc/net already show; changes need CAP_NET_ADMIN, which the sandbox never has (capabilities dropped, or a user namespace's own); audit, uevent, sock_diag, netfilter and the rest stay refused");
-    let mut row = |syscall: &str, nr: i64, condition: Option<(ArgCondition, String)>, action, reason: &str| {
+    let mut row = |p: &[ProtectionId], syscall: &str, nr: i64, condition: Option<(ArgCondition, String)>, action, reason: &str| {
         let (conditions, condition_text) = match condition {
             Some((c, s)) => (vec![c], Some(s)),
             None => (Vec::new(), None),
         };
-        t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text, action, reason: reason.into() });
+        t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text, action, reason: reason.into(), protections: p.to_vec() });
     };
+    use ProtectionId as P;
     use SeccompDeny::*;
-    row("<any syscall from a non-x86_64 ABI>", -1, None, KillProcess,
+    row(&[P::SyscallAbi], "<any syscall from a non-x86_64 ABI>", -1, None, KillProcess,
         "i386 int 0x80 / socketcall would bypass every x86_64 rule (arch check)");
-    row("<any x32 syscall>", -1, Some((ArgCondition::HasBits { arg: 255, bits: 0x4000_0000 }, "nr & 0x40000000".into())), Eperm,
+    row(&[P::SyscallAbi], "<any x32 syscall>", -1, Some((ArgCondition::HasBits { arg: 255, bits: 0x4000_0000 }, "nr & 0x40000000".into())), Eperm,
         "x32 numbers alias x86_64 syscalls and are not matched by the rules below");
-    row("clone3", x86("clone3"), None, Enosys,
+    row(&[P::NamespacesMount], "clone3", x86("clone3"), None, Enosys,
         "clone3 flags are in memory and cannot be inspected; ENOSYS makes libc fall back to clone");
-    row("openat2", x86("openat2"), None, Enosys,
+    row(&[P::Capabilities], "openat2", x86("openat2"), None, Enosys,
         "openat2's mode is in memory (could create setuid files); ENOSYS makes callers fall back to openat");
     let sock = "no network: only AF_UNIX sockets (socketpair, pipes between the sandbox's own processes)";
-    row("socketpair", x86("socketpair"), Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
+    row(SOCKETS, "socketpair", x86("socketpair"), Some((ArgCondition::Ne { arg: 0, value: AF_UNIX }, "domain != AF_UNIX".into())), Eperm, sock);
     let outside = "pathname and abstract unix sockets outside (docker.sock, D-Bus, systemd) are full escapes";
     if brokered {
         // The runner reads the address once, refuses all but the sandbox's own listeners and
         // granted host sockets, and makes the call itself on the command's socket
         // (pidfd_getfd): what the command's memory or descriptor table says after the check
         // cannot matter.
-        row("connect", x86("connect"), None, UserNotif,
+        row(SOCKETS, "connect", x86("connect"), None, UserNotif,
             "the runner connects the command's socket itself, only to a socket the sandbox's own processes listen on or to a granted host socket, and refuses every other address");
-        row("listen", x86("listen"), None, UserNotif,
+        row(SOCKETS, "listen", x86("listen"), None, UserNotif,
             "the runner makes the call itself and records the listener (connect reaches only recorded listeners); in the host's network namespace it refuses an abstract unix name outside the run's own prefix, which host processes could reach");
         if !own_netns {
-            row("bind", x86("bind"), None, UserNotif,
+            row(SOCKETS, "bind", x86("bind"), None, UserNotif,
                 "in the host's network namespace the runner binds an abstract unix name itself, under the run's own prefix (no well-known name a host client connects to can be taken), and a TCP socket itself, to loopback only (a wildcard address becomes loopback); a pathname bind is made by the kernel, under Landlock, and checked at listen");
         }
         if host_tcp {
             let tfo = "TCP Fast Open connects from sendto/sendmsg without connect: refused (connect goes through the runner)";
-            row("sendto", x86("sendto"), Some((ArgCondition::HasBits { arg: 3, bits: MSG_FASTOPEN }, "flags & MSG_FASTOPEN".into())), Eperm, tfo);
-            row("sendmsg", x86("sendmsg"), Some((ArgCondition::HasBits { arg: 2, bits: MSG_FASTOPEN }, "flags & MSG_FASTOPEN".into())), Eperm, tfo);
-            row("sendmmsg", x86("sendmmsg"), Some((ArgCondition::HasBits { arg: 3, bits: MSG_FASTOPEN }, "flags & MSG_FASTOPEN".into())), Eperm, tfo);
+            row(SOCKETS, "sendto", x86("sendto"), Some((ArgCondition::HasBits { arg: 3, bits: MSG_FASTOPEN }, "flags & MSG_FASTOPEN".into())), Eperm, tfo);
+            row(SOCKETS, "sendmsg", x86("sendmsg"), Some((ArgCondition::HasBits { arg: 2, bits: MSG_FASTOPEN }, "flags & MSG_FASTOPEN".into())), Eperm, tfo);
+            row(SOCKETS, "sendmmsg", x86("sendmmsg"), Some((ArgCondition::HasBits { arg: 3, bits: MSG_FASTOPEN }, "flags & MSG_FASTOPEN".into())), Eperm, tfo);
         }
     } else if !inet_free {
         for (name, n) in [("connect", x86("connect")), ("listen", x86("listen"))] {
-            row(name, n, None, Eperm, outside);
+            row(SOCKETS, name, n, None, Eperm, outside);
         }
     }
     if !inet_free && !brokered {
         for (name, n) in [("bind", x86("bind")), ("accept", x86("accept")), ("accept4", x86("accept4"))] {
-            row(name, n, None, Eperm, outside);
+            row(SOCKETS, name, n, None, Eperm, outside);
         }
     }
     for (name, n) in [("io_uring_setup", x86("io_uring_setup")), ("io_uring_enter", x86("io_uring_enter")),
         ("io_uring_register", x86("io_uring_register"))] {
-        row(name, n, None, Eperm, "io_uring creates sockets and opens files without the filtered syscalls");
+        row(&[P::IoUring], name, n, None, Eperm, "io_uring creates sockets and opens files without the filtered syscalls");
     }
     for (name, n) in [("ptrace", x86("ptrace")), ("process_vm_readv", x86("process_vm_readv")),
         ("process_vm_writev", x86("process_vm_writev"))] {
-        row(name, n, None, Eperm, "no access to other processes' memory");
+        row(&[P::Ptrace], name, n, None, Eperm, "no access to other processes' memory");
     }
-    for (name, n, why) in [
-        ("bpf", x86("bpf"), "kernel attack surface"),
-        ("perf_event_open", x86("perf_event_open"), "kernel attack surface, side channels"),
-        ("userfaultfd", x86("userfaultfd"), "used to widen kernel race windows"),
-        ("keyctl", x86("keyctl"), "kernel keyring holds secrets outside the filesystem"),
-        ("add_key", x86("add_key"), "kernel keyring"),
-        ("request_key", x86("request_key"), "kernel keyring"),
-        ("open_by_handle_at", x86("open_by_handle_at"), "opens files by handle, bypassing path checks"),
-        ("name_to_handle_at", x86("name_to_handle_at"), "produces handles for open_by_handle_at"),
-        ("kexec_load", x86("kexec_load"), "kernel replacement"),
-        ("kexec_file_load", x86("kexec_file_load"), "kernel replacement"),
-        ("init_module", x86("init_module"), "kernel module loading"),
-        ("finit_module", x86("finit_module"), "kernel module loading"),
-        ("delete_module", x86("delete_module"), "kernel module unloading"),
+    for (name, n, why, id) in [
+        ("bpf", x86("bpf"), "kernel attack surface", P::KernelSurface),
+        ("perf_event_open", x86("perf_event_open"), "kernel attack surface, side channels", P::KernelSurface),
+        ("userfaultfd", x86("userfaultfd"), "used to widen kernel race windows", P::KernelSurface),
+        ("keyctl", x86("keyctl"), "kernel keyring holds secrets outside the filesystem", P::Keyring),
+        ("add_key", x86("add_key"), "kernel keyring", P::Keyring),
+        ("request_key", x86("request_key"), "kernel keyring", P::Keyring),
+        ("open_by_handle_at", x86("open_by_handle_at"), "opens files by handle, bypassing path checks", P::KernelSurface),
+        ("name_to_handle_at", x86("name_to_handle_at"), "produces handles for open_by_handle_at", P::KernelSurface),
+        ("kexec_load", x86("kexec_load"), "kernel replacement", P::KernelSurface),
+        ("kexec_file_load", x86("kexec_file_load"), "kernel replacement", P::KernelSurface),
+        ("init_module", x86("init_module"), "kernel module loading", P::KernelSurface),
+        ("finit_module", x86("finit_module"), "kernel module loading", P::KernelSurface),
+        ("delete_module", x86("delete_module"), "kernel module unloading", P::KernelSurface),
         // Only 16-bit code (Wine, DOS emulators) needs it; a past exploit primitive
         // (CVE-2015-5157, CVE-2017-17053). Syscall review, issue 15.
-        ("modify_ldt", x86("modify_ldt"), "kernel attack surface no ordinary tool needs (16-bit code segments)"),
+        ("modify_ldt", x86("modify_ldt"), "kernel attack surface no ordinary tool needs (16-bit code segments)", P::KernelSurface),
     ] {
-        row(name, n, None, Eperm, why);
+        row(&[id], name, n, None, Eperm, why);
     }
     for (name, n) in [("mount", x86("mount")), ("umount2", x86("umount2")), ("pivot_root", x86("pivot_root")),
         ("move_mount", x86("move_mount")), ("open_tree", x86("open_tree")), ("open_tree_attr", x86("open_tree_attr")),
         ("fsopen", x86("fsopen")), ("fsconfig", x86("fsconfig")), ("fsmount", x86("fsmount")), ("fspick", x86("fspick")),
         ("mount_setattr", x86("mount_setattr"))] {
-        row(name, n, None, Eperm, "no mount changes");
+        row(&[P::NamespacesMount], name, n, None, Eperm, "no mount changes");
     }
-    row("unshare", x86("unshare"), None, Eperm, "no new namespaces: a user namespace grants a full capability set");
-    row("setns", x86("setns"), None, Eperm, "no joining other namespaces");
+    row(&[P::NamespacesMount], "unshare", x86("unshare"), None, Eperm, "no new namespaces: a user namespace grants a full capability set");
+    row(&[P::NamespacesMount], "setns", x86("setns"), None, Eperm, "no joining other namespaces");
     for (bit, flag) in NS_FLAGS {
-        row("clone", x86("clone"), Some((ArgCondition::HasBits { arg: 0, bits: *bit }, format!("flags & {flag}"))), Eperm,
+        row(&[P::NamespacesMount], "clone", x86("clone"), Some((ArgCondition::HasBits { arg: 0, bits: *bit }, format!("flags & {flag}"))), Eperm,
             "no new namespaces through clone");
     }
-    row("ioctl", x86("ioctl"), Some((ArgCondition::Eq { arg: 1, value: TIOCSTI }, "request == TIOCSTI (low 32 bits)".into())), Eperm,
+    row(&[P::TtyInjection], "ioctl", x86("ioctl"), Some((ArgCondition::Eq { arg: 1, value: TIOCSTI }, "request == TIOCSTI (low 32 bits)".into())), Eperm,
         "keystroke injection into the user's terminal (CVE-2017-5226)");
-    row("ioctl", x86("ioctl"), Some((ArgCondition::Eq { arg: 1, value: TIOCLINUX }, "request == TIOCLINUX (low 32 bits)".into())), Eperm,
+    row(&[P::TtyInjection], "ioctl", x86("ioctl"), Some((ArgCondition::Eq { arg: 1, value: TIOCLINUX }, "request == TIOCLINUX (low 32 bits)".into())), Eperm,
         "console injection (CVE-2019-10063)");
     let setid = "no setuid/setgid files: they would keep the sandboxed identity's privileges for whoever runs them later, outside";
     for (name, n, arg) in [("chmod", x86("chmod"), 1u8), ("fchmod", x86("fchmod"), 1), ("fchmodat", x86("fchmodat"), 2),
         ("fchmodat2", x86("fchmodat2"), 2), ("open", x86("open"), 2), ("openat", x86("openat"), 3), ("creat", x86("creat"), 1),
         ("mknod", x86("mknod"), 1), ("mknodat", x86("mknodat"), 2)] {
         for (bits, flag) in [(0o4000u32, "S_ISUID"), (0o2000, "S_ISGID")] {
-            row(name, n, Some((ArgCondition::HasBits { arg, bits }, format!("mode & {flag}"))), Eperm, setid);
+            row(&[P::Capabilities], name, n, Some((ArgCondition::HasBits { arg, bits }, format!("mode & {flag}"))), Eperm, setid);
         }
     }
     for (name, n) in [("shmget", x86("shmget")), ("shmat", x86("shmat")), ("shmctl", x86("shmctl")),
         ("shmdt", x86("shmdt")), ("msgget", x86("msgget")), ("msgsnd", x86("msgsnd")),
         ("msgrcv", x86("msgrcv")), ("msgctl", x86("msgctl")), ("semget", x86("semget")),
         ("semop", x86("semop")), ("semtimedop", x86("semtimedop")), ("semctl", x86("semctl"))] {
-        row(name, n, None, Eperm, "SysV IPC objects are shared with the host (no private IPC namespace at this level)");
+        row(&[P::SysvIpc], name, n, None, Eperm, "SysV IPC objects are shared with the host (no private IPC namespace at this level)");
     }
     t
 }
@@ -371,13 +381,13 @@ pub fn truncate_guard_rules() -> Vec<SeccompRuleSpec> {
     let trunc_ro = |arg: u8| ArgCondition::Masked { arg, mask: O_ACCMODE | O_TRUNC, value: O_TRUNC };
     vec![
         SeccompRuleSpec { syscall: "truncate".into(), nr: x86("truncate"), conditions: Vec::new(), condition_text: None,
-            action: SeccompDeny::Eperm, reason: format!("{why} (ftruncate on a file opened for writing still works)") },
+            action: SeccompDeny::Eperm, reason: format!("{why} (ftruncate on a file opened for writing still works)"), protections: vec![ProtectionId::FsTruncateOutside] },
         SeccompRuleSpec { syscall: "open".into(), nr: x86("open"), conditions: vec![trunc_ro(1)],
-            condition_text: Some("flags & (O_ACCMODE|O_TRUNC) == O_RDONLY|O_TRUNC".into()), action: SeccompDeny::Eperm, reason: why.into() },
+            condition_text: Some("flags & (O_ACCMODE|O_TRUNC) == O_RDONLY|O_TRUNC".into()), action: SeccompDeny::Eperm, reason: why.into(), protections: vec![ProtectionId::FsTruncateOutside] },
         SeccompRuleSpec { syscall: "openat".into(), nr: x86("openat"), conditions: vec![trunc_ro(2)],
-            condition_text: Some("flags & (O_ACCMODE|O_TRUNC) == O_RDONLY|O_TRUNC".into()), action: SeccompDeny::Eperm, reason: why.into() },
+            condition_text: Some("flags & (O_ACCMODE|O_TRUNC) == O_RDONLY|O_TRUNC".into()), action: SeccompDeny::Eperm, reason: why.into(), protections: vec![ProtectionId::FsTruncateOutside] },
         SeccompRuleSpec { syscall: "openat2".into(), nr: x86("openat2"), conditions: Vec::new(), condition_text: None,
-            action: SeccompDeny::Enosys, reason: "openat2's flags are in memory and cannot be inspected; ENOSYS makes callers fall back to openat".into() },
+            action: SeccompDeny::Enosys, reason: "openat2's flags are in memory and cannot be inspected; ENOSYS makes callers fall back to openat".into(), protections: vec![ProtectionId::FsTruncateOutside] },
     ]
 }
 
@@ -955,6 +965,33 @@ mod tests {
     }
 
     #[test]
+    fn every_row_declares_the_protections_it_serves() {
+        use crate::plan::ProtectionId as P;
+        let mut named = std::collections::BTreeSet::new();
+        for scope in [SocketScope::SocketpairsOnly, SocketScope::HostNetworkOpen, SocketScope::OwnNetworkNamespace] {
+            for brokered in [false, true] {
+                for r in seccomp_table_with(scope, brokered).iter().chain(truncate_guard_rules().iter()) {
+                    assert!(!r.protections.is_empty(), "{} {:?} declares no protection", r.syscall, r.condition_text);
+                    named.extend(r.protections.iter().copied());
+                }
+            }
+        }
+        // Every protection seccomp enforces (in part) owns rows: the ablation removes exactly them.
+        for id in [P::Network, P::UnixSocketsOutside, P::AbstractSocketsOutside, P::Ptrace, P::SyscallAbi, P::IoUring, P::TtyInjection,
+            P::Keyring, P::SysvIpc, P::NamespacesMount, P::KernelSurface, P::Capabilities, P::FsTruncateOutside]
+        {
+            assert!(named.contains(&id), "{id:?} owns no seccomp row");
+        }
+        let t = seccomp_table();
+        let of = |name: &str| t.iter().filter(|r| r.syscall == name).map(|r| r.protections.clone()).collect::<Vec<_>>();
+        assert!(of("ioctl").iter().all(|p| p == &[P::TtyInjection]));
+        assert!(of("chmod").iter().all(|p| p == &[P::Capabilities]));
+        assert!(of("keyctl").iter().all(|p| p == &[P::Keyring]));
+        assert!(of("connect").iter().all(|p| p.contains(&P::Network) && p.contains(&P::UnixSocketsOutside)));
+        assert!(truncate_guard_rules().iter().all(|r| r.protections == [P::FsTruncateOutside]));
+    }
+
+    #[test]
     fn truncate_guard_compiles_and_openat2_gets_enosys() {
         let mut t = seccomp_table();
         let base = compile(&t).unwrap().len();
@@ -1458,7 +1495,7 @@ mod tests {
     }
 
     fn row(syscall: &str, nr: i64, conditions: Vec<ArgCondition>, action: SeccompDeny) -> SeccompRuleSpec {
-        SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text: None, action, reason: "test".into() }
+        SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text: None, action, reason: "test".into(), protections: Vec::new() }
     }
 
     #[test]
