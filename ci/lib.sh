@@ -1,0 +1,28 @@
+# Shared by the ci/ scripts and .ci/run: `source "$(dirname "$0")/lib.sh"` (from ci/) or
+# `source ci/lib.sh`. Functions only; sourcing it changes nothing.
+
+# missing_packages PKG...: prints, one per line, each package dpkg does not list as installed.
+missing_packages() {
+    local p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || echo "$p"
+    done
+}
+
+# ensure_packages WHO PKG...: installs the missing ones with apt-get (as root); exits 1 naming
+# them when not root or when apt-get fails. WHO prefixes the messages.
+ensure_packages() {
+    local who=$1
+    shift
+    local missing
+    mapfile -t missing < <(missing_packages "$@")
+    [ "${#missing[@]}" -gt 0 ] || return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "$who: needs ${missing[*]} (apt-get install, as root)" >&2
+        exit 1
+    fi
+    echo "== apt-get install ${missing[*]}"
+    apt-get update -qq </dev/null || { echo "$who: apt-get update failed" >&2; exit 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null \
+        || { echo "$who: apt-get install ${missing[*]} failed" >&2; exit 1; }
+}
