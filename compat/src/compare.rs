@@ -189,6 +189,7 @@ mod tests {
             degraded_levels: vec![],
             workspace: None,
             flags: vec![],
+            unstable: Vec::new(),
         }
     }
 

@@ -156,6 +156,12 @@ pub fn parse_corpus(sources: &[(String, String)], fixtures: Vec<String>) -> Resu
             if spec.compare != Compare::Output && spec.why.as_deref().is_none_or(|w| w.trim().is_empty()) {
                 problems.push(here("compare narrower than output needs a `why`"));
             }
+            if !spec.unstable.is_empty() && spec.why.as_deref().is_none_or(|w| w.trim().is_empty()) {
+                problems.push(here("unstable paths need a `why` (what makes them differ from run to run)"));
+            }
+            if spec.unstable.iter().any(|u| u.is_empty() || u.starts_with('/') || u.split('/').any(|c| c == "..")) {
+                problems.push(here("unstable paths are patterns relative to the fixture's copy, without `..`"));
+            }
             for l in &spec.degraded_levels {
                 if !["full", "standard", "minimal"].contains(&l.as_str()) {
                     problems.push(here(&format!("degraded level {l:?} (full | standard | minimal)")));
@@ -235,6 +241,7 @@ pub fn parse_corpus(sources: &[(String, String)], fixtures: Vec<String>) -> Resu
                 degraded_levels: spec.degraded_levels,
                 workspace: spec.workspace,
                 flags: spec.flags,
+                unstable: spec.unstable,
             });
         }
         groups.push(Group { id: file.group, title: file.title, commands });
@@ -379,6 +386,8 @@ commands:
   - {name: narrow, run: ls, fixture: empty, compare: stdout}
   - {name: rx, run: ls, fixture: empty, replace: [{re: "(", with: x}]}
   - {name: ph, run: "echo {{OUTSIDE}} {{NOPE}}", fixture: empty}
+  - {name: unst, run: ls, fixture: empty, unstable: [a.zip]}
+  - {name: unst-up, run: ls, fixture: empty, unstable: [../x], why: w}
 "#;
         let p = problems(one("g", yaml));
         let want = [
@@ -391,6 +400,8 @@ commands:
             "dup: duplicate name",
             "timeout 0",
             "narrow: compare narrower than output needs a `why`",
+            "unst: unstable paths need a `why`",
+            "unst-up: unstable paths are patterns relative",
             "rx: replace regex",
             "unknown placeholder {{NOPE}}",
             "placeholders are only for expect: denied",

@@ -551,18 +551,18 @@ fn sandboxed_run(sh: &Shared, cmd: &Command, run_dir: &Path, level: &str, script
 }
 
 /// The fixture's copy after a run, as content and mode (see [`tree`]).
-fn workspace_tree(run_dir: &Path) -> Result<tree::Snapshot, String> {
-    tree::snapshot(&run_dir.join("ws"), tree::RULES)
+fn workspace_tree(run_dir: &Path, rules: &[tree::Rule]) -> Result<tree::Snapshot, String> {
+    tree::snapshot(&run_dir.join("ws"), rules)
 }
 
 /// A passing must-succeed verdict fails when the workspace the sandboxed run left differs
 /// from the bare run's (held-back paths aside).
-fn judge_tree(v: Verdict, bare: &Result<tree::Snapshot, String>, sbx: &Result<tree::Snapshot, String>, held: &[String]) -> Verdict {
+fn judge_tree(v: Verdict, rules: &[tree::Rule], bare: &Result<tree::Snapshot, String>, sbx: &Result<tree::Snapshot, String>, held: &[String]) -> Verdict {
     if v.outcome != Outcome::Pass {
         return v;
     }
     let diffs = match (bare, sbx) {
-        (Ok(b), Ok(s)) => tree::differences(b, s, tree::RULES, held),
+        (Ok(b), Ok(s)) => tree::differences(b, s, rules, held),
         (Err(b), Err(s)) if b == s => Vec::new(),
         (b, s) => vec![format!("the workspace could not be read the same way: bare {:?}, sandboxed {:?}", b.as_ref().err(), s.as_ref().err())],
     };
@@ -652,7 +652,8 @@ fn run_command(sh: &Shared, idx: usize, cmd: &Command) -> Vec<CaseRecord> {
     let bare = bare_run(sh, cmd, &run_dir, &substitute(&cmd.run, &outside, &sh.listeners, &bare_token));
     let bare_effect = (cmd.expect == Expect::Denied).then(|| effect_seen(sh, cmd, &run_dir, &bare_token, true));
     let bare_ctx = path_ctx(sh, &run_dir, &run_dir.join("scratch"));
-    let bare_tree = (cmd.expect == Expect::Succeed).then(|| workspace_tree(&run_dir));
+    let rules = tree::command_rules(&cmd.unstable);
+    let bare_tree = (cmd.expect == Expect::Succeed).then(|| workspace_tree(&run_dir, &rules));
     let mut records = Vec::new();
     let mut any_failed = false;
     for level in &sh.levels {
@@ -666,7 +667,7 @@ fn run_command(sh: &Shared, idx: usize, cmd: &Command) -> Vec<CaseRecord> {
             Expect::Succeed => {
                 let v = judge_succeed(cmd, &bare, &bare_ctx, &sbx, &path_ctx(sh, &run_dir, &run_dir.join("scratch")));
                 match &bare_tree {
-                    Some(bt) => judge_tree(v, bt, &workspace_tree(&run_dir), &sbx.held),
+                    Some(bt) => judge_tree(v, &rules, bt, &workspace_tree(&run_dir, &rules), &sbx.held),
                     None => v,
                 }
             }

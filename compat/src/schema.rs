@@ -109,6 +109,11 @@ pub struct CommandSpec {
     /// Extra `localgpt sandbox run` options for the sandboxed runs (the bare run has none).
     #[serde(default)]
     pub flags: Vec<String>,
+    /// Paths (patterns relative to the fixture's copy: `**`, `*`) the command writes with content
+    /// or names that differ from one run to the next whatever runs it (times, inode numbers,
+    /// random names): left out of the workspace comparison; `why` says which.
+    #[serde(default)]
+    pub unstable: Vec<String>,
 }
 
 /// A command's expectation.
@@ -216,6 +221,8 @@ pub struct Command {
     pub workspace: Option<String>,
     /// Extra `localgpt sandbox run` options.
     pub flags: Vec<String>,
+    /// Paths left out of the workspace comparison (see the spec's field).
+    pub unstable: Vec<String>,
 }
 
 /// A group with its resolved commands.

@@ -11,6 +11,7 @@
 //! review (the run's `protected_review.pending`) are left out of the sandboxed side and counted:
 //! that difference is the protection working, and the report says so.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
@@ -68,28 +69,43 @@ pub enum Treatment {
 #[derive(Clone, Debug)]
 pub struct Rule {
     /// The pattern, relative to the workspace.
-    pub pattern: &'static str,
+    pub pattern: Cow<'static, str>,
     /// What the rule does.
     pub treatment: Treatment,
     /// Why the difference is the tool's, not the sandbox's.
     pub why: &'static str,
 }
 
-/// The rules applied to every command (both sides alike).
+/// The rules applied to every command (both sides alike); a command adds its own `unstable`
+/// paths ([`command_rules`]).
 pub const RULES: &[Rule] = &[
-    Rule { pattern: "**/.git/objects/**", treatment: Treatment::Skip, why: "object names hash content that embeds commit times" },
-    Rule { pattern: "**/.git/logs/**", treatment: Treatment::Skip, why: "reflogs record times" },
-    Rule { pattern: "**/.git/index", treatment: Treatment::NoContent, why: "git's index caches inode numbers and times" },
-    Rule { pattern: "**/.git/refs/**", treatment: Treatment::NoContent, why: "a ref holds a commit id, which hashes commit times" },
-    Rule { pattern: "**/.git/packed-refs", treatment: Treatment::NoContent, why: "commit ids" },
-    Rule { pattern: "**/.git/ORIG_HEAD", treatment: Treatment::NoContent, why: "a commit id" },
-    Rule { pattern: "**/.git/FETCH_HEAD", treatment: Treatment::NoContent, why: "commit ids" },
-    Rule { pattern: "**/.git/AUTO_MERGE", treatment: Treatment::NoContent, why: "a tree id of a merge's result, hashed with times" },
-    Rule { pattern: "**/target/debug/**", treatment: Treatment::Skip, why: "cargo's incremental sessions and fingerprints are named and stamped per build" },
-    Rule { pattern: "**/target/release/**", treatment: Treatment::Skip, why: "cargo's incremental sessions and fingerprints are named and stamped per build" },
-    Rule { pattern: "**/__pycache__/*.pyc", treatment: Treatment::NoContent, why: "a .pyc records its source's size and time" },
-    Rule { pattern: "**/node_modules/.cache/**", treatment: Treatment::Skip, why: "tool caches" },
+    Rule { pattern: Cow::Borrowed("**/.git/objects/**"), treatment: Treatment::Skip, why: "object names hash content that embeds commit times" },
+    Rule { pattern: Cow::Borrowed("**/.git/logs/**"), treatment: Treatment::Skip, why: "reflogs record times" },
+    Rule { pattern: Cow::Borrowed("**/.git/index"), treatment: Treatment::NoContent, why: "git's index caches inode numbers and times" },
+    Rule { pattern: Cow::Borrowed("**/.git/refs/**"), treatment: Treatment::NoContent, why: "a ref holds a commit id, which hashes commit times" },
+    Rule { pattern: Cow::Borrowed("**/.git/packed-refs"), treatment: Treatment::NoContent, why: "commit ids" },
+    Rule { pattern: Cow::Borrowed("**/.git/ORIG_HEAD"), treatment: Treatment::NoContent, why: "a commit id" },
+    Rule { pattern: Cow::Borrowed("**/.git/FETCH_HEAD"), treatment: Treatment::NoContent, why: "commit ids" },
+    Rule { pattern: Cow::Borrowed("**/.git/AUTO_MERGE"), treatment: Treatment::NoContent, why: "a tree id of a merge's result, hashed with times" },
+    Rule { pattern: Cow::Borrowed("**/.git/worktrees/*/index"), treatment: Treatment::NoContent, why: "a worktree's index caches inode numbers and times" },
+    Rule { pattern: Cow::Borrowed("**/.git/worktrees/*/logs/**"), treatment: Treatment::Skip, why: "reflogs record times" },
+    Rule { pattern: Cow::Borrowed("**/.rustc_info.json"), treatment: Treatment::NoContent, why: "cargo writes its cache of rustc's answers from a hash map, in no fixed order" },
+    Rule { pattern: Cow::Borrowed("**/target/debug/**"), treatment: Treatment::Skip, why: "cargo's incremental sessions and fingerprints are named and stamped per build" },
+    Rule { pattern: Cow::Borrowed("**/target/release/**"), treatment: Treatment::Skip, why: "cargo's incremental sessions and fingerprints are named and stamped per build" },
+    Rule { pattern: Cow::Borrowed("**/__pycache__/*.pyc"), treatment: Treatment::NoContent, why: "a .pyc records its source's size and time" },
+    Rule { pattern: Cow::Borrowed("**/node_modules/.cache/**"), treatment: Treatment::Skip, why: "tool caches" },
+    Rule { pattern: Cow::Borrowed("**/node_modules/.vite/**"), treatment: Treatment::Skip, why: "vite's dependency cache, in directories with random names" },
 ];
+
+/// [`RULES`] followed by a command's own `unstable` patterns (skipped).
+#[must_use]
+pub fn command_rules(unstable: &[String]) -> Vec<Rule> {
+    let mut v = RULES.to_vec();
+    for u in unstable {
+        v.push(Rule { pattern: Cow::Owned(u.clone()), treatment: Treatment::Skip, why: "declared unstable by the command (its `why`)" });
+    }
+    v
+}
 
 /// Whether `path` (relative, `/`-separated) matches `pattern`.
 #[must_use]
@@ -121,7 +137,7 @@ pub fn matches(pattern: &str, path: &str) -> bool {
 /// The treatment of `path` under `rules` (the first rule that matches), if any.
 #[must_use]
 pub fn treatment(rules: &[Rule], path: &str) -> Option<Treatment> {
-    rules.iter().find(|r| matches(r.pattern, path)).map(|r| r.treatment)
+    rules.iter().find(|r| matches(&r.pattern, path)).map(|r| r.treatment)
 }
 
 fn fnv1a(r: &mut impl Read) -> std::io::Result<u64> {
