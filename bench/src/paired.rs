@@ -91,8 +91,17 @@ pub fn attribute(level: f64, uses_landlock: bool, landlock_control: Option<f64>,
                 c * 100.0
             ));
         }
-        if residual > TOLERANCE || causes.is_empty() {
-            causes.push(format!("unexplained by the controls: +{:.1} % beyond them", residual.max(0.0) * 100.0));
+        if residual > TOLERANCE {
+            causes.push(format!("unexplained by the controls: +{:.1} % beyond them", residual * 100.0));
+        } else if causes.is_empty() {
+            // No part above the goal alone, nothing beyond them: the parts add up.
+            let part = |p: Option<f64>| p.map_or_else(|| "not measured".to_string(), |p| format!("{:+.1} %", p * 100.0));
+            causes.push(format!(
+                "the controls together, each under the goal alone (Landlock {}, seccomp {}), +{:.1} % beyond them",
+                part(landlock),
+                part(seccomp),
+                residual.max(0.0) * 100.0
+            ));
         }
     }
     Attribution { within_goal: level <= GOAL, landlock, seccomp, residual, causes }
@@ -142,5 +151,9 @@ mod tests {
         let n = attribute(1.04, true, Some(1.0), Some(1.0));
         assert_eq!(n.causes.len(), 1);
         assert!(n.causes[0].starts_with("unexplained"));
+        // Just over the goal, each control under it, nothing beyond them: their sum is the cause.
+        let t = attribute(1.021, true, Some(1.011), Some(1.010));
+        assert_eq!(t.causes.len(), 1, "{:?}", t.causes);
+        assert!(t.causes[0].starts_with("the controls together") && t.causes[0].contains("Landlock +1.1 %"), "{:?}", t.causes);
     }
 }
