@@ -5,6 +5,15 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+/// A scratch directory, removed with everything in it when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Runs `cmd args…` and returns its trimmed stdout when it exits 0.
 #[must_use]
 pub fn sh(cmd: &str, args: &[&str]) -> Option<String> {

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use localgpt_bench::phases::{parse_stamps, phases_of_trace, spans, Span};
 use localgpt_sandbox::timing::{now_ns, TIMING_ENV};
-use localgpt_bench::host::{bwrap_prefix, python3, sandlock_prefix, sh, which};
+use localgpt_bench::host::{bwrap_prefix, python3, sandlock_prefix, sh, which, Scratch};
 use localgpt_bench::stats::{median, r3, Rng, Summary};
 use localgpt_bench::svg::{cdf_svg, Curve, Panel};
 use serde_json::{json, Value};
@@ -382,13 +382,6 @@ pub fn main() {
 
 /// (variant id, label, (parent peak RSS MiB, child peak RSS MiB)) of the memory probe.
 type MemProbe = (String, String, Option<(f64, f64)>);
-
-struct Scratch(PathBuf);
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 #[allow(clippy::too_many_lines)]
 fn run(o: &Opts) -> Result<bool, String> {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use localgpt_bench::host::{bwrap_prefix, python3, sandlock_prefix, sh, which};
+use localgpt_bench::host::{bwrap_prefix, python3, sandlock_prefix, sh, which, Scratch};
 use localgpt_bench::paired::{attribute, paired_ratios, summarize, GOAL};
 use localgpt_bench::stats::{r3, Rng};
 use serde_json::{json, Value};
@@ -21,10 +21,9 @@ struct Workload {
     what: &'static str,
     /// Tools it needs on PATH; a missing one skips the workload (listed).
     needs: &'static [&'static str],
-    /// Directory under the scratch root (workloads on the same data share it).
+    /// Directory under the scratch root, made once by [`setup`] (workloads on the same data
+    /// share it).
     dir: &'static str,
-    /// bash, bare, once per directory.
-    setup: String,
     /// bash, bare, before every measured run (not timed).
     prepare: &'static str,
     /// bash, measured.
@@ -48,7 +47,8 @@ git init -q . && git add -A && git -c user.name=bench -c user.email=bench@localh
     )
 }
 
-fn workloads(py: &str) -> Vec<Workload> {
+/// The bash (run bare, once) that makes a workload directory; `None` for an unknown one.
+fn setup(dir: &str, py: &str) -> Option<String> {
     let c_project = r##"for i in $(seq 1 40); do
   { echo "#include <stdio.h>"; for j in $(seq 1 30); do echo "int f${i}_${j}(int x) { int s = 0; for (int k = 0; k < x; k++) s += k * ${j} ^ (s >> 3); return s; }"; done; } > m$i.c
 done
@@ -61,13 +61,23 @@ printf 'OBJS := $(patsubst %%.c,%%.o,$(wildcard *.c))\nCFLAGS := -O2\nprog: $(OB
   echo "pub mod m$i;" >> src/lib.rs
 done && cargo build --offline -q"#;
     let crate_deps = r#"cargo init -q --lib --vcs none --name macro_deps . && printf 'serde = { version = "1", features = ["derive"] }\nserde_json = "1"\nlibc = "0.2"\n' >> Cargo.toml && cargo generate-lockfile --offline -q && cargo fetch --offline -q"#;
+    Some(match dir {
+        "empty" => String::new(),
+        "repo" => repo_setup(py, 200, 100),
+        "crate-nodeps" => crate_nodeps.into(),
+        "crate-deps" => crate_deps.into(),
+        "c-project" => c_project.into(),
+        _ => return None,
+    })
+}
+
+fn workloads(py: &str) -> Vec<Workload> {
     vec![
         Workload {
             name: "find-usr",
             what: "find /usr -type f | wc -l (a directory walk)",
             needs: &["find"],
             dir: "empty",
-            setup: String::new(),
             prepare: "",
             script: "find /usr -type f 2>/dev/null | wc -l".into(),
             quick: true,
@@ -77,7 +87,6 @@ done && cargo build --offline -q"#;
             what: "git grep in a 20 000-file repository (3 searches)",
             needs: &["git", "python3"],
             dir: "repo",
-            setup: repo_setup(py, 200, 100),
             prepare: "",
             script: "for i in 1 2 3; do git grep -c 'value_6[0-9]7' >/dev/null; done".into(),
             quick: true,
@@ -87,7 +96,6 @@ done && cargo build --offline -q"#;
             what: "git status in a 20 000-file repository (5 times)",
             needs: &["git", "python3"],
             dir: "repo",
-            setup: repo_setup(py, 200, 100),
             prepare: "",
             script: "for i in 1 2 3 4 5; do git status --porcelain >/dev/null; done".into(),
             quick: true,
@@ -97,7 +105,6 @@ done && cargo build --offline -q"#;
             what: "an incremental cargo build of a 20-module crate (one module edited)",
             needs: &["cargo"],
             dir: "crate-nodeps",
-            setup: crate_nodeps.into(),
             prepare: "echo \"pub fn edited_$(date +%s%N)() -> u64 { 1 }\" >> src/m1.rs",
             script: "cargo build --offline -q -j2".into(),
             quick: true,
@@ -107,7 +114,6 @@ done && cargo build --offline -q"#;
             what: "a clean cargo build of a crate with dependencies (serde, serde_json, libc)",
             needs: &["cargo"],
             dir: "crate-deps",
-            setup: crate_deps.into(),
             prepare: "rm -rf target",
             script: "cargo build --offline -q -j2".into(),
             quick: true,
@@ -117,7 +123,6 @@ done && cargo build --offline -q"#;
             what: "an import-heavy Python start (10 starts importing json, asyncio, email, http, unittest, xml, decimal, sqlite3, …)",
             needs: &["python3"],
             dir: "empty",
-            setup: String::new(),
             prepare: "",
             script: format!(
                 "for i in $(seq 10); do {py} -c 'import json, asyncio, email.parser, http.client, unittest, xml.dom.minidom, decimal, argparse, logging, sqlite3, csv, subprocess'; done"
@@ -129,7 +134,6 @@ done && cargo build --offline -q"#;
             what: "make -j2 of a 41-file C project (after make clean)",
             needs: &["make", "gcc"],
             dir: "c-project",
-            setup: c_project.into(),
             prepare: "make -s clean",
             script: "make -s -j2".into(),
             quick: true,
@@ -362,13 +366,6 @@ pub fn main() {
     }
 }
 
-struct Scratch(PathBuf);
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[allow(clippy::too_many_lines)]
 fn bench() -> Result<bool, String> {
     let o = opts()?;
@@ -432,7 +429,8 @@ fn bench() -> Result<bool, String> {
         let dir = root.join(w.dir);
         let r = set_up.entry(w.dir).or_insert_with(|| {
             eprintln!("== setup {}", w.dir);
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display())).and_then(|()| bash_bare(&dir, &w.setup))
+            let script = setup(w.dir, &py).ok_or_else(|| format!("no setup for directory {}", w.dir))?;
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display())).and_then(|()| bash_bare(&dir, &script))
         });
         match r {
             Ok(()) => work.push((w, dir)),
@@ -602,5 +600,6 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), w.len());
         assert!(w.len() >= 7);
+        assert!(w.iter().all(|w| setup(w.dir, "python3").is_some()), "every workload's directory has a setup");
     }
 }
