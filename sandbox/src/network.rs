@@ -283,11 +283,9 @@ pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
 /// A decision about one destination.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
-    /// Allowed.
-    pub allowed: bool,
     /// The rule that decided (as written), or why nothing allowed it.
     pub rule: String,
-    /// For a refusal: its kind (`None` when allowed).
+    /// For a refusal: its kind; `None`: allowed.
     pub refusal: Option<Refusal>,
 }
 
@@ -317,13 +315,19 @@ impl Verdict {
     /// A refusal of kind `kind`, for `rule`.
     #[must_use]
     pub fn refused(kind: Refusal, rule: String) -> Verdict {
-        Verdict { allowed: false, rule, refusal: Some(kind) }
+        Verdict { rule, refusal: Some(kind) }
     }
 
     /// Allowed by `rule`.
     #[must_use]
-    pub fn allowed(rule: String) -> Verdict {
-        Verdict { allowed: true, rule, refusal: None }
+    pub fn allow(rule: String) -> Verdict {
+        Verdict { rule, refusal: None }
+    }
+
+    /// Whether the destination is allowed (no refusal).
+    #[must_use]
+    pub fn allowed(&self) -> bool {
+        self.refusal.is_none()
     }
 }
 
@@ -358,7 +362,7 @@ impl Allowlist {
         let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
         if let Ok(ip) = literal.parse::<IpAddr>() {
             return match self.cidrs.iter().find(|c| c.contains(ip)) {
-                Some(c) => Verdict::allowed(format!("allow_cidrs {}/{}", c.addr, c.prefix)),
+                Some(c) => Verdict::allow(format!("allow_cidrs {}/{}", c.addr, c.prefix)),
                 None => no(Refusal::Address, "an address, not a name: only allow_cidrs can allow it".into()),
             };
         }
@@ -373,7 +377,7 @@ impl Allowlist {
             return no(Refusal::DenyDomain, format!("deny_domains {}", d.text));
         }
         match self.allow.iter().find(|d| d.matches(&host)) {
-            Some(a) => Verdict::allowed(format!("allow_domains {}", a.text)),
+            Some(a) => Verdict::allow(format!("allow_domains {}", a.text)),
             None => no(Refusal::NotAllowed, "no allow_domains entry matches".into()),
         }
     }
@@ -467,13 +471,13 @@ mod tests {
     #[test]
     fn grammar_exact_subdomains_both_and_deny_wins() {
         let a = list(&["example.com", "*.pkg.dev", "**.github.com"], &["evil.github.com"]);
-        let ok = |h: &str, p: u16| a.decide(h, p).allowed;
+        let ok = |h: &str, p: u16| a.decide(h, p).allowed();
         assert!(ok("example.com", 443) && ok("EXAMPLE.com.", 80));
         assert!(!ok("www.example.com", 443) && !ok("example.com", 22) && !ok("example.com.evil.net", 443));
         assert!(ok("a.pkg.dev", 443) && ok("a.b.pkg.dev", 443) && !ok("pkg.dev", 443) && !ok("xpkg.dev", 443));
         assert!(ok("github.com", 443) && ok("api.github.com", 443) && !ok("evil.github.com", 443));
         assert!(a.decide("evil.github.com", 443).rule.contains("deny_domains evil.github.com"));
-        assert!(!list(&[], &[]).decide("example.com", 443).allowed, "an empty allowlist allows nothing");
+        assert!(!list(&[], &[]).decide("example.com", 443).allowed(), "an empty allowlist allows nothing");
     }
 
     #[test]
@@ -484,14 +488,14 @@ mod tests {
         assert_eq!(DomainRule::parse("xn--bcher-kva.example").unwrap().domain, "xn--bcher-kva.example");
         let a = list(&["example.com"], &[]);
         for host in ["2130706433", "0177.0.0.1", "0x7f.0.0.1", "127.1", "exämple.com", "127.0.0.1", "[::1]", "::1"] {
-            assert!(!a.decide(host, 80).allowed, "{host}");
+            assert!(!a.decide(host, 80).allowed(), "{host}");
         }
     }
 
     #[test]
     fn addresses_and_cidrs() {
         let a = Allowlist::new(&["localhost".into()], &[], &[8080], &["127.0.0.1/32".into()]).unwrap();
-        assert!(a.decide("127.0.0.1", 8080).allowed && !a.decide("127.0.0.2", 8080).allowed);
+        assert!(a.decide("127.0.0.1", 8080).allowed() && !a.decide("127.0.0.2", 8080).allowed());
         assert!(a.check_address("127.0.0.1".parse().unwrap()).is_ok());
         assert!(a.check_address("::ffff:127.0.0.1".parse().unwrap()).is_ok(), "mapped form of an allowed address");
         let plain = list(&["example.com"], &[]);
@@ -547,7 +551,7 @@ mod tests {
             ("0x7f.1", 443, "cannot be allowed by name"),
         ] {
             let v = a.decide(host, port);
-            assert!(!v.allowed, "{host}");
+            assert!(!v.allowed(), "{host}");
             let h = v.refusal.and_then(|r| allow_hint(host, port, r)).unwrap_or_default();
             assert!(h.contains(hint), "{host}: {} / {h}", v.rule);
         }

@@ -57,7 +57,7 @@ pub(crate) fn reply(msg: &[u8], allow: &Allowlist) -> (Option<Vec<u8>>, Option<(
         _ => return (Some(header(msg, FORMERR, None, 0)), None),
     };
     let verdict = if q.qclass == CLASS_IN { allow.decide_name(&q.name) } else { crate::network::Verdict::refused(crate::network::Refusal::Unnameable, format!("DNS class {} (only IN is answered)", q.qclass)) };
-    let out = if !verdict.allowed {
+    let out = if !verdict.allowed() {
         header(msg, REFUSED, Some(&q), 0)
     } else if q.qtype == TYPE_A {
         let mut out = header(msg, NOERROR, Some(&q), 1);
@@ -139,8 +139,9 @@ pub(crate) fn serve(sock: OwnedFd, allow: &Allowlist, events: &crate::linux::pro
         if let Some((q, v)) = asked {
             let key = q.name.to_ascii_lowercase();
             if seen.len() < MAX_NAMES && seen.insert(key) {
-                let rule = if v.allowed { format!("{}; answered 127.0.0.1, the proxy's address", v.rule) } else { v.rule };
-                let ev = NetEvent { via: "dns".into(), host: q.name, port: 0, address: None, allowed: v.allowed, rule, refusal: v.refusal, bytes_up: 0, bytes_down: 0, duration_ms: 0 };
+                let allowed = v.allowed();
+                let rule = if allowed { format!("{}; answered 127.0.0.1, the proxy's address", v.rule) } else { v.rule };
+                let ev = NetEvent { via: "dns".into(), host: q.name, port: 0, address: None, allowed, rule, refusal: v.refusal, bytes_up: 0, bytes_down: 0, duration_ms: 0 };
                 crate::linux::proxy::record(events, ev, start);
             }
         }
@@ -181,7 +182,7 @@ mod tests {
         assert_eq!(u16::from_be_bytes([r[6], r[7]]), 1);
         assert_eq!(&r[r.len() - 4..], &[127, 0, 0, 1]);
         assert_eq!(&r[12..q.len()], &q[12..], "question echoed");
-        assert!(asked.unwrap().1.allowed);
+        assert!(asked.unwrap().1.allowed());
         let (r, _) = reply(&query(7, "pkg.example.com", 28), &allow());
         let r = r.unwrap();
         assert_eq!((rcode(&r), u16::from_be_bytes([r[6], r[7]])), (NOERROR, 0));
@@ -194,7 +195,7 @@ mod tests {
             assert_eq!(rcode(&r.unwrap()), REFUSED, "{name}");
             let (q, v) = asked.unwrap();
             assert_eq!(q.name, name);
-            assert!(!v.allowed && v.rule.contains(why), "{name}: {}", v.rule);
+            assert!(!v.allowed() && v.rule.contains(why), "{name}: {}", v.rule);
         }
         // A label with bytes no host name holds is refused too, not cut.
         let (r, _) = reply(&query(1, "a\u{1}b.example.com", TYPE_A), &allow());

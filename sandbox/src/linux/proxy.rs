@@ -94,7 +94,10 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
         ev.address = Some(a.ip().to_string());
         s
     };
-    let decided = if verdict.allowed { resolve(allow, &req.host, req.port) } else { Err((verdict.refusal.unwrap_or(Refusal::NotAllowed), verdict.rule.clone())) }
+    let decided = match verdict.refusal {
+        None => resolve(allow, &req.host, req.port),
+        Some(kind) => Err((kind, verdict.rule.clone())),
+    }
         .and_then(|addrs| {
             if tls {
                 Ok((addrs, None))
