@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::normalise::{diff_lines, normalise, PathContext};
 use crate::schema::{Command, Compare, Expect};
+use crate::tree;
 
 /// What one process run produced (bare, or sandboxed as reported by `--json`).
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
@@ -135,6 +136,29 @@ pub fn judge_succeed(cmd: &Command, bare: &RunOutput, bare_ctx: &PathContext, sb
     Verdict { outcome: Outcome::Pass, cause: String::new(), diff: String::new() }
 }
 
+/// A passing must-succeed verdict fails when the workspace the sandboxed run left differs from
+/// the bare run's under `rules` (the sandbox's `held` paths aside; see [`crate::tree`]).
+#[must_use]
+pub fn judge_workspace(v: Verdict, rules: &[tree::Rule], bare: &Result<tree::Snapshot, String>, sbx: &Result<tree::Snapshot, String>, held: &[String]) -> Verdict {
+    if v.outcome != Outcome::Pass {
+        return v;
+    }
+    let diffs = match (bare, sbx) {
+        (Ok(b), Ok(s)) => tree::differences(b, s, rules, held),
+        (Err(b), Err(s)) if b == s => Vec::new(),
+        (b, s) => vec![format!("the workspace could not be read the same way: bare {:?}, sandboxed {:?}", b.as_ref().err(), s.as_ref().err())],
+    };
+    if diffs.is_empty() {
+        return v;
+    }
+    let shown: Vec<&str> = diffs.iter().take(DIFF_LINES).map(String::as_str).collect();
+    Verdict {
+        outcome: Outcome::Fail,
+        cause: format!("same exit code and output, but the workspace differs after the run ({} entries: content, mode or presence)", diffs.len()),
+        diff: shown.join("\n"),
+    }
+}
+
 /// Judges a must-be-denied command from the two runs and what was seen outside after each.
 #[must_use]
 /// `degraded` names the documented limitation when the level is one of the command's
@@ -202,6 +226,25 @@ mod tests {
         c.add("/w/ws", "<WS>");
         c.add(scratch, "<CACHE>");
         c
+    }
+
+    #[test]
+    fn the_workspace_left_behind_is_judged_only_after_a_pass() {
+        use crate::tree::{Entry, Snapshot, RULES};
+        let pass = || Verdict { outcome: Outcome::Pass, cause: String::new(), diff: String::new() };
+        let bare: Snapshot = [("a".to_string(), Entry::File { mode: 0o644, hash: 1 })].into();
+        let mut sbx = bare.clone();
+        assert_eq!(judge_workspace(pass(), RULES, &Ok(bare.clone()), &Ok(sbx.clone()), &[]).outcome, Outcome::Pass);
+        sbx.insert("a".into(), Entry::File { mode: 0o600, hash: 1 });
+        let v = judge_workspace(pass(), RULES, &Ok(bare.clone()), &Ok(sbx.clone()), &[]);
+        assert_eq!(v.outcome, Outcome::Fail);
+        assert!(v.cause.contains("workspace differs") && v.diff.contains("~ a:"), "{v:?}");
+        // A held-back path is the protection working, not a difference.
+        assert_eq!(judge_workspace(pass(), RULES, &Ok(bare.clone()), &Ok(sbx.clone()), &["a".into()]).outcome, Outcome::Pass);
+        let failed = Verdict { outcome: Outcome::Fail, cause: "exit code differs".into(), diff: String::new() };
+        assert_eq!(judge_workspace(failed, RULES, &Ok(bare.clone()), &Ok(sbx), &[]).cause, "exit code differs");
+        assert_eq!(judge_workspace(pass(), RULES, &Err("x: denied".into()), &Err("x: denied".into()), &[]).outcome, Outcome::Pass);
+        assert_eq!(judge_workspace(pass(), RULES, &Ok(bare), &Err("x: denied".into()), &[]).outcome, Outcome::Fail);
     }
 
     #[test]

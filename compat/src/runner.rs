@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 
-use crate::compare::{judge_denied, judge_succeed, EffectSeen, Outcome, RunOutput, Verdict};
+use crate::compare::{judge_denied, judge_succeed, judge_workspace, EffectSeen, Outcome, RunOutput, Verdict};
 use crate::tree;
 use crate::load::FIXTURES_DIR;
 use crate::normalise::PathContext;
@@ -555,27 +555,6 @@ fn workspace_tree(run_dir: &Path, rules: &[tree::Rule]) -> Result<tree::Snapshot
     tree::snapshot(&run_dir.join("ws"), rules)
 }
 
-/// A passing must-succeed verdict fails when the workspace the sandboxed run left differs
-/// from the bare run's (held-back paths aside).
-fn judge_tree(v: Verdict, rules: &[tree::Rule], bare: &Result<tree::Snapshot, String>, sbx: &Result<tree::Snapshot, String>, held: &[String]) -> Verdict {
-    if v.outcome != Outcome::Pass {
-        return v;
-    }
-    let diffs = match (bare, sbx) {
-        (Ok(b), Ok(s)) => tree::differences(b, s, rules, held),
-        (Err(b), Err(s)) if b == s => Vec::new(),
-        (b, s) => vec![format!("the workspace could not be read the same way: bare {:?}, sandboxed {:?}", b.as_ref().err(), s.as_ref().err())],
-    };
-    if diffs.is_empty() {
-        return v;
-    }
-    let shown: Vec<&str> = diffs.iter().take(40).map(String::as_str).collect();
-    Verdict {
-        outcome: Outcome::Fail,
-        cause: format!("same exit code and output, but the workspace differs after the run ({} entries: content, mode or presence)", diffs.len()),
-        diff: shown.join("\n"),
-    }
-}
 
 fn effect_seen(sh: &Shared, cmd: &Command, run_dir: &Path, token: &str, after_bare: bool) -> EffectSeen {
     let mut present = false;
@@ -666,9 +645,10 @@ fn run_command(sh: &Shared, idx: usize, cmd: &Command) -> Vec<CaseRecord> {
         let v = match cmd.expect {
             Expect::Succeed => {
                 let v = judge_succeed(cmd, &bare, &bare_ctx, &sbx, &path_ctx(sh, &run_dir, &run_dir.join("scratch")));
+                // The workspace is read only when everything else matched.
                 match &bare_tree {
-                    Some(bt) => judge_tree(v, &rules, bt, &workspace_tree(&run_dir, &rules), &sbx.held),
-                    None => v,
+                    Some(bt) if v.outcome == Outcome::Pass => judge_workspace(v, &rules, bt, &workspace_tree(&run_dir, &rules), &sbx.held),
+                    _ => v,
                 }
             }
             Expect::Denied => {
