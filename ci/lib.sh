@@ -26,3 +26,24 @@ ensure_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null \
         || { echo "$who: apt-get install ${missing[*]} failed" >&2; exit 1; }
 }
+
+# try_packages WHO PKG...: installs the missing ones with apt-get, one by one, when root; a package
+# that cannot be installed (not root, no apt-get, apt-get failing) is a warning, not an error: the
+# caller reports what is missing (a skipped command, a peer not measured).
+try_packages() {
+    local who=$1
+    shift
+    local missing p
+    mapfile -t missing < <(missing_packages "$@")
+    [ "${#missing[@]}" -gt 0 ] || return 0
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "== $who: missing ${missing[*]} and cannot apt-get install as $(id -un); the report says what is missing" >&2
+        return 0
+    fi
+    echo "== apt-get install ${missing[*]}"
+    apt-get update -qq </dev/null || echo "== $who: apt-get update failed; continuing" >&2
+    for p in "${missing[@]}"; do
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$p" </dev/null >/dev/null \
+            || echo "== $who: could not install $p; the report says what is missing" >&2
+    done
+}
