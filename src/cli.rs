@@ -56,6 +56,10 @@ pub struct TestArgs {
     /// Run the whole escape corpus embedded in this binary, at every reachable level.
     #[arg(long)]
     pub full: bool,
+    /// Run one vector per protection (the most specific one that can run here) at every
+    /// reachable level: the subset the kernel matrix runs in each guest.
+    #[arg(long, conflicts_with = "full")]
+    pub cover: bool,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
@@ -68,6 +72,10 @@ pub struct TestArgs {
     /// Cases run in parallel (default 2).
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Test another build of `localgpt` instead of this one (the harness's own self-test runs
+    /// the suite against a stand-in that confines nothing, which must be caught).
+    #[arg(long, value_name = "PATH", hide = true)]
+    pub bin: Option<PathBuf>,
 }
 
 /// Flags that shape the policy (shared by `run` and `explain`).

@@ -5,7 +5,10 @@
 //!   `~/.ssh` read denied, network denied, timeout enforced, children inherit the sandbox —
 //!   each checked from outside (files, a listener, the process table), and each escape test
 //!   also run bare first, where it must succeed;
-//! * `--full`: the whole escape corpus at every level `sandbox status` lists.
+//! * `--full`: the whole escape corpus at every level `sandbox status` lists;
+//! * `--cover`: one vector per protection, the most specific that can run here (unmet
+//!   preconditions and missing tools are reasons, listed), at every level: the kernel matrix's
+//!   subset, judged by the same engine.
 //!
 //! Exit code 1 when anything escapes (or a check cannot be trusted: invalid probe, error).
 
@@ -163,10 +166,13 @@ fn case_line(label: &'static str, ok_text: &str, r: &CaseResult) -> SmokeLine {
 /// # Errors
 /// A failure (exit 1) when the suite cannot be set up.
 pub fn test(args: &TestArgs) -> Result<i32, Failure> {
-    let bin = bin()?;
+    let bin = match &args.bin {
+        Some(b) => b.clone(),
+        None => bin()?,
+    };
     let only_levels = (!args.levels.is_empty()).then(|| args.levels.clone());
     let suite = Suite::new(&bin, only_levels.as_deref()).map_err(|e| Failure { code: 1, message: e })?;
-    if args.full {
+    if args.full || args.cover {
         return full(&suite, args);
     }
     // `auto` when the default run is a level of its own (see `Suite::levels`), else the status level.
@@ -210,15 +216,20 @@ pub fn test(args: &TestArgs) -> Result<i32, Failure> {
 
 fn full(suite: &Suite, args: &TestArgs) -> Result<i32, Failure> {
     let corpus = localgpt_corpus::load_embedded().map_err(|e| Failure { code: 1, message: format!("embedded corpus: {e}") })?;
-    let vectors: Vec<_> = corpus
-        .vectors
-        .into_iter()
-        .filter(|v| args.only.is_empty() || args.only.iter().any(|o| v.name.contains(o.as_str())))
-        .collect();
+    let all: Vec<_> = corpus.vectors.into_iter().filter(|v| args.only.is_empty() || args.only.iter().any(|o| v.name.contains(o.as_str()))).collect();
+    let (vectors, uncovered) = if args.cover {
+        let c = localgpt_harness::cover::cover(&all, &|v| suite.facts.unmet_for(v));
+        (c.vectors, c.uncovered)
+    } else {
+        (all, Vec::new())
+    };
     let levels: Vec<String> = suite.levels.iter().map(|l| l.name.clone()).collect();
     let jobs = args.jobs.or_else(|| std::env::var("LOCALGPT_TEST_JOBS").ok().and_then(|j| j.parse().ok())).unwrap_or(2);
     if !args.json {
         println!("Running {} escape vectors at level(s) {} as {} ({} at a time)...", vectors.len(), levels.join(", "), suite.facts.user, jobs);
+        for (id, why) in &uncovered {
+            println!("  - protection {id} not covered here: {why}");
+        }
     }
     let json = args.json;
     let progress = move |r: &CaseResult| {
@@ -249,6 +260,8 @@ fn full(suite: &Suite, args: &TestArgs) -> Result<i32, Failure> {
             "levels": levels,
             "status_level": suite.status_level,
             "vectors": vectors.len(),
+            "subset": if args.cover { "cover" } else { "all" },
+            "uncovered": uncovered.iter().map(|(id, why)| serde_json::json!({"protection": id, "reason": why})).collect::<Vec<_>>(),
             "summary": summary,
             "passed": passed,
             "results": results,

@@ -274,12 +274,10 @@ fn allow_write_and_allow_read_extend_the_policy() {
         "--allow-read file not readable{}",
         o.describe()
     );
-    assert!(
-        !ro.join("x.txt").exists(),
-        "--allow-read dir must stay read-only{}",
-        o.describe()
-    );
-    assert!(o.stdout.contains("ro-denied"), "{}", o.describe());
+    if needs_protections(&w, "allow_write_and_allow_read_extend_the_policy (read-only grant)", &["fs-write-outside"]) {
+        assert!(!ro.join("x.txt").exists(), "--allow-read dir must stay read-only{}", o.describe());
+        assert!(o.stdout.contains("ro-denied"), "{}", o.describe());
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -512,7 +510,9 @@ fn the_repository_around_the_workspace_is_readable_not_writable() {
     assert_ok(&o);
     let top = fs::canonicalize(&repo).unwrap().display().to_string();
     assert_eq!(o.stdout, format!("{top}\n1\nroot = true\ndone\n"), "{}", o.describe());
-    assert_eq!(fs::read_to_string(repo.join("top.txt")).unwrap(), "top\n", "the repository root must stay read-only");
+    if needs_protections(&w, "the_repository_around_the_workspace_is_readable_not_writable (read-only root)", &["fs-write-outside"]) {
+        assert_eq!(fs::read_to_string(repo.join("top.txt")).unwrap(), "top\n", "the repository root must stay read-only");
+    }
 }
 
 /// A sandbox inside a sandbox (an agent starting a sub-agent) runs at the best level the outer
@@ -579,7 +579,7 @@ fn ssh_agent_reachable_only_through_allow_unix_socket() {
     let missing = w.outside.join("gone.sock");
     let o = run(w.sandbox_cmd(&["--quiet", "--allow-unix-socket", &missing.display().to_string()], &["true"]), "missing socket");
     assert_ok(&o);
-    assert_eq!(o.stderr.lines().filter(|l| !l.trim().is_empty()).count(), 1, "{}", o.describe());
+    assert_eq!(o.stderr.lines().filter(|l| !l.trim().is_empty()).count(), 1 + level_warning_lines(&w), "{}", o.describe());
     // Not a socket: refused before anything runs.
     let file = w.outside.join("plain");
     fs::write(&file, "x").unwrap();

@@ -83,6 +83,11 @@ pub enum Require {
     UserNamespaces,
     /// `io_uring_setup` works (kernel.io_uring_disabled = 0 for this user).
     IoUring,
+    /// io_uring has `IORING_OP_SOCKET` (Linux 5.19), besides [`Require::IoUring`].
+    IoUringSocket,
+    /// At least 2 GiB of memory available (`MemAvailable`): a probe that touches 768 MiB bare
+    /// would otherwise push a small machine (a 768 MiB guest) into its OOM killer.
+    SpareMemory,
     /// The kernel has the x32 ABI (CONFIG_X86_X32_ABI).
     X32Abi,
     /// The kernel runs i386 binaries / `int 0x80` (CONFIG_IA32_EMULATION, not disabled).
@@ -332,6 +337,12 @@ pub struct Vector {
     /// Preconditions; unmet → skipped with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<Require>,
+    /// Programs the shell probe cannot escape without (looked up on the runs' `PATH`); one that
+    /// is not installed → skipped with the reason (a bare run that cannot start proves nothing).
+    /// Only what the escape needs: a probe that also tries a tool after a plain `cat` does not
+    /// list it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
     /// The attempt.
     pub probe: Probe,
     /// Expected verdict in the sandbox.
@@ -355,6 +366,12 @@ pub struct Vector {
     /// quickly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
+    /// A shell command run bare in the world before each run, bare and sandboxed (placeholders
+    /// allowed; the run's `HOME`, `XDG_CONFIG_HOME` and `PATH`; cwd the workspace): places what
+    /// the world does not have, e.g. a file the `config` denies. It must succeed. Paths under
+    /// `/tmp` it names that carry the world's `{token}` are removed with the world.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<String>,
     /// Protections the `config` switches off on purpose (`network = "full"` opens `network`):
     /// the run may report exactly these not enforced beyond the machine's pinned gaps. Never
     /// one the vector depends on.
@@ -554,12 +571,20 @@ fn validate_vector(v: &Vector) -> Result<(), String> {
     if v.timeout == Some(0) {
         return Err("timeout must be at least 1 second".into());
     }
+    if let Some(t) = v.tools.iter().find(|t| t.is_empty() || t.contains(['/', ' '])) {
+        return Err(format!("tool `{t}` must be a program name (looked up on PATH)"));
+    }
+    if !v.tools.is_empty() && v.probe.shell.is_none() {
+        return Err("`tools` is for shell probes (a builtin probe needs only this binary)".into());
+    }
     let mut strings: Vec<&str> = Vec::new();
     strings.extend(v.probe.builtin.iter().map(String::as_str));
     strings.extend(v.probe.args.iter().map(String::as_str));
     strings.extend(v.probe.shell.iter().map(String::as_str));
     strings.extend(v.env.values().map(String::as_str));
     strings.extend(v.fds.iter().filter_map(|f| f.path.as_deref()));
+    strings.extend(v.setup.iter().map(String::as_str));
+    strings.extend(v.config.iter().map(String::as_str));
     for c in &v.check {
         strings.extend(c.strings());
         if let Check::SecretNotInOutput(s) = c {
@@ -691,6 +716,12 @@ vectors:
         assert!(err(&both).contains("exactly one"));
         let no_check = GOOD.split("    check:").next().unwrap().to_string() + "    check: []\n";
         assert!(err(&no_check).contains("at least one"));
+        let tools = GOOD.replace("    probe:", "    tools: [/usr/bin/python3]\n    probe:");
+        assert!(err(&tools).contains("program name"));
+        let tools = GOOD.replace("    probe:", "    tools: [python3]\n    probe:");
+        assert!(err(&tools).contains("shell probes"));
+        let setup = GOOD.replace("    probe:", "    setup: \"cp {kanary} {ws}/x\"\n    probe:");
+        assert!(err(&setup).contains("unknown placeholder"));
     }
 
     #[test]

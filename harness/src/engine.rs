@@ -62,12 +62,22 @@ fn fork_check(f: impl FnOnce() -> bool) -> bool {
     }
 }
 
+/// Whether the running kernel's release is at least `major.minor`.
+#[cfg(target_os = "linux")]
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release.trim().split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (major, minor)
+}
+
 /// The preconditions only Linux has, checked for real.
 #[cfg(target_os = "linux")]
 fn linux_facts(root: bool, no: &mut impl FnMut(Require, &str)) {
-        // SAFETY: unshare in a throw-away child.
-        if !root && !fork_check(|| unsafe { libc::unshare(libc::CLONE_NEWUSER) == 0 }) {
-            no(Require::UserNamespaces, "unprivileged user namespaces are disabled on this machine");
+        // SAFETY: unshare in a throw-away child. Root too: user.max_user_namespaces = 0 stops
+        // everyone.
+        if !fork_check(|| unsafe { libc::unshare(libc::CLONE_NEWUSER) == 0 }) {
+            let why = if root { "user namespaces cannot be created here, even by root (user.max_user_namespaces = 0?)" } else { "unprivileged user namespaces are disabled on this machine" };
+            no(Require::UserNamespaces, why);
         }
         let mut p = [0u32; 30];
         // SAFETY: io_uring_setup with a zeroed params buffer; the fd is closed.
@@ -77,6 +87,16 @@ fn linux_facts(root: bool, no: &mut impl FnMut(Require, &str)) {
         } else {
             // SAFETY: closing the fd we got.
             unsafe { libc::close(fd as i32) };
+        }
+        if fd < 0 || !kernel_at_least(5, 19) {
+            no(Require::IoUringSocket, "io_uring has no IORING_OP_SOCKET before Linux 5.19 (or no io_uring here)");
+        }
+        let available = fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| m.lines().find_map(|l| l.strip_prefix("MemAvailable:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())))
+            .unwrap_or(0);
+        if available < 2 << 20 {
+            no(Require::SpareMemory, &format!("only {} MiB of memory available (MemAvailable): the bare run would push this machine into its OOM killer", available >> 10));
         }
         // SAFETY: x32 getpid in a child.
         if !cfg!(target_arch = "x86_64") || !fork_check(|| unsafe { libc::syscall(0x4000_0000 | libc::SYS_getpid) } > 0) {
@@ -155,6 +175,8 @@ impl Facts {
         for (r, what) in [
             (Require::UserNamespaces, "user namespaces"),
             (Require::IoUring, "io_uring"),
+            (Require::IoUringSocket, "io_uring"),
+            (Require::SpareMemory, "the memory probe's OOM check"),
             (Require::X32Abi, "the x32 ABI"),
             (Require::Ia32Abi, "i386 system calls"),
             (Require::Tiocsti, "the TIOCSTI probe"),
@@ -205,15 +227,25 @@ impl Facts {
         Facts { root, uid, user, unmet }
     }
 
-    /// The first unmet precondition of `v`, with the reason.
+    /// The first unmet precondition of `v`, with the reason; a tool the vector declares that is
+    /// not installed is one too (its bare run could not start, which proves nothing).
     #[must_use]
     pub fn unmet_for(&self, v: &Vector) -> Option<String> {
-        v.requires.iter().find_map(|r| self.unmet.get(&require_key(*r)).map(|why| format!("{}: {why}", require_key(*r))))
+        v.requires
+            .iter()
+            .find_map(|r| self.unmet.get(&require_key(*r)).map(|why| format!("{}: {why}", require_key(*r))))
+            .or_else(|| v.tools.iter().find(|t| !installed(t)).map(|t| format!("{t} is not installed (on {RUN_PATH})")))
     }
 }
 
 fn ip_command() -> Option<PathBuf> {
     ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"].iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+/// Whether `tool` is on [`RUN_PATH`].
+#[must_use]
+pub fn installed(tool: &str) -> bool {
+    RUN_PATH.split(':').any(|d| Path::new(d).join(tool).exists())
 }
 
 /// PATH for runs: standard system directories only.
@@ -252,19 +284,28 @@ const EXPECTATIONS: &str = include_str!("../../ci/kernel-matrix.d/expectations.j
 #[path = "../../matrix/src/gaps.rs"]
 mod gaps;
 
+/// Names the configuration of `ci/kernel-matrix.d/expectations.json` whose pins apply (set by the
+/// kernel matrix's guest suite); unset, the configuration is chosen by the Landlock ABI.
+pub const EXPECT_CONFIG_ENV: &str = "LOCALGPT_EXPECT_CONFIG";
+
 /// The protections pinned as not enforced for a machine with Landlock ABI `abi`, for `user`
 /// (`root` or any unprivileged one) at `level` (`minimal+mounts` for Minimal with namespaces),
-/// with `cgroup`/`memory_cgroup` as `status` reports them: the configuration named `host` when
-/// its ABI matches, else the first with this ABI; plus the `world_gaps` a workspace or home can
-/// cause (the corpus's worlds have them), and for an unprivileged user who reads a secret under
-/// /etc through a group (`group_secret`, an environment fact) the `group_secret_gaps`.
+/// with `cgroup`/`memory_cgroup` as `status` reports them: the configuration named by
+/// [`EXPECT_CONFIG_ENV`] (an unknown name fails the suite), else the one named `host` when its
+/// ABI matches, else the first with this ABI; plus the `world_gaps` a workspace or home can cause
+/// (the corpus's worlds have them), and for an unprivileged user who reads a secret under /etc
+/// through a group (`group_secret`, an environment fact) the `group_secret_gaps`.
 fn pinned_gaps(abi: u64, root: bool, level: &str, cgroup: bool, memory_cgroup: bool) -> Option<(String, std::collections::BTreeSet<String>)> {
     let exp: serde_json::Value = serde_json::from_str(EXPECTATIONS).ok()?;
     let cfgs = exp["configurations"].as_array()?;
-    let cfg = cfgs
-        .iter()
-        .find(|c| c["name"] == "host" && c["abi"].as_u64() == Some(abi))
-        .or_else(|| cfgs.iter().find(|c| c["abi"].as_u64() == Some(abi)))?;
+    // The kernel matrix names its configuration (two may share an ABI: 7.3 and 7.3-no-userns).
+    let cfg = match std::env::var(EXPECT_CONFIG_ENV) {
+        Ok(name) => cfgs.iter().find(|c| c["name"] == name.as_str())?,
+        Err(_) => cfgs
+            .iter()
+            .find(|c| c["name"] == "host" && c["abi"].as_u64() == Some(abi))
+            .or_else(|| cfgs.iter().find(|c| c["abi"].as_u64() == Some(abi)))?,
+    };
     let mut s = gaps::expected_gaps(&exp, cfg, if root { "root" } else { "uid65534" }, level, cgroup, memory_cgroup);
     s.extend(gaps::strings(&exp["world_gaps"][level]));
     if !root && crate::world::group_secret().is_some() {
@@ -454,6 +495,12 @@ impl Suite {
         }
         // What this kernel, user and level may leave unenforced, pinned in data: a run that
         // reports more is a regression, never an excuse for an escape.
+        if let Ok(name) = std::env::var(EXPECT_CONFIG_ENV) {
+            let known = serde_json::from_str::<serde_json::Value>(EXPECTATIONS).ok().and_then(|e| e["configurations"].as_array().map(|a| a.iter().any(|c| c["name"] == name.as_str())));
+            if known != Some(true) {
+                return Err(format!("{EXPECT_CONFIG_ENV}={name}: no such configuration in ci/kernel-matrix.d/expectations.json"));
+            }
+        }
         let abi = status.pointer("/landlock/abi").and_then(serde_json::Value::as_u64).unwrap_or(0);
         let (cgroup, memory_cgroup) = (!status["cgroup_pids"].is_null(), !status["cgroup_memory"].is_null());
         for li in &mut levels {
@@ -599,6 +646,31 @@ impl Suite {
         w.vars.insert("loop_nr".into(), (300_000 + n % 700_000).to_string());
         let kmsg_before = kmsg_redirect();
         w.vars.insert("kmsg_console".into(), ((kmsg_before.unwrap_or(0) % 6) + 1).to_string());
+        if let Some(setup) = &v.setup {
+            let setup = w.subst(setup);
+            for word in setup.split_whitespace() {
+                let word = word.trim_matches(|c| c == '"' || c == '\'' || c == ';');
+                if let Some(name) = word.strip_prefix("/tmp/").and_then(|r| r.split('/').next()) {
+                    if name.contains(&w.token) {
+                        w.remove_on_drop(PathBuf::from("/tmp").join(name));
+                    }
+                }
+            }
+            let out = Command::new("bash")
+                .arg("-c")
+                .arg(&setup)
+                .current_dir(&w.ws)
+                .env_clear()
+                .env("HOME", &w.home)
+                .env("XDG_CONFIG_HOME", &w.xdg)
+                .env("PATH", RUN_PATH)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("setup: {e}"))?;
+            if !out.status.success() {
+                return Err(format!("setup `{setup}` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+            }
+        }
         for c in &v.check {
             let p = match c {
                 Check::FileUnchanged(p) | Check::MetadataUnchanged(p) | Check::SysctlUnchanged(p) => w.subst(p),

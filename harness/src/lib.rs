@@ -7,9 +7,11 @@
 //! * [`world`] — a fresh world per run: workspace, canaries, secret `$HOME`, listeners, victim.
 //! * [`engine`] — bare run (must escape) + sandboxed run + outside checks → a verdict, for every
 //!   vector at every level the machine reaches (from `sandbox status`), as the current user.
+//! * [`cover`] — one runnable vector per protection (the kernel matrix's subset).
 //! * [`report`] — gates and the release report (`target/release-report/`), shared by every
 //!   suite through section files.
 
+pub mod cover;
 #[cfg(unix)]
 pub mod engine;
 #[cfg(unix)]

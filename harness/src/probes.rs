@@ -35,7 +35,7 @@ pub const NAMES: &[&str] = &[
     "core-dump", "write-flood", "write-big", "tiocsti", "tioclinux-kmsg", "shm-read", "shm-write", "msg-recv",
     "sem-op", "keyring-read", "open-by-handle", "setid-file", "sethostname", "fd-write", "fd-read", "fd-dir-write",
     "fd-opath-reopen", "inotify-watch", "unix-connect-race", "unix-connect-replaced", "unix-listen-swap", "abstract-listen",
-    "tcp-reuseport", "tcp-fastopen", "tcp-connect-race", "tcp-listen-any", "loop-add",
+    "tcp-reuseport", "tcp-fastopen", "tcp-connect-race", "tcp-listen-any", "loop-add", "memory-hog",
 ];
 
 fn c(s: &str) -> CString {
@@ -262,6 +262,7 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
             "open-fds" => open_fds(num(a(1)?)?),
             "core-dump" => core_dump(),
             "write-flood" => write_flood(num(a(0)?)?),
+            "memory-hog" => memory_hog(num(a(1)?)?, num(a(2)?)?),
             "write-big" => write_big(a(0)?, num(a(1)?)?),
             #[cfg(target_os = "linux")]
             "tiocsti" => tiocsti(a(0)?, a(1)?, a(2) == Some("highbits")),
@@ -1339,6 +1340,23 @@ unsafe fn core_dump() -> i32 {
     libc::signal(libc::SIGSEGV, libc::SIG_DFL);
     libc::raise(libc::SIGSEGV);
     1
+}
+
+/// Touches `mib` MiB of anonymous memory a page at a time, holds it `ms` milliseconds, and
+/// prints how much it got (a memory limit kills it first). argv[0] of the probe carries the
+/// world's token (its first argument), so the monitor samples its resident size.
+fn memory_hog(mib: usize, ms: u64) -> i32 {
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..mib {
+        let mut v = vec![0u8; 1 << 20];
+        for i in (0..v.len()).step_by(4096) {
+            v[i] = 1;
+        }
+        held.push(std::hint::black_box(v));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    say(&format!("held {} MiB", held.len()));
+    0
 }
 
 fn write_flood(bytes: u64) -> i32 {

@@ -12,15 +12,15 @@
 //!
 //! `<root>` is a fresh directory inside `$LOCALGPT_TEST_DIR` if that is set, else inside `/var/tmp`.
 //!
-//! Every escape probe runs twice: sandboxed (the effect must be absent, checked from outside)
-//! and bare (`bash -c` with the same env and cwd: the effect must be present, or the probe
-//! proves nothing).
+//! Escape tests are not written here: they are vectors of the escape corpus (`escapes/`), run by
+//! the one engine in `harness/` (each vector sandboxed and bare, every effect checked from
+//! outside). The tests that use this world check behaviour: what runs, what a command sees.
 #![allow(dead_code)]
 
 use std::ffi::OsString;
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::ExitStatusExt;
@@ -530,6 +530,41 @@ pub fn suite_level(w: &World) -> String {
     v["level"].as_str().unwrap_or("").to_string()
 }
 
+/// The state (`enforced`, `degraded`, `off`) of protection `id` at the suite's level, from
+/// `sandbox explain --json` (the run's own table).
+pub fn protection_state(w: &World, id: &str) -> String {
+    let level = suite_level(w);
+    let o = run(w.localgpt_cmd(&["sandbox", "explain", "--json", "--level", &level, "--workspace", &w.ws.display().to_string()]), "explain");
+    let v = parse_one_json(&o);
+    v.pointer("/plan/protections")
+        .and_then(|p| p.as_array())
+        .and_then(|a| a.iter().find(|p| p["id"] == id))
+        .and_then(|p| p["state"].as_str())
+        .unwrap_or_else(|| panic!("the protection table at level {level} has no row {id}{}", o.describe()))
+        .to_string()
+}
+
+/// Whether every protection in `ids` is enforced at the suite's level. If not, the test is
+/// reported skipped with the reason (and counted by ci/test) and this returns false: an
+/// assertion that a protection holds means nothing where the run says it does not (the escape
+/// corpus pins which protections each level may leave unenforced).
+pub fn needs_protections(w: &World, test: &str, ids: &[&str]) -> bool {
+    for id in ids {
+        let state = protection_state(w, id);
+        if state != "enforced" {
+            skip(test, &format!("protection {id} is {state} at level {} (its rows say so); the assertion that depends on it is not run", suite_level(w)));
+            return false;
+        }
+    }
+    true
+}
+
+/// Warning lines every run at the suite's level prints even with `--quiet`: at Minimal, the one
+/// that says the filesystem is not confined (a visible degradation, never silenced).
+pub fn level_warning_lines(w: &World) -> usize {
+    usize::from(suite_level(w) == "minimal")
+}
+
 /// Parse stdout as exactly one JSON object (trailing whitespace allowed, nothing else).
 pub fn parse_one_json(out: &Out) -> serde_json::Value {
     let v: serde_json::Value =
@@ -545,62 +580,6 @@ pub fn parse_one_json(out: &Out) -> serde_json::Value {
         out.describe()
     );
     v
-}
-
-// ---------------------------------------------------------------------------------------------
-// Escape probes
-// ---------------------------------------------------------------------------------------------
-
-/// The escape-test protocol:
-/// 1. the effect is absent before anything runs;
-/// 2. `snippet` runs sandboxed (prefixed by `echo STARTED`, which must appear: the command really
-///    ran inside the sandbox) and the effect is still absent, checked from outside by `escaped`;
-/// 3. the same snippet runs bare and the effect IS present (else the probe proves nothing).
-///
-/// `escaped` gets the output of the run that just happened; it must check state from outside
-/// (a file, a listener, a process), or, where there is no outside state, the run's report.
-pub fn assert_blocked_but_escapes_bare(
-    w: &World,
-    opts: &[&str],
-    snippet: &str,
-    mut escaped: impl FnMut(&Out) -> bool,
-) -> (Out, Out) {
-    let full = format!("echo {STARTED}; {snippet}");
-    let empty = Out {
-        status: ExitStatus::from_raw(0),
-        stdout_raw: vec![],
-        stderr_raw: vec![],
-        stdout: String::new(),
-        stderr: String::new(),
-        elapsed: Duration::ZERO,
-        pipes_closed: true,
-        what: "nothing (precondition)".into(),
-    };
-    assert!(
-        !escaped(&empty),
-        "precondition: the effect is already present before any run"
-    );
-
-    let sb = w.sandboxed_with(opts, &full);
-    assert!(
-        sb.stdout.contains(STARTED),
-        "the sandboxed command did not run (no {STARTED} on stdout), so this probe proves nothing{}",
-        sb.describe()
-    );
-    assert!(
-        !escaped(&sb),
-        "ESCAPE: the sandboxed run had an effect outside the sandbox{}",
-        sb.describe()
-    );
-
-    let bare = w.bare(&full);
-    assert!(
-        escaped(&bare),
-        "probe is broken: the bare run did not produce the effect, so the sandboxed result proves nothing{}{}",
-        bare.describe(),
-        sb.describe()
-    );
-    (sb, bare)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -683,42 +662,6 @@ impl TcpProbe {
 }
 
 impl Default for TcpProbe {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// UDP socket on 127.0.0.1:<ephemeral>.
-pub struct UdpProbe {
-    pub socket: UdpSocket,
-    pub port: u16,
-}
-
-impl UdpProbe {
-    pub fn new() -> UdpProbe {
-        let socket = UdpSocket::bind("127.0.0.1:0").expect("bind udp probe");
-        socket.set_nonblocking(true).expect("nonblocking");
-        let port = socket.local_addr().expect("addr").port();
-        UdpProbe { socket, port }
-    }
-    pub fn observe(&self) -> Seen {
-        let mut seen = Seen::default();
-        let mut buf = [0u8; 65536];
-        let until = Instant::now() + OBSERVE_WINDOW;
-        while Instant::now() < until {
-            match self.socket.recv_from(&mut buf) {
-                Ok((n, _)) => {
-                    seen.datagrams += 1;
-                    seen.data.extend_from_slice(&buf[..n]);
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
-        seen
-    }
-}
-
-impl Default for UdpProbe {
     fn default() -> Self {
         Self::new()
     }

@@ -25,6 +25,26 @@ use crate::network::{Allowlist, NetEvent, Refusal};
 pub(crate) struct Events {
     pub(crate) list: Arc<Mutex<Vec<NetEvent>>>,
     pub(crate) audit: Option<Arc<crate::audit::Audit>>,
+    /// Connections of this run whose thread has not finished (and recorded) yet: the runner
+    /// waits for them, bounded, before it reads `list` ([`Events::settle`]).
+    pub(crate) inflight: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Events {
+    /// The decisions of one run (`list`), going to `audit` too.
+    pub(crate) fn new(list: &Arc<Mutex<Vec<NetEvent>>>, audit: Option<&Arc<crate::audit::Audit>>, inflight: &Arc<std::sync::atomic::AtomicUsize>) -> Events {
+        Events { list: Arc::clone(list), audit: audit.cloned(), inflight: Arc::clone(inflight) }
+    }
+
+    /// Waits until every connection of the run has been recorded, at most `limit` (once the
+    /// command's tree is gone its connections close, so their threads end at once; a decision
+    /// still open after that is not in the result, as the field's documentation says).
+    pub(crate) fn settle(inflight: &std::sync::atomic::AtomicUsize, limit: Duration) {
+        let until = Instant::now() + limit;
+        while inflight.load(std::sync::atomic::Ordering::SeqCst) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
 }
 
 /// Whether `fd` is a listening TCP socket (PID 1's proxy socket, told apart from the seccomp
@@ -52,10 +72,16 @@ pub(crate) fn serve(listener: OwnedFd, allow: Arc<Allowlist>, events: Events, st
             // At most MAX_CONNECTIONS at once (each is a thread of the runner): beyond that a
             // connection is closed at once, as by a full backlog.
             let (a, e) = (Arc::clone(&allow), events.clone());
-            crate::linux::spawn_bounded(&OPEN, MAX_CONNECTIONS, "lg-proxy", 256 << 10, move || {
+            let inflight = Arc::clone(&events.inflight);
+            inflight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let spawned = crate::linux::spawn_bounded(&OPEN, MAX_CONNECTIONS, "lg-proxy", 256 << 10, move || {
                 let _ = c.set_nonblocking(false);
                 handle(c, &a, &e);
+                e.inflight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             });
+            if !spawned {
+                inflight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            }
         }
     }
 }
@@ -108,10 +134,12 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
     let (addrs, mut up) = match decided {
         Ok(d) => d,
         Err((kind, why)) => {
+            // Recorded before the client hears it: a command that exits on the 403 must not
+            // end the run before its refusal is in the result and the audit log.
             ev.rule = why.clone();
             ev.refusal = Some(kind);
-            refuse(&mut c, &req, kind, &why);
             record(events, ev, start);
+            refuse(&mut c, &req, kind, &why);
             return;
         }
     };

@@ -191,6 +191,8 @@ pub(crate) fn supervise_run(
     let _ = (granted, rep_socket);
     // The allowlist proxy's decisions (Linux, Full level).
     let events: std::sync::Arc<std::sync::Mutex<Vec<super::NetEvent>>> = std::sync::Arc::default();
+    #[cfg(target_os = "linux")]
+    let inflight: std::sync::Arc<std::sync::atomic::AtomicUsize> = std::sync::Arc::default();
     #[cfg(not(target_os = "linux"))]
     let _ = &audit;
     std::thread::scope(|scope| {
@@ -208,7 +210,7 @@ pub(crate) fn supervise_run(
         #[cfg(target_os = "linux")]
         if let (Some(fd), Some(a)) = (granted.and_then(super::Granted::take_host_proxy), &plan.network_allowlist) {
             let a = std::sync::Arc::new(a.clone());
-            let ev = crate::linux::proxy::Events { list: std::sync::Arc::clone(&events), audit: audit.clone() };
+            let ev = crate::linux::proxy::Events::new(&events, audit.as_ref(), &inflight);
             let stop = broker_stop.read;
             proxy = Some(scope.spawn(move || crate::linux::proxy::serve(fd, a, ev, stop)));
         }
@@ -313,7 +315,7 @@ pub(crate) fn supervise_run(
                             // PID 1's UDP socket: the DNS stub answers on it.
                             if let (true, Some(a), None) = (crate::linux::proxy::is_udp_socket(&fd), &plan.network_allowlist, &dns) {
                                 let a = a.clone();
-                                let ev = crate::linux::proxy::Events { list: std::sync::Arc::clone(&events), audit: audit.clone() };
+                                let ev = crate::linux::proxy::Events::new(&events, audit.as_ref(), &inflight);
                                 dns = Some(scope.spawn(move || crate::linux::dns::serve(fd, &a, &ev, stop)));
                                 continue;
                             }
@@ -321,7 +323,7 @@ pub(crate) fn supervise_run(
                                 // PID 1's listener: the allowlist proxy serves it.
                                 (true, _, Some(a)) if proxy.is_none() => {
                                     let a = std::sync::Arc::new(a.clone());
-                                    let ev = crate::linux::proxy::Events { list: std::sync::Arc::clone(&events), audit: audit.clone() };
+                                    let ev = crate::linux::proxy::Events::new(&events, audit.as_ref(), &inflight);
                                     proxy = Some(scope.spawn(move || crate::linux::proxy::serve(fd, a, ev, stop)));
                                 }
                                 // The seccomp listener: answer the command's connect calls.
@@ -511,9 +513,10 @@ pub(crate) fn supervise_run(
                 let _ = t.join();
             }
             close(broker_stop.read);
+            crate::linux::proxy::Events::settle(&inflight, Duration::from_secs(2));
         }
-        // Every decision the proxy made while the command ran (connections still open when
-        // the run ended are recorded by their threads later and are not in the result).
+        // Every decision the proxy made while the command ran (a connection still open 2 s
+        // after the run ended is recorded by its thread later and is not in the result).
         result.map(|(mut r, rep)| {
             r.network = std::mem::take(&mut *events.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
             (r, rep)
