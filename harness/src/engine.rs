@@ -495,13 +495,21 @@ impl Suite {
         }
         // What this kernel, user and level may leave unenforced, pinned in data: a run that
         // reports more is a regression, never an excuse for an escape.
+        let abi = status.pointer("/landlock/abi").and_then(serde_json::Value::as_u64).unwrap_or(0);
+        // A named configuration must exist and describe this kernel's Landlock ABI: the name
+        // picks between configurations of one ABI, it cannot borrow an older kernel's gaps.
         if let Ok(name) = std::env::var(EXPECT_CONFIG_ENV) {
-            let known = serde_json::from_str::<serde_json::Value>(EXPECTATIONS).ok().and_then(|e| e["configurations"].as_array().map(|a| a.iter().any(|c| c["name"] == name.as_str())));
-            if known != Some(true) {
-                return Err(format!("{EXPECT_CONFIG_ENV}={name}: no such configuration in ci/kernel-matrix.d/expectations.json"));
+            let cfg_abi = serde_json::from_str::<serde_json::Value>(EXPECTATIONS)
+                .ok()
+                .and_then(|e| e["configurations"].as_array().and_then(|a| a.iter().find(|c| c["name"] == name.as_str()).map(|c| c["abi"].as_u64())));
+            match cfg_abi {
+                None => return Err(format!("{EXPECT_CONFIG_ENV}={name}: no such configuration in ci/kernel-matrix.d/expectations.json")),
+                Some(a) if a != Some(abi) => {
+                    return Err(format!("{EXPECT_CONFIG_ENV}={name}: that configuration describes Landlock ABI {}, this kernel has {abi}", a.map_or("?".into(), |x| x.to_string())));
+                }
+                Some(_) => {}
             }
         }
-        let abi = status.pointer("/landlock/abi").and_then(serde_json::Value::as_u64).unwrap_or(0);
         let (cgroup, memory_cgroup) = (!status["cgroup_pids"].is_null(), !status["cgroup_memory"].is_null());
         for li in &mut levels {
             let key = if li.name == "auto" { "minimal+mounts" } else { li.name.as_str() };
