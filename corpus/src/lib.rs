@@ -368,8 +368,8 @@ pub struct Vector {
     pub config: Option<String>,
     /// A shell command run bare in the world before each run, bare and sandboxed (placeholders
     /// allowed; the run's `HOME`, `XDG_CONFIG_HOME` and `PATH`; cwd the workspace): places what
-    /// the world does not have, e.g. a file the `config` denies. It must succeed. Paths under
-    /// `/tmp` it names that carry the world's `{token}` are removed with the world.
+    /// the world does not have, e.g. a file the `config` denies. It must succeed. What it makes
+    /// in the host's `/tmp` or `/dev/shm` is named `{token}…`: the world removes such entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<String>,
     /// Protections the `config` switches off on purpose (`network = "full"` opens `network`):

@@ -656,14 +656,6 @@ impl Suite {
         w.vars.insert("kmsg_console".into(), ((kmsg_before.unwrap_or(0) % 6) + 1).to_string());
         if let Some(setup) = &v.setup {
             let setup = w.subst(setup);
-            for word in setup.split_whitespace() {
-                let word = word.trim_matches(|c| c == '"' || c == '\'' || c == ';');
-                if let Some(name) = word.strip_prefix("/tmp/").and_then(|r| r.split('/').next()) {
-                    if name.contains(&w.token) {
-                        w.remove_on_drop(PathBuf::from("/tmp").join(name));
-                    }
-                }
-            }
             let out = Command::new("bash")
                 .arg("-c")
                 .arg(&setup)

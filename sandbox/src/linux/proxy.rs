@@ -72,15 +72,14 @@ pub(crate) fn serve(listener: OwnedFd, allow: Arc<Allowlist>, events: Events, st
             // At most MAX_CONNECTIONS at once (each is a thread of the runner): beyond that a
             // connection is closed at once, as by a full backlog.
             let (a, e) = (Arc::clone(&allow), events.clone());
-            let inflight = Arc::clone(&events.inflight);
-            inflight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            events.inflight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let spawned = crate::linux::spawn_bounded(&OPEN, MAX_CONNECTIONS, "lg-proxy", 256 << 10, move || {
                 let _ = c.set_nonblocking(false);
                 handle(c, &a, &e);
                 e.inflight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             });
             if !spawned {
-                inflight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                events.inflight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             }
         }
     }
