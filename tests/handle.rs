@@ -92,10 +92,21 @@ fn two_hundred_runs_sixteen_at_a_time_leak_nothing() {
 fn leak_check_in_its_own_process() {
     let w = World::new();
     let sb = sandbox(&w, |_| {});
-    // One warm-up run, so that lazily made process-wide things (the runner's helpers) exist
-    // before the count.
+    // One warm-up run, so that lazily made process-wide things (the runner's helpers, the
+    // zygote that forks them) exist before the count.
     assert_eq!(sb.spawn(&Command::shell("true")).unwrap().wait().unwrap().exit_code, 0);
-    let (fds_before, cgroups_before) = (open_fds(), our_cgroups());
+    let (fds_before, cgroups_before, children_before) = (open_fds(), our_cgroups(), children());
+    // The only child left after the warm-up is the zygote, and it holds nothing of this process:
+    // no descriptor but its socket and /dev/null on 0 and 1 (2 is the host's stderr).
+    assert_eq!(children_before.len(), 1, "children after one run: {children_before:?}");
+    let zygote = &children_before[0];
+    let cmdline = std::fs::read(format!("/proc/{zygote}/cmdline")).unwrap();
+    assert!(cmdline.starts_with(b"localgpt-sandbox-zygote\0"), "{}", String::from_utf8_lossy(&cmdline));
+    let mut zfds: Vec<String> = std::fs::read_dir(format!("/proc/{zygote}/fd")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    zfds.sort();
+    assert_eq!(zfds, ["0", "1", "2", "3"], "the zygote's descriptors");
+    assert!(std::fs::read_link(format!("/proc/{zygote}/fd/3")).unwrap().to_string_lossy().starts_with("socket:"));
+    assert!(std::fs::read_to_string(format!("/proc/{zygote}/environ")).unwrap().is_empty(), "the zygote has no environment");
     let next = std::sync::atomic::AtomicUsize::new(0);
     let caches = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
@@ -118,7 +129,7 @@ fn leak_check_in_its_own_process() {
     });
     assert_eq!(caches.lock().unwrap().len(), 200);
     assert_eq!(open_fds(), fds_before, "descriptors leaked");
-    assert!(children().is_empty(), "unreaped children: {:?}", children());
+    assert_eq!(children(), children_before, "unreaped children");
     assert_eq!(our_cgroups(), cgroups_before, "per-run cgroups left behind");
     // Without a private /tmp the scratch directory is the host's: removed after each run.
     for (level, dir) in caches.lock().unwrap().iter().filter(|(l, _)| *l != localgpt_sandbox::SandboxLevel::Full) {
@@ -204,4 +215,74 @@ fn caps_hold_with_a_reader_that_never_reads_and_the_timeout_fires_unpolled() {
     std::thread::sleep(std::time::Duration::from_secs(3));
     let r = child.wait().unwrap();
     assert!(r.timed_out && r.exit_code == 124, "{r:?}");
+}
+
+/// Confines the calling thread (only it) against making symlinks: by a seccomp filter that
+/// fails `symlink` and `symlinkat` with `EPERM`, or by a Landlock domain that handles
+/// `MAKE_SYM` and grants it nowhere. Returns false when this kernel has no Landlock.
+fn forbid_symlinks_in_this_thread(landlock: bool) -> bool {
+    // SAFETY: (whole function) prctl, a seccomp filter of our own and Landlock syscalls on the
+    // calling thread, with pointers to live locals.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        if landlock {
+            const MAKE_SYM: u64 = 1 << 12;
+            let attr: [u64; 1] = [MAKE_SYM];
+            let fd = libc::syscall(libc::SYS_landlock_create_ruleset, attr.as_ptr(), 8usize, 0u32);
+            if fd < 0 {
+                return false;
+            }
+            assert_eq!(libc::syscall(libc::SYS_landlock_restrict_self, fd as i32, 0u32), 0, "{}", std::io::Error::last_os_error());
+            libc::close(fd as i32);
+            return true;
+        }
+        let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        let f = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+        let prog = [
+            f((libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16, 0, 0, 0),
+            f((libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16, 2, 0, libc::SYS_symlink as u32),
+            f((libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16, 1, 0, libc::SYS_symlinkat as u32),
+            f((libc::BPF_RET | libc::BPF_K) as u16, 0, 0, libc::SECCOMP_RET_ALLOW),
+            f((libc::BPF_RET | libc::BPF_K) as u16, 0, 0, eperm),
+        ];
+        let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr().cast_mut() };
+        assert_eq!(libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &fprog as *const _ as libc::c_ulong, 0, 0), 0, "{}", std::io::Error::last_os_error());
+        true
+    }
+}
+
+/// A run started from a host thread that confined itself after the host's first run (so after
+/// the zygote that forks helpers was started) is as confined as that thread — as an exec'd
+/// helper would be — by a seccomp filter and by a Landlock domain alike. Checked from outside:
+/// the symlink is not there. The same command from an unconfined thread makes it.
+#[test]
+fn a_thread_that_confines_itself_after_the_first_run_gets_runs_as_confined() {
+    let w = World::new();
+    let sb = sandbox(&w, |_| {});
+    // The warm-up: this process's zygote now exists, started by an unconfined thread.
+    assert_eq!(sb.spawn(&Command::shell("true")).unwrap().wait().unwrap().exit_code, 0);
+    for landlock in [false, true] {
+        let link = w.ws.join(format!("link-{landlock}"));
+        let run = || sb.spawn(&Command::shell(format!("ln -s target '{}'", link.display()))).and_then(|mut c| c.wait());
+        let confined = std::thread::scope(|s| {
+            s.spawn(|| {
+                if !forbid_symlinks_in_this_thread(landlock) {
+                    return None;
+                }
+                Some(run())
+            })
+            .join()
+            .unwrap()
+        });
+        let Some(confined) = confined else {
+            eprintln!("skipped: the Landlock case (no Landlock here)");
+            continue;
+        };
+        assert!(std::fs::symlink_metadata(&link).is_err(), "landlock={landlock}: the confined thread's run made {} ({confined:?})", link.display());
+        assert!(confined.map_or(true, |r| r.exit_code != 0), "landlock={landlock}: ln succeeded");
+        // Bare of the thread's confinement, the same run makes the link.
+        let r = run().unwrap();
+        assert_eq!(r.exit_code, 0, "landlock={landlock}: unconfined run: {r:?}");
+        assert!(std::fs::symlink_metadata(&link).is_ok(), "landlock={landlock}: the unconfined run made no link");
+    }
 }

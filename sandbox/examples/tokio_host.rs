@@ -6,7 +6,8 @@
 //! ```
 //!
 //! The host calls `localgpt_sandbox::dispatch()` first thing: it is multithreaded, so each
-//! run's helper is this binary re-executed as `localgpt-sandbox`.
+//! run's helper is forked by the zygote, this binary started once as
+//! `localgpt-sandbox-zygote`.
 
 use std::time::{Duration, Instant};
 

@@ -118,19 +118,20 @@ pub use handle::{Command, Sandbox, SandboxedChild};
 #[cfg(unix)]
 pub use run::{prepare, run_argv, run_sandboxed, CancelToken, PreparedRun, RunOptions, RunResult};
 
-/// If this process was started as the sandbox helper (`argv[0]` is `localgpt-sandbox`), becomes
-/// the helper and never returns. Call it first in the host's `main()`.
+/// If this process was started as the sandbox helper (`argv[0]` is `localgpt-sandbox`) or, on
+/// Linux, as the helper factory of a multithreaded host (`localgpt-sandbox-zygote`), becomes it
+/// and never returns. Call it first in the host's `main()`.
 pub fn dispatch() {
     #[cfg(target_os = "linux")]
     {
         timing::stamp("start");
-        let is_helper = std::env::args_os()
-            .next()
-            .map(std::path::PathBuf::from)
-            .and_then(|p| p.file_name().map(|f| f == linux::helper::HELPER_ARGV0))
-            .unwrap_or(false);
-        if is_helper {
+        let argv0 = std::env::args_os().next().map(std::path::PathBuf::from);
+        let name = argv0.as_deref().and_then(std::path::Path::file_name);
+        if name.is_some_and(|f| f == linux::helper::HELPER_ARGV0) {
             linux::helper::helper_main();
+        }
+        if name.is_some_and(|f| f == linux::zygote::ZYGOTE_ARGV0) {
+            linux::zygote::zygote_main();
         }
     }
     #[cfg(target_os = "macos")]

@@ -27,6 +27,8 @@ pub(crate) mod unixgrant;
 pub mod proxy;
 #[cfg(target_os = "linux")]
 pub(crate) mod dns;
+#[cfg(target_os = "linux")]
+pub(crate) mod zygote;
 
 /// Runs `f` on a new thread of the runner unless `counter` already counts `max` running ones
 /// (then returns false and runs nothing); the count drops when `f` returns.

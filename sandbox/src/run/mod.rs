@@ -63,11 +63,13 @@ pub enum StdinMode {
 pub enum HelperStart {
     /// `fork` when the calling process has a single thread (the CLI, a single-threaded host):
     /// the forked copy runs the helper code directly, one `execve` (~0.7 ms on a small VM) less
-    /// per run; otherwise as [`HelperStart::Exec`]. The default.
+    /// per run. Otherwise (Linux) a *zygote* forks it: the helper binary, exec'd once per process
+    /// as a small single-threaded factory that clones helpers as this process's children on
+    /// request; where the zygote cannot serve, as [`HelperStart::Exec`]. The default.
     #[default]
     Auto,
-    /// Always `posix_spawn` the helper binary ([`RunOptions::helper_exe`]): no code of the
-    /// caller runs in a forked copy of it (what a multithreaded host gets under `Auto`).
+    /// Always `posix_spawn` the helper binary ([`RunOptions::helper_exe`]) for the run: no code
+    /// of the caller runs in a forked copy of it, and no zygote is started.
     Exec,
 }
 
@@ -475,7 +477,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     }
     #[cfg(target_os = "linux")]
     let started = std::time::SystemTime::now();
-    let mut env: Vec<CString> = plan
+    let env: Vec<CString> = plan
         .env
         .vars
         .iter()
@@ -484,12 +486,9 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     #[cfg(target_os = "macos")]
     let started_wall = std::time::SystemTime::now();
     let launch = launch_command(plan, argv, opts)?;
-    if !launch.fork {
-        let plan_json = serde_json::to_vec(&helper_plan).map_err(|e| SandboxError::Plan(e.to_string()))?;
-        let mut plan_var = format!("{}=", report::PLAN_ENV).into_bytes();
-        plan_var.extend_from_slice(&plan_json);
-        env.push(cstr(&plan_var, "plan")?);
-    }
+    // A helper that is not a forked copy of this process gets its plan as JSON: from the zygote
+    // (Linux, a multithreaded host under `Auto`) in its request, when exec'd in its environment.
+    let plan_json = if launch.fork { Vec::new() } else { serde_json::to_vec(&helper_plan).map_err(|e| SandboxError::Plan(e.to_string()))? };
     let (exe, args, fork) = (launch.exe, launch.args, launch.fork);
     let out = pipe()?;
     let err = pipe()?;
@@ -535,11 +534,19 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     crate::timing::stamp("spawn_helper");
     let fds = HelperFds { stdin: stdin_fd, out: out.write, err: err.write, report: rep.write };
     #[cfg(target_os = "linux")]
-    let spawned = if fork { fork_helper(&helper_plan, &args[1..], &env, &fds) } else { spawn_helper(&exe, &args, &env, &fds) };
+    let spawned = if fork {
+        fork_helper(&helper_plan, &args[1..], &env, &fds)
+    } else {
+        // The zygote only makes the start faster: when it cannot serve, the helper is exec'd.
+        match (opts.helper_start == HelperStart::Auto).then(|| crate::linux::zygote::spawn_helper(&exe, &plan_json, &args[1..], &env, &fds)) {
+            Some(Ok(pid)) => Ok(pid),
+            _ => exec_helper(&exe, &args, env, &plan_json, &fds),
+        }
+    };
     #[cfg(not(target_os = "linux"))]
     let spawned = {
         let _ = fork;
-        spawn_helper(&exe, &args, &env, &fds)
+        exec_helper(&exe, &args, env, &plan_json, &fds)
     };
     for fd in [out.write, err.write, rep.write, stdin_fd.unwrap_or(-1)] {
         close(fd);
@@ -624,6 +631,14 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     crate::timing::stamp("cgroup_removed");
     crate::timing::flush("cli");
     Ok(r)
+}
+
+/// `posix_spawn`s the helper binary with its plan in `$LOCALGPT_SANDBOX_PLAN`; returns its pid.
+fn exec_helper(exe: &std::path::Path, args: &[CString], mut env: Vec<CString>, plan_json: &[u8], fds: &HelperFds) -> Result<i32, SandboxError> {
+    let mut plan_var = format!("{}=", report::PLAN_ENV).into_bytes();
+    plan_var.extend_from_slice(plan_json);
+    env.push(cstr(&plan_var, "plan")?);
+    spawn_helper(exe, args, &env, fds)
 }
 
 /// The granted host sockets of a run, held open by the runner (Linux; nothing elsewhere).

@@ -19,11 +19,14 @@ pub(crate) struct HelperFds {
     pub(crate) report: i32,
 }
 
-/// True when the calling process has exactly one thread (`/proc/self/status`).
+/// True when the calling thread is the only one of this process that runs code
+/// (`/proc/self/status`), the others being zygote keepers idle in `waitpid`
+/// ([`crate::linux::zygote`]).
 #[cfg(target_os = "linux")]
 pub(crate) fn single_threaded() -> bool {
+    let idle = crate::linux::zygote::idle_keepers();
     crate::detect::read_small("/proc/self/status")
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim() == "1")))
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim().parse::<usize>().ok() == Some(1 + idle))))
         .unwrap_or(false)
 }
 
@@ -39,9 +42,8 @@ extern "C" {
 /// then [`crate::linux::helper::run_helper`]. Returns the child's pid.
 #[cfg(target_os = "linux")]
 pub(crate) fn fork_helper(plan: &crate::plan::HelperPlan, argv: &[CString], env: &[CString], fds: &HelperFds) -> Result<i32, SandboxError> {
-    let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
-    envp.push(std::ptr::null());
-    let timing = env.iter().any(|e| e.as_bytes().starts_with(crate::timing::TIMING_ENV.as_bytes()) && e.as_bytes().get(crate::timing::TIMING_ENV.len()) == Some(&b'='));
+    let envp = env_pointers(env);
+    let timing = timing_requested(env);
     // Full level: clone the child straight into new user and PID namespaces, so that it is PID 1
     // itself (no supervisor process in between: one fork and one exit less). It needs a pidfd of
     // this process to notice a runner that died before it could ask for a parent-death signal;
@@ -85,10 +87,42 @@ pub(crate) fn fork_helper(plan: &crate::plan::HelperPlan, argv: &[CString], env:
             }
         }
     }
-    // SAFETY: (whole block) the child arranges its own fds, signals and environment.
+    become_helper(&[fds.stdin, Some(fds.out), Some(fds.err), Some(fds.report)], envp);
+    crate::timing::restart(timing);
+    crate::timing::stamp("start");
+    if lifeline >= 0 {
+        crate::linux::helper::run_namespace_init(plan, argv)
+    }
+    crate::linux::helper::run_helper(plan, argv)
+}
+
+/// `env` as a NUL-terminated array of pointers into it (an `environ`).
+#[cfg(target_os = "linux")]
+pub(crate) fn env_pointers(env: &[CString]) -> Vec<*const libc::c_char> {
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    envp
+}
+
+/// Whether `env` asks for timing stamps ([`crate::timing::TIMING_ENV`] is set in it).
+#[cfg(target_os = "linux")]
+pub(crate) fn timing_requested(env: &[CString]) -> bool {
+    let name = crate::timing::TIMING_ENV.as_bytes();
+    env.iter().any(|e| e.as_bytes().starts_with(name) && e.as_bytes().get(name.len()) == Some(&b'='))
+}
+
+/// In a freshly forked (single-threaded) child that is to become the helper: `srcs` (stdin —
+/// `None` keeps fd 0 as it is —, stdout, stderr, report) become fds 0–3 and every descriptor
+/// above is closed, the signal dispositions are the defaults (`SIGPIPE` ignored, as in a freshly
+/// started Rust helper) with an empty mask, and `envp` (from [`env_pointers`], leaked here: the
+/// helper never returns) becomes `environ`, so that the command's `execvp` searches the plan's
+/// `PATH` and passes on only the plan's variables. From here fd 3 is the report channel; a
+/// failure before it is in place exits with 127.
+#[cfg(target_os = "linux")]
+pub(crate) fn become_helper(srcs: &[Option<i32>; 4], envp: Vec<*const libc::c_char>) {
+    // SAFETY: (whole block) the child arranges its own fds.
     unsafe {
         // Move the sources out of 0..=3 first, so that no dup2 overwrites a source not yet moved.
-        let srcs = [fds.stdin, Some(fds.out), Some(fds.err), Some(fds.report)];
         let mut high = [-1i32; 4];
         for (i, s) in srcs.iter().enumerate() {
             if let Some(fd) = *s {
@@ -103,17 +137,16 @@ pub(crate) fn fork_helper(plan: &crate::plan::HelperPlan, argv: &[CString], env:
                 libc::_exit(127);
             }
         }
-        if fds.stdin.is_none() {
+        if srcs[0].is_none() {
             libc::fcntl(0, libc::F_SETFD, 0);
         }
     }
-    // From here fd 3 is the report pipe: failures are reported there.
     if let Err(e) = crate::linux::apply::close_fds_from(4) {
         crate::linux::helper::fail(&format!("helper fds: {e}"));
     }
     // SAFETY: resetting dispositions and the mask of our own single-threaded process; setting
     // `environ` to a NUL-terminated array of C strings that live until exec (this process never
-    // returns, so `env` and `envp` are never freed).
+    // returns, so the strings and `envp` are never freed).
     unsafe {
         for sig in 1..libc::SIGRTMAX() {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {
@@ -127,12 +160,6 @@ pub(crate) fn fork_helper(plan: &crate::plan::HelperPlan, argv: &[CString], env:
         environ = envp.as_ptr();
     }
     std::mem::forget(envp);
-    crate::timing::restart(timing);
-    crate::timing::stamp("start");
-    if lifeline >= 0 {
-        crate::linux::helper::run_namespace_init(plan, argv)
-    }
-    crate::linux::helper::run_helper(plan, argv)
 }
 
 /// Spawns the helper; returns its pid.

@@ -1,0 +1,466 @@
+//! The helper factory of a multithreaded host: one small single-threaded process per helper
+//! binary that forks helpers on request, so that a host with threads (an async agent, every
+//! [`crate::handle::Sandbox::spawn`]) no longer pays an `execve` and a fresh start of the
+//! helper binary per run.
+//!
+//! After `fork` in a multithreaded process only async-signal-safe code may run, so such a host
+//! could only `posix_spawn` its helper binary for every run (~0.7 ms on a small VM). Instead, the
+//! first run that needs it starts the *zygote*: the helper binary exec'd once as
+//! `localgpt-sandbox-zygote`, from a keeper thread of the host that lives as long as the process
+//! (a parent-death signal follows the parent *thread*, so neither the zygote's nor the helpers'
+//! may be a runner thread that ends with its run). The zygote holds nothing of the host — a fresh
+//! exec, an empty environment, no descriptor but its end of a socketpair (and `/dev/null` on 0
+//! and 1, the host's stderr on 2) — and dies with the host (`PR_SET_PDEATHSIG` and the
+//! socketpair's end of file). Nothing else can reach it: the socketpair has no name, and the
+//! host's end is close-on-exec.
+//!
+//! A request is one run's helper: its plan (JSON, as the exec'd helper gets it in
+//! `$LOCALGPT_SANDBOX_PLAN`), argv, environment and the four descriptors that become its fds 0–3
+//! (`SCM_RIGHTS`). The zygote clones with `CLONE_PARENT`, so the helper is the *host's* child
+//! (the runner waits for it, takes its pidfd and its wait status exactly as for an exec'd one)
+//! and answers with its pid; the clone becomes the helper as a forked runner's copy does
+//! ([`crate::run::spawn::become_helper`], then [`crate::linux::helper::run_helper`]). When the
+//! zygote cannot be started or answer, the runner `posix_spawn`s the helper as before: the
+//! zygote changes how fast a helper starts, never what it enforces.
+//!
+//! An exec'd helper inherits what the plan does not set from the calling thread (umask, ids,
+//! capabilities, no-new-privileges, seccomp filters, namespaces, Landlock domain); a zygote's
+//! helper inherits it from the thread that started the zygote. So a zygote serves only threads in
+//! the state it was started in (`/proc/thread-self/status` and `ns/*`, and for Landlock, which
+//! does not show there, whether the thread may inspect the zygote): a host that confines one of
+//! its threads after its first run gets a zygote of its own for that thread, whose helpers are as
+//! confined as the thread. What neither shows — resource limits the plan does not set — comes
+//! from the zygote's start.
+
+use std::ffi::{CString, OsString};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::error::SandboxError;
+use crate::run::fds::read_with_fd;
+use crate::run::spawn::HelperFds;
+
+/// `argv[0]` of the zygote (dispatched by [`crate::dispatch`]).
+pub const ZYGOTE_ARGV0: &str = "localgpt-sandbox-zygote";
+
+/// The first word of every request.
+const MAGIC: u32 = 0x4c47_5a31;
+/// The largest request accepted (a plan with thousands of paths is well below).
+const MAX_PAYLOAD: usize = 64 << 20;
+/// The zygote's end of the socketpair.
+const ZYGOTE_FD: i32 = 3;
+
+/// A running zygote of one helper binary, as the host holds it.
+struct Zygote {
+    exe: PathBuf,
+    sock: OwnedFd,
+    pid: i32,
+    /// [`inherited_state`] of the thread that started it.
+    state: Vec<u8>,
+}
+
+/// At most this many zygotes per process (one per helper binary and confinement state of the
+/// calling threads); past it, helpers are exec'd.
+const MAX_ZYGOTES: usize = 8;
+
+/// The lines of `/proc/thread-self/status` that a helper inherits from the thread that starts it
+/// and its plan does not set.
+const INHERITED: &[&str] = &["Umask:", "Uid:", "Gid:", "Groups:", "NoNewPrivs:", "Seccomp:", "Seccomp_filters:", "CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"];
+
+/// What an exec'd helper would inherit from the calling thread and a zygote's helper inherits
+/// from the thread that started the zygote instead: the umask, ids and capabilities, the
+/// no-new-privileges bit, the seccomp filters and the namespaces. A zygote serves only threads
+/// in the state it was started in, so that a host that confines a thread of its own (seccomp,
+/// `setns`, dropped capabilities) never gets helpers that escape it. Landlock domains do not show
+/// here; [`same_domain`] checks those.
+fn inherited_state() -> Vec<u8> {
+    let mut f = Vec::new();
+    if let Some(s) = crate::detect::read_small("/proc/thread-self/status") {
+        for l in s.lines().filter(|l| INHERITED.iter().any(|p| l.starts_with(p))) {
+            f.extend_from_slice(l.as_bytes());
+            f.push(b'\n');
+        }
+    }
+    for ns in ["mnt", "user", "pid_for_children", "net", "ipc", "uts", "cgroup", "time_for_children"] {
+        if let Ok(t) = std::fs::read_link(format!("/proc/thread-self/ns/{ns}")) {
+            f.extend_from_slice(t.as_os_str().as_bytes());
+            f.push(b'\n');
+        }
+    }
+    f
+}
+
+/// Whether the calling thread may inspect process `pid` (`PTRACE_MODE_READ`: opening its
+/// `environ`). A thread in a Landlock domain may not inspect a process outside it, so a zygote
+/// started before the thread restricted itself fails this and is not used by it.
+fn same_domain(pid: i32) -> bool {
+    std::fs::File::open(format!("/proc/{pid}/environ")).is_ok()
+}
+
+/// The host's zygotes (one per helper binary); the lock also serialises requests.
+static ZYGOTES: Mutex<Vec<Zygote>> = Mutex::new(Vec::new());
+
+/// Keeper threads that are blocked in `waitpid` for their zygote and do nothing else.
+static IDLE_KEEPERS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many of this process's threads are zygote keepers blocked in `waitpid` (see
+/// [`crate::run::spawn::single_threaded`]).
+pub(crate) fn idle_keepers() -> usize {
+    IDLE_KEEPERS.load(Ordering::SeqCst)
+}
+
+/// A request as bytes: header (magic, payload length, whether a stdin descriptor is passed) and
+/// payload (lengths, then the plan, argv and environment, each string NUL-terminated).
+fn encode(plan_json: &[u8], argv: &[CString], env: &[CString], with_stdin: bool) -> (Vec<u8>, Vec<u8>) {
+    let mut payload = Vec::with_capacity(plan_json.len() + 64);
+    for n in [plan_json.len(), argv.len(), env.len()] {
+        payload.extend_from_slice(&(n as u32).to_le_bytes());
+    }
+    payload.extend_from_slice(plan_json);
+    for s in argv.iter().chain(env) {
+        payload.extend_from_slice(s.as_bytes_with_nul());
+    }
+    let mut header = Vec::with_capacity(12);
+    for n in [MAGIC, payload.len() as u32, u32::from(with_stdin)] {
+        header.extend_from_slice(&n.to_le_bytes());
+    }
+    (header, payload)
+}
+
+/// A decoded request's payload.
+#[derive(Debug, PartialEq, Eq)]
+struct Request {
+    plan_json: Vec<u8>,
+    argv: Vec<CString>,
+    env: Vec<CString>,
+}
+
+fn decode(payload: &[u8]) -> Option<Request> {
+    let word = |i: usize| payload.get(i * 4..i * 4 + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    let (plan_len, argc, envc) = (word(0)?, word(1)?, word(2)?);
+    let rest = payload.get(12..)?;
+    let plan_json = rest.get(..plan_len)?.to_vec();
+    let mut strings = rest.get(plan_len..)?.split_inclusive(|&b| b == 0);
+    let mut take = |n: usize| -> Option<Vec<CString>> {
+        (0..n).map(|_| strings.next().and_then(|s| CString::from_vec_with_nul(s.to_vec()).ok())).collect()
+    };
+    let argv = take(argc)?;
+    let env = take(envc)?;
+    (strings.next().is_none() && !argv.is_empty()).then_some(Request { plan_json, argv, env })
+}
+
+/// Writes all of `buf` to `fd`, the first write with `fds` attached (`SCM_RIGHTS`).
+fn send_all(fd: i32, buf: &[u8], fds: &[i32]) -> std::io::Result<()> {
+    let mut off = 0;
+    let space = if fds.is_empty() {
+        0
+    } else {
+        // SAFETY: CMSG_SPACE is a pure computation.
+        unsafe { libc::CMSG_SPACE(std::mem::size_of_val(fds) as u32) as usize }
+    };
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    while off < buf.len() {
+        let mut iov = libc::iovec { iov_base: buf[off..].as_ptr() as *mut _, iov_len: buf.len() - off };
+        // SAFETY: a zeroed msghdr pointing at live locals; the control buffer is CMSG_SPACE bytes
+        // (u64-aligned) holding one SCM_RIGHTS header with `fds`, sent with the first bytes only.
+        let n = unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            if off == 0 && space > 0 {
+                msg.msg_control = cbuf.as_mut_ptr().cast();
+                msg.msg_controllen = space as _;
+                let c = libc::CMSG_FIRSTHDR(&msg);
+                (*c).cmsg_level = libc::SOL_SOCKET;
+                (*c).cmsg_type = libc::SCM_RIGHTS;
+                (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of_val(fds) as u32) as _;
+                std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast::<i32>(), fds.len());
+            }
+            libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL)
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        off += n as usize;
+    }
+    Ok(())
+}
+
+/// Reads exactly `buf.len()` bytes from `fd`, collecting passed descriptors into `passed`.
+/// `Ok(false)`: end of file before the first byte.
+fn recv_exact(fd: i32, buf: &mut [u8], passed: &mut Vec<OwnedFd>) -> std::io::Result<bool> {
+    let mut off = 0;
+    while off < buf.len() {
+        let n = read_with_fd(fd, &mut buf[off..], passed);
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return if off == 0 { Ok(false) } else { Err(std::io::ErrorKind::UnexpectedEof.into()) };
+        }
+        off += n as usize;
+    }
+    Ok(true)
+}
+
+/// Why a zygote gave no helper.
+#[derive(Debug)]
+enum Failure {
+    /// The zygote is gone or broken: start another.
+    Transport(std::io::Error),
+    /// It is alive but could not clone (the errno): not worth another zygote.
+    Clone(i32),
+}
+
+/// One request on a zygote's socket; the helper's pid.
+fn request(z: &Zygote, plan_json: &[u8], argv: &[CString], env: &[CString], fds: &HelperFds) -> Result<i32, Failure> {
+    // The runner's own stdin, when it is to be inherited and open.
+    // SAFETY: F_GETFD only queries a descriptor number.
+    let stdin = fds.stdin.or_else(|| (unsafe { libc::fcntl(0, libc::F_GETFD) } >= 0).then_some(0));
+    let mut pass = vec![fds.out, fds.err, fds.report];
+    pass.extend(stdin);
+    let (header, payload) = encode(plan_json, argv, env, stdin.is_some());
+    let fd = z.sock.as_raw_fd();
+    send_all(fd, &header, &pass).map_err(Failure::Transport)?;
+    send_all(fd, &payload, &[]).map_err(Failure::Transport)?;
+    let mut reply = [0u8; 4];
+    let mut stray = Vec::new();
+    match recv_exact(fd, &mut reply, &mut stray) {
+        Ok(true) => {}
+        Ok(false) => return Err(Failure::Transport(std::io::ErrorKind::UnexpectedEof.into())),
+        Err(e) => return Err(Failure::Transport(e)),
+    }
+    match i32::from_le_bytes(reply) {
+        pid if pid > 0 => Ok(pid),
+        e => Err(Failure::Clone(-e)),
+    }
+}
+
+/// Starts a zygote of `exe` from a keeper thread that then waits for it (and reaps it) for as
+/// long as it lives.
+fn start(exe: &Path, state: Vec<u8>) -> std::io::Result<Zygote> {
+    let mut pair = [-1i32; 2];
+    // SAFETY: socketpair writes two fds.
+    if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, pair.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both just created and owned here.
+    let (host, theirs) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+    let to_c = |b: &[u8]| CString::new(b).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    let exe_c = to_c(exe.as_os_str().as_bytes())?;
+    // SAFETY: getpid cannot fail.
+    let me = unsafe { libc::getpid() };
+    let args = [to_c(ZYGOTE_ARGV0.as_bytes())?, to_c(me.to_string().as_bytes())?];
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("localgpt-sandbox-zygote".into())
+        .stack_size(64 << 10)
+        .spawn(move || {
+            let spawned = spawn_zygote(&exe_c, &args, theirs.as_raw_fd());
+            drop(theirs);
+            let pid = spawned.as_ref().ok().copied();
+            let _ = tx.send(spawned);
+            if let Some(pid) = pid {
+                // The zygote's parent thread: stays until it exits (with the host, or when its
+                // socket is dropped), then reaps it. Meanwhile it holds no lock and runs no code
+                // but `waitpid`, so it does not make a fork of this process unsafe: counted as
+                // idle, a runner that is otherwise single-threaded still forks its helper.
+                IDLE_KEEPERS.fetch_add(1, Ordering::SeqCst);
+                loop {
+                    let mut st = 0;
+                    // SAFETY: waiting for our own child with a valid status pointer.
+                    let r = unsafe { libc::waitpid(pid, &mut st, 0) };
+                    if r == pid || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                        break;
+                    }
+                }
+                IDLE_KEEPERS.fetch_sub(1, Ordering::SeqCst);
+            }
+        })?;
+    let pid = rx.recv().map_err(|_| std::io::Error::other("the zygote's keeper thread ended"))??;
+    Ok(Zygote { exe: exe.to_path_buf(), sock: host, pid, state })
+}
+
+/// `posix_spawn`s the zygote: `/dev/null` on fds 0 and 1, `sock` on fd 3, no environment (fd 2
+/// stays the host's, for a message if it is started by hand).
+fn spawn_zygote(exe: &CString, args: &[CString; 2], sock: i32) -> std::io::Result<i32> {
+    let argv = [args[0].as_ptr() as *mut libc::c_char, args[1].as_ptr() as *mut _, std::ptr::null_mut()];
+    let envp = [std::ptr::null_mut::<libc::c_char>()];
+    // SAFETY: the file actions and attributes are initialised, used and destroyed here; every
+    // pointer stays valid for the duration of the call.
+    unsafe {
+        let mut fa: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        libc::posix_spawn_file_actions_init(&mut fa);
+        libc::posix_spawnattr_init(&mut attr);
+        libc::posix_spawn_file_actions_addopen(&mut fa, 0, c"/dev/null".as_ptr(), libc::O_RDONLY, 0);
+        libc::posix_spawn_file_actions_addopen(&mut fa, 1, c"/dev/null".as_ptr(), libc::O_WRONLY, 0);
+        libc::posix_spawn_file_actions_adddup2(&mut fa, sock, ZYGOTE_FD);
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::sigdelset(&mut all, libc::SIGKILL);
+        libc::sigdelset(&mut all, libc::SIGSTOP);
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::posix_spawnattr_setsigdefault(&mut attr, &all);
+        libc::posix_spawnattr_setsigmask(&mut attr, &none);
+        libc::posix_spawnattr_setflags(&mut attr, (libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETSIGMASK) as _);
+        let mut pid: libc::pid_t = 0;
+        let r = libc::posix_spawn(&mut pid, exe.as_ptr(), &fa, &attr, argv.as_ptr(), envp.as_ptr());
+        libc::posix_spawn_file_actions_destroy(&mut fa);
+        libc::posix_spawnattr_destroy(&mut attr);
+        if r != 0 {
+            return Err(std::io::Error::from_raw_os_error(r));
+        }
+        Ok(pid)
+    }
+}
+
+/// Starts a run's helper through the zygote of `exe` (started first if needed; replaced once if
+/// it is gone): `plan_json` is the helper's plan, `argv` the command (without the helper's
+/// `argv[0]`), `env` its environment, `fds` its fds 0–3. Returns the helper's pid, a child of
+/// this process.
+///
+/// # Errors
+/// [`SandboxError::Io`] when no zygote can be started or answer, or it cannot clone; the caller
+/// then `posix_spawn`s the helper instead.
+pub(crate) fn spawn_helper(exe: &Path, plan_json: &[u8], argv: &[CString], env: &[CString], fds: &HelperFds) -> Result<i32, SandboxError> {
+    let state = inherited_state();
+    let mut zs = ZYGOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut last = None;
+    for _ in 0..2 {
+        let i = match zs.iter().position(|z| z.exe == exe && z.state == state && same_domain(z.pid)) {
+            Some(i) => i,
+            None if zs.len() < MAX_ZYGOTES => {
+                zs.push(start(exe, state.clone()).map_err(|e| SandboxError::io("start the helper zygote", e))?);
+                zs.len() - 1
+            }
+            None => return Err(SandboxError::Setup("this process has as many helper zygotes as it may have".into())),
+        };
+        match request(&zs[i], plan_json, argv, env, fds) {
+            Ok(pid) => return Ok(pid),
+            Err(Failure::Clone(errno)) => return Err(SandboxError::io("fork sandbox helper (zygote)", std::io::Error::from_raw_os_error(errno))),
+            // Gone or broken: dropping its socket ends it (end of file), and its keeper thread
+            // reaps it; the next turn starts another.
+            Err(Failure::Transport(e)) => {
+                zs.remove(i);
+                last = Some(e);
+            }
+        }
+    }
+    Err(SandboxError::io("ask the helper zygote", last.unwrap_or_else(|| std::io::ErrorKind::Other.into())))
+}
+
+/// Entry point of the zygote (`argv[1]` is the host's pid). Never returns.
+pub fn zygote_main() -> ! {
+    let host: Option<i32> = std::env::args_os().nth(1).and_then(|a: OsString| a.to_str().and_then(|s| s.parse().ok()));
+    // SAFETY: plain syscalls on our own process.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        if host.is_none() || Some(libc::getppid()) != host || libc::fcntl(ZYGOTE_FD, libc::F_GETFD) < 0 {
+            eprintln!("localgpt-sandbox-zygote: internal helper; run `localgpt sandbox run` instead");
+            libc::_exit(2);
+        }
+    }
+    // Whatever the host left open without close-on-exec is not the zygote's.
+    if crate::linux::apply::close_fds_from(ZYGOTE_FD as u32 + 1).is_err() {
+        // SAFETY: immediate exit.
+        unsafe { libc::_exit(2) }
+    }
+    loop {
+        let mut header = [0u8; 12];
+        let mut fds = Vec::new();
+        match recv_exact(ZYGOTE_FD, &mut header, &mut fds) {
+            Ok(true) => {}
+            // End of file (the host dropped us or exited) or a broken socket: done.
+            // SAFETY: immediate exit.
+            _ => unsafe { libc::_exit(0) },
+        }
+        let word = |i: usize| u32::from_le_bytes([header[i * 4], header[i * 4 + 1], header[i * 4 + 2], header[i * 4 + 3]]);
+        let (len, with_stdin) = (word(1) as usize, word(2) == 1);
+        let mut payload = vec![0u8; len];
+        let expected = 3 + usize::from(with_stdin);
+        let mut more = Vec::new();
+        if word(0) != MAGIC || len > MAX_PAYLOAD || fds.len() != expected || !matches!(recv_exact(ZYGOTE_FD, &mut payload, &mut more), Ok(true)) || !more.is_empty() {
+            // Not a request of ours: the host's end is broken; stop rather than guess.
+            // SAFETY: immediate exit.
+            unsafe { libc::_exit(3) }
+        }
+        // SAFETY: the zygote is single-threaded (a fresh exec that starts no thread), so the
+        // clone may run ordinary code; CLONE_PARENT makes the host its parent.
+        let pid = unsafe { libc::syscall(libc::SYS_clone, (libc::CLONE_PARENT | libc::SIGCHLD) as libc::c_ulong, 0usize, 0usize, 0usize, 0usize) as i32 };
+        if pid == 0 {
+            serve_as_helper(&fds, with_stdin, &payload);
+        }
+        let reply = if pid > 0 { pid } else { -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EAGAIN) };
+        drop(fds);
+        // Nothing of one run's request stays in the zygote for the next run's helper to inherit.
+        for b in &mut payload {
+            // SAFETY: a volatile store to a byte we own (not elided before the free).
+            unsafe { std::ptr::write_volatile(b, 0) };
+        }
+        if send_all(ZYGOTE_FD, &reply.to_le_bytes(), &[]).is_err() {
+            // SAFETY: immediate exit.
+            unsafe { libc::_exit(0) }
+        }
+    }
+}
+
+/// In the zygote's clone: becomes the helper of the request. Never returns.
+fn serve_as_helper(fds: &[OwnedFd], with_stdin: bool, payload: &[u8]) -> ! {
+    let raw: Vec<i32> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    let stdin = if with_stdin { Some(raw[3]) } else { None };
+    let req = decode(payload);
+    let env = req.as_ref().map(|r| r.env.clone()).unwrap_or_default();
+    let envp = crate::run::spawn::env_pointers(&env);
+    let timing = crate::run::spawn::timing_requested(&env);
+    crate::run::spawn::become_helper(&[stdin, Some(raw[0]), Some(raw[1]), Some(raw[2])], envp);
+    // The environment's strings stay for the helper's whole life.
+    std::mem::forget(env);
+    crate::timing::restart(timing);
+    crate::timing::stamp("start");
+    let Some(req) = req else { crate::linux::helper::fail("the zygote's request is malformed") };
+    let plan: crate::plan::HelperPlan = match serde_json::from_slice(&req.plan_json) {
+        Ok(p) => p,
+        Err(e) => crate::linux::helper::fail(&format!("decode plan: {e}")),
+    };
+    crate::timing::stamp("plan_decoded");
+    crate::linux::helper::run_helper(&plan, &req.argv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(s: &str) -> CString {
+        CString::new(s).unwrap()
+    }
+
+    #[test]
+    fn requests_round_trip_and_malformed_ones_are_refused() {
+        let (argv, env) = (vec![c("bash"), c("-c"), c("true")], vec![c("PATH=/usr/bin"), c("HOME=/h")]);
+        let (header, payload) = encode(b"{\"x\":1}", &argv, &env, true);
+        assert_eq!(header.len(), 12);
+        assert_eq!(u32::from_le_bytes(header[4..8].try_into().unwrap()) as usize, payload.len());
+        assert_eq!(decode(&payload), Some(Request { plan_json: b"{\"x\":1}".to_vec(), argv: argv.clone(), env: env.clone() }));
+        // Truncated anywhere, or with trailing bytes, or without a command: refused.
+        for cut in 0..payload.len() {
+            assert_eq!(decode(&payload[..cut]), None, "cut at {cut}");
+        }
+        let mut longer = payload.clone();
+        longer.extend_from_slice(b"x\0");
+        assert_eq!(decode(&longer), None);
+        assert_eq!(decode(&encode(b"{}", &[], &env, false).1), None);
+    }
+}
