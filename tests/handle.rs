@@ -286,3 +286,36 @@ fn a_thread_that_confines_itself_after_the_first_run_gets_runs_as_confined() {
         assert!(std::fs::symlink_metadata(&link).is_ok(), "landlock={landlock}: the unconfined run made no link");
     }
 }
+
+/// Nothing of the host reaches the command through the helper's start (the zygote's, in this
+/// multithreaded test process): a descriptor the host holds open without close-on-exec, and the
+/// host's own environment variables that the plan does not pass.
+#[test]
+fn the_hosts_descriptors_and_environment_do_not_reach_the_command() {
+    use std::os::fd::AsRawFd;
+    let w = World::new();
+    let sb = sandbox(&w, |_| {});
+    let canary = std::fs::File::open(&w.canary).unwrap();
+    // An inheritable duplicate (dup clears close-on-exec), as a careless host would hold.
+    // SAFETY: dup of a descriptor we own; closed below.
+    let leaky = unsafe { libc::dup(canary.as_raw_fd()) };
+    assert!(leaky > 2);
+    // What the test runner sets (the allowlist passes the toolchain's own CARGO_HOME and RUST*).
+    let host_vars: Vec<String> = std::env::vars().map(|(k, _)| k).filter(|k| k.starts_with("NEXTEST") || k.starts_with("CARGO_PKG") || k == "CARGO_MANIFEST_DIR").collect();
+    let mut child = sb.spawn(&Command::shell("ls -l /proc/self/fd/; env")).unwrap();
+    let mut out = String::new();
+    child.stdout().unwrap().read_to_string(&mut out).unwrap();
+    let r = child.wait().unwrap();
+    // SAFETY: closing our own duplicate.
+    unsafe { libc::close(leaky) };
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    let canary_name = w.canary.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(!out.contains(&canary_name), "the host's descriptor reached the command:\n{out}");
+    for line in out.lines().filter(|l| l.contains(" -> ")) {
+        let fd: i32 = line.split(" -> ").next().unwrap().split_whitespace().last().unwrap().parse().unwrap();
+        assert!(fd <= 3, "descriptor {fd} in the command: {line}\n{out}");
+    }
+    for k in &host_vars {
+        assert!(!out.lines().any(|l| l.starts_with(&format!("{k}="))), "{k} reached the command:\n{out}");
+    }
+}

@@ -19,7 +19,9 @@
 //! (`SCM_RIGHTS`). The zygote clones with `CLONE_PARENT`, so the helper is the *host's* child
 //! (the runner waits for it, takes its pidfd and its wait status exactly as for an exec'd one)
 //! and answers with its pid; the clone becomes the helper as a forked runner's copy does
-//! ([`crate::run::spawn::become_helper`], then [`crate::linux::helper::run_helper`]). When the
+//! ([`crate::run::spawn::become_helper`], then [`crate::linux::helper::run_helper`]; at Full it
+//! is cloned straight into new user and PID namespaces and is their PID 1, with no supervisor:
+//! [`crate::linux::helper::run_namespace_init`]). When the
 //! zygote cannot be started or answer, the runner `posix_spawn`s the helper as before: the
 //! zygote changes how fast a helper starts, never what it enforces.
 //!
@@ -36,7 +38,7 @@ use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::error::SandboxError;
@@ -48,6 +50,11 @@ pub const ZYGOTE_ARGV0: &str = "localgpt-sandbox-zygote";
 
 /// The first word of every request.
 const MAGIC: u32 = 0x4c47_5a31;
+/// Request flag: a stdin descriptor is passed (fourth).
+const FLAG_STDIN: u32 = 1;
+/// Request flag: the plan has namespaces (Full): clone the helper straight into new user and PID
+/// namespaces as their PID 1, as a forking runner does.
+const FLAG_NS_INIT: u32 = 2;
 /// The largest request accepted (a plan with thousands of paths is well below).
 const MAX_PAYLOAD: usize = 64 << 20;
 /// The zygote's end of the socketpair.
@@ -58,6 +65,9 @@ struct Zygote {
     exe: PathBuf,
     sock: OwnedFd,
     pid: i32,
+    /// The host process that started it: a forked copy of the host inherits the socket, but
+    /// the zygote's helpers are the original host's children, so the copy starts its own.
+    host: i32,
     /// [`inherited_state`] of the thread that started it.
     state: Vec<u8>,
 }
@@ -105,16 +115,23 @@ static ZYGOTES: Mutex<Vec<Zygote>> = Mutex::new(Vec::new());
 
 /// Keeper threads that are blocked in `waitpid` for their zygote and do nothing else.
 static IDLE_KEEPERS: AtomicUsize = AtomicUsize::new(0);
+/// The process whose threads [`IDLE_KEEPERS`] counts (a forked copy of the host has none).
+static KEEPERS_OF: AtomicI32 = AtomicI32::new(0);
 
 /// How many of this process's threads are zygote keepers blocked in `waitpid` (see
 /// [`crate::run::spawn::single_threaded`]).
 pub(crate) fn idle_keepers() -> usize {
-    IDLE_KEEPERS.load(Ordering::SeqCst)
+    // SAFETY: getpid cannot fail.
+    if KEEPERS_OF.load(Ordering::SeqCst) == unsafe { libc::getpid() } {
+        IDLE_KEEPERS.load(Ordering::SeqCst)
+    } else {
+        0
+    }
 }
 
-/// A request as bytes: header (magic, payload length, whether a stdin descriptor is passed) and
+/// A request as bytes: header (magic, payload length, flags) and
 /// payload (lengths, then the plan, argv and environment, each string NUL-terminated).
-fn encode(plan_json: &[u8], argv: &[CString], env: &[CString], with_stdin: bool) -> (Vec<u8>, Vec<u8>) {
+fn encode(plan_json: &[u8], argv: &[CString], env: &[CString], flags: u32) -> (Vec<u8>, Vec<u8>) {
     let mut payload = Vec::with_capacity(plan_json.len() + 64);
     for n in [plan_json.len(), argv.len(), env.len()] {
         payload.extend_from_slice(&(n as u32).to_le_bytes());
@@ -124,7 +141,7 @@ fn encode(plan_json: &[u8], argv: &[CString], env: &[CString], with_stdin: bool)
         payload.extend_from_slice(s.as_bytes_with_nul());
     }
     let mut header = Vec::with_capacity(12);
-    for n in [MAGIC, payload.len() as u32, u32::from(with_stdin)] {
+    for n in [MAGIC, payload.len() as u32, flags] {
         header.extend_from_slice(&n.to_le_bytes());
     }
     (header, payload)
@@ -224,13 +241,14 @@ enum Failure {
 }
 
 /// One request on a zygote's socket; the helper's pid.
-fn request(z: &Zygote, plan_json: &[u8], argv: &[CString], env: &[CString], fds: &HelperFds) -> Result<i32, Failure> {
+fn request(z: &Zygote, plan_json: &[u8], argv: &[CString], env: &[CString], fds: &HelperFds, ns_init: bool) -> Result<i32, Failure> {
     // The runner's own stdin, when it is to be inherited and open.
     // SAFETY: F_GETFD only queries a descriptor number.
     let stdin = fds.stdin.or_else(|| (unsafe { libc::fcntl(0, libc::F_GETFD) } >= 0).then_some(0));
     let mut pass = vec![fds.out, fds.err, fds.report];
     pass.extend(stdin);
-    let (header, payload) = encode(plan_json, argv, env, stdin.is_some());
+    let flags = if stdin.is_some() { FLAG_STDIN } else { 0 } | if ns_init { FLAG_NS_INIT } else { 0 };
+    let (header, payload) = encode(plan_json, argv, env, flags);
     let fd = z.sock.as_raw_fd();
     send_all(fd, &header, &pass).map_err(Failure::Transport)?;
     send_all(fd, &payload, &[]).map_err(Failure::Transport)?;
@@ -276,6 +294,9 @@ fn start(exe: &Path, state: Vec<u8>) -> std::io::Result<Zygote> {
                 // socket is dropped), then reaps it. Meanwhile it holds no lock and runs no code
                 // but `waitpid`, so it does not make a fork of this process unsafe: counted as
                 // idle, a runner that is otherwise single-threaded still forks its helper.
+                if KEEPERS_OF.swap(me, Ordering::SeqCst) != me {
+                    IDLE_KEEPERS.store(0, Ordering::SeqCst);
+                }
                 IDLE_KEEPERS.fetch_add(1, Ordering::SeqCst);
                 loop {
                     let mut st = 0;
@@ -289,7 +310,7 @@ fn start(exe: &Path, state: Vec<u8>) -> std::io::Result<Zygote> {
             }
         })?;
     let pid = rx.recv().map_err(|_| std::io::Error::other("the zygote's keeper thread ended"))??;
-    Ok(Zygote { exe: exe.to_path_buf(), sock: host, pid, state })
+    Ok(Zygote { exe: exe.to_path_buf(), sock: host, pid, host: me, state })
 }
 
 /// `posix_spawn`s the zygote: `/dev/null` on fds 0 and 1, `sock` on fd 3, no environment (fd 2
@@ -329,15 +350,21 @@ fn spawn_zygote(exe: &CString, args: &[CString; 2], sock: i32) -> std::io::Resul
 
 /// Starts a run's helper through the zygote of `exe` (started first if needed; replaced once if
 /// it is gone): `plan_json` is the helper's plan, `argv` the command (without the helper's
-/// `argv[0]`), `env` its environment, `fds` its fds 0–3. Returns the helper's pid, a child of
+/// `argv[0]`), `env` its environment, `fds` its fds 0–3; `ns_init` when the plan has namespaces
+/// (the helper is then cloned into them as their PID 1, with no supervisor, as by a forking
+/// runner: [`crate::linux::helper::run_namespace_init`]). Returns the helper's pid, a child of
 /// this process.
 ///
 /// # Errors
 /// [`SandboxError::Io`] when no zygote can be started or answer, or it cannot clone; the caller
 /// then `posix_spawn`s the helper instead.
-pub(crate) fn spawn_helper(exe: &Path, plan_json: &[u8], argv: &[CString], env: &[CString], fds: &HelperFds) -> Result<i32, SandboxError> {
+pub(crate) fn spawn_helper(exe: &Path, plan_json: &[u8], argv: &[CString], env: &[CString], fds: &HelperFds, ns_init: bool) -> Result<i32, SandboxError> {
     let state = inherited_state();
     let mut zs = ZYGOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // A forked copy of the host drops its copies of the host's sockets (the host keeps its own).
+    // SAFETY: getpid cannot fail.
+    let me = unsafe { libc::getpid() };
+    zs.retain(|z| z.host == me);
     let mut last = None;
     for _ in 0..2 {
         let i = match zs.iter().position(|z| z.exe == exe && z.state == state && same_domain(z.pid)) {
@@ -348,7 +375,7 @@ pub(crate) fn spawn_helper(exe: &Path, plan_json: &[u8], argv: &[CString], env: 
             }
             None => return Err(SandboxError::Setup("this process has as many helper zygotes as it may have".into())),
         };
-        match request(&zs[i], plan_json, argv, env, fds) {
+        match request(&zs[i], plan_json, argv, env, fds, ns_init) {
             Ok(pid) => return Ok(pid),
             Err(Failure::Clone(errno)) => return Err(SandboxError::io("fork sandbox helper (zygote)", std::io::Error::from_raw_os_error(errno))),
             // Gone or broken: dropping its socket ends it (end of file), and its keeper thread
@@ -388,7 +415,8 @@ pub fn zygote_main() -> ! {
             _ => unsafe { libc::_exit(0) },
         }
         let word = |i: usize| u32::from_le_bytes([header[i * 4], header[i * 4 + 1], header[i * 4 + 2], header[i * 4 + 3]]);
-        let (len, with_stdin) = (word(1) as usize, word(2) == 1);
+        let (len, flags) = (word(1) as usize, word(2));
+        let with_stdin = flags & FLAG_STDIN != 0;
         let mut payload = vec![0u8; len];
         let expected = 3 + usize::from(with_stdin);
         let mut more = Vec::new();
@@ -397,13 +425,29 @@ pub fn zygote_main() -> ! {
             // SAFETY: immediate exit.
             unsafe { libc::_exit(3) }
         }
+        // Full: the helper is cloned into new user and PID namespaces as their PID 1; a pidfd of
+        // the host lets it notice a host that died before it asked for a parent-death signal.
+        let lifeline = match host {
+            // SAFETY: pidfd_open of a pid.
+            Some(h) if flags & FLAG_NS_INIT != 0 => unsafe { libc::syscall(libc::SYS_pidfd_open, h, 0) as i32 },
+            _ => -1,
+        };
+        let mut clone_flags = libc::CLONE_PARENT | libc::SIGCHLD;
+        if lifeline >= 0 {
+            crate::linux::namespaces::record_host_pid_max();
+            clone_flags |= libc::CLONE_NEWUSER | libc::CLONE_NEWPID;
+        }
         // SAFETY: the zygote is single-threaded (a fresh exec that starts no thread), so the
         // clone may run ordinary code; CLONE_PARENT makes the host its parent.
-        let pid = unsafe { libc::syscall(libc::SYS_clone, (libc::CLONE_PARENT | libc::SIGCHLD) as libc::c_ulong, 0usize, 0usize, 0usize, 0usize) as i32 };
+        let pid = unsafe { libc::syscall(libc::SYS_clone, clone_flags as libc::c_ulong, 0usize, 0usize, 0usize, 0usize) as i32 };
         if pid == 0 {
-            serve_as_helper(&fds, with_stdin, &payload);
+            serve_as_helper(&fds, with_stdin, &payload, lifeline);
         }
         let reply = if pid > 0 { pid } else { -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EAGAIN) };
+        if lifeline >= 0 {
+            // SAFETY: closing our own pidfd.
+            unsafe { libc::close(lifeline) };
+        }
         drop(fds);
         // Nothing of one run's request stays in the zygote for the next run's helper to inherit.
         for b in &mut payload {
@@ -417,8 +461,19 @@ pub fn zygote_main() -> ! {
     }
 }
 
-/// In the zygote's clone: becomes the helper of the request. Never returns.
-fn serve_as_helper(fds: &[OwnedFd], with_stdin: bool, payload: &[u8]) -> ! {
+/// In the zygote's clone: becomes the helper of the request — PID 1 of its namespaces when
+/// `lifeline` (a pidfd of the host) is open. Never returns.
+fn serve_as_helper(fds: &[OwnedFd], with_stdin: bool, payload: &[u8], lifeline: i32) -> ! {
+    if lifeline >= 0 {
+        // SAFETY: plain syscalls on our own process; a pollfd on a local.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            let mut p = libc::pollfd { fd: lifeline, events: libc::POLLIN, revents: 0 };
+            if libc::poll(&mut p, 1, 0) != 0 {
+                libc::_exit(127); // the host is gone (or the pidfd is unusable): run nothing
+            }
+        }
+    }
     let raw: Vec<i32> = fds.iter().map(AsRawFd::as_raw_fd).collect();
     let stdin = if with_stdin { Some(raw[3]) } else { None };
     let req = decode(payload);
@@ -436,6 +491,9 @@ fn serve_as_helper(fds: &[OwnedFd], with_stdin: bool, payload: &[u8]) -> ! {
         Err(e) => crate::linux::helper::fail(&format!("decode plan: {e}")),
     };
     crate::timing::stamp("plan_decoded");
+    if lifeline >= 0 {
+        crate::linux::helper::run_namespace_init(&plan, &req.argv)
+    }
     crate::linux::helper::run_helper(&plan, &req.argv)
 }
 
@@ -450,7 +508,7 @@ mod tests {
     #[test]
     fn requests_round_trip_and_malformed_ones_are_refused() {
         let (argv, env) = (vec![c("bash"), c("-c"), c("true")], vec![c("PATH=/usr/bin"), c("HOME=/h")]);
-        let (header, payload) = encode(b"{\"x\":1}", &argv, &env, true);
+        let (header, payload) = encode(b"{\"x\":1}", &argv, &env, FLAG_STDIN);
         assert_eq!(header.len(), 12);
         assert_eq!(u32::from_le_bytes(header[4..8].try_into().unwrap()) as usize, payload.len());
         assert_eq!(decode(&payload), Some(Request { plan_json: b"{\"x\":1}".to_vec(), argv: argv.clone(), env: env.clone() }));
@@ -461,6 +519,6 @@ mod tests {
         let mut longer = payload.clone();
         longer.extend_from_slice(b"x\0");
         assert_eq!(decode(&longer), None);
-        assert_eq!(decode(&encode(b"{}", &[], &env, false).1), None);
+        assert_eq!(decode(&encode(b"{}", &[], &env, 0).1), None);
     }
 }
