@@ -319,3 +319,45 @@ fn the_hosts_descriptors_and_environment_do_not_reach_the_command() {
         assert!(!out.lines().any(|l| l.starts_with(&format!("{k}="))), "{k} reached the command:\n{out}");
     }
 }
+
+/// This process's zygote (its only child between runs), by its command line.
+fn zygote_pid() -> Option<String> {
+    children().into_iter().find(|c| std::fs::read(format!("/proc/{c}/cmdline")).is_ok_and(|l| l.starts_with(b"localgpt-sandbox-zygote\0")))
+}
+
+/// Killing the zygote between runs (as a command at Minimal level, same uid, could) costs the
+/// next run nothing but a new zygote. In a process of its own: the kill must not land in another
+/// test's run.
+#[test]
+fn a_killed_zygote_is_replaced() {
+    let exe = std::env::current_exe().unwrap();
+    let o = std::process::Command::new(exe)
+        .args(["--exact", "killed_zygote_in_its_own_process", "--ignored", "--test-threads", "1", "--nocapture"])
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success() && text.contains("1 passed"), "{text}");
+}
+
+#[test]
+#[ignore = "run alone in its own process by a_killed_zygote_is_replaced"]
+fn killed_zygote_in_its_own_process() {
+    let w = World::new();
+    let sb = sandbox(&w, |_| {});
+    assert_eq!(sb.spawn(&Command::shell("true")).unwrap().wait().unwrap().exit_code, 0);
+    let first = zygote_pid().expect("a zygote after the first run");
+    assert!(std::process::Command::new("kill").args(["-KILL", &first]).status().unwrap().success());
+    // Its keeper thread reaps it.
+    let t0 = std::time::Instant::now();
+    while children().contains(&first) && t0.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(!children().contains(&first), "the killed zygote was not reaped");
+    let mut child = sb.spawn(&Command::shell("echo again")).unwrap();
+    let mut out = String::new();
+    child.stdout().unwrap().read_to_string(&mut out).unwrap();
+    let r = child.wait().unwrap();
+    assert_eq!((r.exit_code, out.as_str()), (0, "again\n"), "{r:?}");
+    let second = zygote_pid().expect("a new zygote");
+    assert_ne!(first, second);
+}

@@ -110,8 +110,15 @@ fn same_domain(pid: i32) -> bool {
     std::fs::File::open(format!("/proc/{pid}/environ")).is_ok()
 }
 
-/// The host's zygotes (one per helper binary); the lock also serialises requests.
-static ZYGOTES: Mutex<Vec<Zygote>> = Mutex::new(Vec::new());
+/// The host's zygotes; the lock also serialises requests.
+static ZYGOTES: Mutex<Zygotes> = Mutex::new(Zygotes { running: Vec::new(), refused: Vec::new() });
+
+struct Zygotes {
+    /// One per helper binary and state of the calling threads.
+    running: Vec<Zygote>,
+    /// Helper binaries that did not start as a zygote: exec'd from then on.
+    refused: Vec<PathBuf>,
+}
 
 /// Keeper threads that are blocked in `waitpid` for their zygote and do nothing else.
 static IDLE_KEEPERS: AtomicUsize = AtomicUsize::new(0);
@@ -234,10 +241,15 @@ fn recv_exact(fd: i32, buf: &mut [u8], passed: &mut Vec<OwnedFd>) -> std::io::Re
 /// Why a zygote gave no helper.
 #[derive(Debug)]
 enum Failure {
-    /// The zygote is gone or broken: start another.
-    Transport(std::io::Error),
-    /// It is alive but could not clone (the errno): not worth another zygote.
-    Clone(i32),
+    /// The request could not be sent: the zygote is gone (it clones only once it has read the
+    /// whole request, so no helper exists): start another.
+    Transport,
+    /// The request was sent but no answer came: the zygote ended while serving it, and whether
+    /// it had cloned the helper first is unknown. The run fails, and is not retried, so that it
+    /// can never start twice.
+    Lost(std::io::Error),
+    /// It is alive but could not clone: nothing was started.
+    Clone,
 }
 
 /// One request on a zygote's socket; the helper's pid.
@@ -250,18 +262,18 @@ fn request(z: &Zygote, plan_json: &[u8], argv: &[CString], env: &[CString], fds:
     let flags = if stdin.is_some() { FLAG_STDIN } else { 0 } | if ns_init { FLAG_NS_INIT } else { 0 };
     let (header, payload) = encode(plan_json, argv, env, flags);
     let fd = z.sock.as_raw_fd();
-    send_all(fd, &header, &pass).map_err(Failure::Transport)?;
-    send_all(fd, &payload, &[]).map_err(Failure::Transport)?;
+    send_all(fd, &header, &pass).map_err(|_| Failure::Transport)?;
+    send_all(fd, &payload, &[]).map_err(|_| Failure::Transport)?;
     let mut reply = [0u8; 4];
     let mut stray = Vec::new();
     match recv_exact(fd, &mut reply, &mut stray) {
         Ok(true) => {}
-        Ok(false) => return Err(Failure::Transport(std::io::ErrorKind::UnexpectedEof.into())),
-        Err(e) => return Err(Failure::Transport(e)),
+        Ok(false) => return Err(Failure::Lost(std::io::ErrorKind::UnexpectedEof.into())),
+        Err(e) => return Err(Failure::Lost(e)),
     }
     match i32::from_le_bytes(reply) {
         pid if pid > 0 => Ok(pid),
-        e => Err(Failure::Clone(-e)),
+        _ => Err(Failure::Clone),
     }
 }
 
@@ -310,6 +322,12 @@ fn start(exe: &Path, state: Vec<u8>) -> std::io::Result<Zygote> {
             }
         })?;
     let pid = rx.recv().map_err(|_| std::io::Error::other("the zygote's keeper thread ended"))??;
+    // The zygote says it is one (a binary that does not dispatch `localgpt-sandbox-zygote`, such
+    // as an older helper, never does, and ends).
+    let mut hello = [0u8; 4];
+    if !matches!(recv_exact(host.as_raw_fd(), &mut hello, &mut Vec::new()), Ok(true)) || u32::from_le_bytes(hello) != MAGIC {
+        return Err(std::io::Error::other(format!("{} did not start as a zygote", exe.display())));
+    }
     Ok(Zygote { exe: exe.to_path_buf(), sock: host, pid, host: me, state })
 }
 
@@ -355,38 +373,54 @@ fn spawn_zygote(exe: &CString, args: &[CString; 2], sock: i32) -> std::io::Resul
 /// runner: [`crate::linux::helper::run_namespace_init`]). Returns the helper's pid, a child of
 /// this process.
 ///
+/// `None` when no zygote serves (none could be started, the binary is not one, it could not
+/// clone, or this process has [`MAX_ZYGOTES`]): nothing was started, and the caller
+/// `posix_spawn`s the helper instead.
+///
 /// # Errors
-/// [`SandboxError::Io`] when no zygote can be started or answer, or it cannot clone; the caller
-/// then `posix_spawn`s the helper instead.
-pub(crate) fn spawn_helper(exe: &Path, plan_json: &[u8], argv: &[CString], env: &[CString], fds: &HelperFds, ns_init: bool) -> Result<i32, SandboxError> {
+/// [`SandboxError::Setup`] when a zygote ended while serving the request: whether the helper had
+/// been started is unknown, so the run fails rather than start it a second time.
+pub(crate) fn spawn_helper(exe: &Path, plan_json: &[u8], argv: &[CString], env: &[CString], fds: &HelperFds, ns_init: bool) -> Option<Result<i32, SandboxError>> {
     let state = inherited_state();
     let mut zs = ZYGOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // A forked copy of the host drops its copies of the host's sockets (the host keeps its own).
     // SAFETY: getpid cannot fail.
     let me = unsafe { libc::getpid() };
-    zs.retain(|z| z.host == me);
-    let mut last = None;
+    zs.running.retain(|z| z.host == me);
+    if zs.refused.iter().any(|r| r == exe) {
+        return None;
+    }
     for _ in 0..2 {
-        let i = match zs.iter().position(|z| z.exe == exe && z.state == state && same_domain(z.pid)) {
+        let i = match zs.running.iter().position(|z| z.exe == exe && z.state == state && same_domain(z.pid)) {
             Some(i) => i,
-            None if zs.len() < MAX_ZYGOTES => {
-                zs.push(start(exe, state.clone()).map_err(|e| SandboxError::io("start the helper zygote", e))?);
-                zs.len() - 1
-            }
-            None => return Err(SandboxError::Setup("this process has as many helper zygotes as it may have".into())),
+            None if zs.running.len() < MAX_ZYGOTES => match start(exe, state.clone()) {
+                Ok(z) => {
+                    zs.running.push(z);
+                    zs.running.len() - 1
+                }
+                // Not a zygote, or none can start here: this binary's helpers are exec'd.
+                Err(_) => {
+                    zs.refused.push(exe.to_path_buf());
+                    return None;
+                }
+            },
+            None => return None,
         };
-        match request(&zs[i], plan_json, argv, env, fds, ns_init) {
-            Ok(pid) => return Ok(pid),
-            Err(Failure::Clone(errno)) => return Err(SandboxError::io("fork sandbox helper (zygote)", std::io::Error::from_raw_os_error(errno))),
-            // Gone or broken: dropping its socket ends it (end of file), and its keeper thread
-            // reaps it; the next turn starts another.
-            Err(Failure::Transport(e)) => {
-                zs.remove(i);
-                last = Some(e);
+        match request(&zs.running[i], plan_json, argv, env, fds, ns_init) {
+            Ok(pid) => return Some(Ok(pid)),
+            Err(Failure::Clone) => return None,
+            Err(Failure::Lost(e)) => {
+                zs.running.remove(i);
+                return Some(Err(SandboxError::Setup(format!("the helper zygote ended while starting this run's helper ({e}); the run is not retried, so that it cannot start twice"))));
+            }
+            // Gone before it read the request: dropping its socket ends it (end of file), and
+            // its keeper thread reaps it; the next turn starts another.
+            Err(Failure::Transport) => {
+                zs.running.remove(i);
             }
         }
     }
-    Err(SandboxError::io("ask the helper zygote", last.unwrap_or_else(|| std::io::ErrorKind::Other.into())))
+    None
 }
 
 /// Entry point of the zygote (`argv[1]` is the host's pid). Never returns.
@@ -401,7 +435,7 @@ pub fn zygote_main() -> ! {
         }
     }
     // Whatever the host left open without close-on-exec is not the zygote's.
-    if crate::linux::apply::close_fds_from(ZYGOTE_FD as u32 + 1).is_err() {
+    if crate::linux::apply::close_fds_from(ZYGOTE_FD as u32 + 1).is_err() || send_all(ZYGOTE_FD, &MAGIC.to_le_bytes(), &[]).is_err() {
         // SAFETY: immediate exit.
         unsafe { libc::_exit(2) }
     }

@@ -537,10 +537,10 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     let spawned = if fork {
         fork_helper(&helper_plan, &args[1..], &env, &fds)
     } else {
-        // The zygote only makes the start faster: when it cannot serve, the helper is exec'd.
-        match (opts.helper_start == HelperStart::Auto).then(|| crate::linux::zygote::spawn_helper(&exe, &plan_json, &args[1..], &env, &fds, helper_plan.namespaces.is_some())) {
-            Some(Ok(pid)) => Ok(pid),
-            _ => exec_helper(&exe, &args, env, &plan_json, &fds),
+        // The zygote only makes the start faster: where it does not serve, the helper is exec'd.
+        match (opts.helper_start == HelperStart::Auto).then(|| crate::linux::zygote::spawn_helper(&exe, &plan_json, &args[1..], &env, &fds, helper_plan.namespaces.is_some())).flatten() {
+            Some(started) => started,
+            None => exec_helper(&exe, &args, env, &plan_json, &fds),
         }
     };
     #[cfg(not(target_os = "linux"))]
