@@ -130,6 +130,12 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         args.cmd.clone()
     };
     let stdin = stdin_mode(args.stdin.as_deref(), args.json)?;
+    // How the helper starts: the fork (the default) or, for tests and benchmarks of the other
+    // starts, as the variable says.
+    let helper_start = match std::env::var(localgpt_sandbox::run::HELPER_START_ENV) {
+        Ok(v) => HelperStart::parse(&v).map_err(|e| usage(e.to_string()))?,
+        Err(_) => HelperStart::Auto,
+    };
     let prepared = localgpt_sandbox::prepare(&policy)?;
     if !args.json {
         for w in &prepared.plan.warnings {
@@ -140,7 +146,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         }
     }
     install_cancel_handler();
-    let opts = RunOptions { stdin, helper_exe: None, helper_start: HelperStart::Auto, cancel: Some(&CANCEL), collect_denials: args.json, ..Default::default() };
+    let opts = RunOptions { stdin, helper_exe: None, helper_start, cancel: Some(&CANCEL), collect_denials: args.json, ..Default::default() };
     let _terminal = (stdin == StdinMode::Inherit).then(SavedTerminal::save);
     let result = if args.json {
         let mut sink = localgpt_sandbox::run::CaptureSink::default();

@@ -248,6 +248,10 @@ pub fn installed(tool: &str) -> bool {
     RUN_PATH.split(':').any(|d| Path::new(d).join(tool).exists())
 }
 
+/// The CLI's variable that selects how the helper starts (`localgpt_sandbox::run::HELPER_START_ENV`;
+/// the harness does not depend on the sandbox crate).
+pub const HELPER_START_ENV: &str = "LOCALGPT_SANDBOX_HELPER_START";
+
 /// PATH for runs: standard system directories only.
 pub const RUN_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -739,6 +743,11 @@ impl Suite {
         }
         if let (Some(_), Some(ids)) = (level, self.ablate.read().ok().and_then(|a| a.clone())) {
             env.push(("LOCALGPT_ABLATE".into(), ids));
+        }
+        // The helper's start under test (`zygote`: the corpus through a multithreaded host's
+        // start), passed on to sandboxed runs only.
+        if let (Some(_), Ok(start)) = (level, std::env::var(HELPER_START_ENV)) {
+            env.push((HELPER_START_ENV.into(), start));
         }
         for (k, val) in &v.env {
             env.push((k.clone(), w.subst(val)));

@@ -71,6 +71,30 @@ pub enum HelperStart {
     /// Always `posix_spawn` the helper binary ([`RunOptions::helper_exe`]) for the run: no code
     /// of the caller runs in a forked copy of it, and no zygote is started.
     Exec,
+    /// Linux: always through the zygote, even from a single-threaded process (as
+    /// [`HelperStart::Exec`] where it does not serve). What a multithreaded host gets under
+    /// `Auto`; for tests that run the escape corpus through that start (the CLI takes it from
+    /// `LOCALGPT_SANDBOX_HELPER_START=zygote`) and for benchmarks.
+    Zygote,
+}
+
+/// The variable through which the CLI takes a [`HelperStart`] other than `Auto` (`zygote` or
+/// `exec`), for tests and benchmarks of those starts.
+pub const HELPER_START_ENV: &str = "LOCALGPT_SANDBOX_HELPER_START";
+
+impl HelperStart {
+    /// The start named by `name` (`auto`, `exec` or `zygote`).
+    ///
+    /// # Errors
+    /// [`SandboxError::Policy`] for any other name.
+    pub fn parse(name: &str) -> Result<HelperStart, SandboxError> {
+        match name {
+            "auto" | "" => Ok(HelperStart::Auto),
+            "exec" => Ok(HelperStart::Exec),
+            "zygote" => Ok(HelperStart::Zygote),
+            other => Err(SandboxError::Policy(format!("{HELPER_START_ENV}={other:?}: expected auto, exec or zygote"))),
+        }
+    }
 }
 
 /// Options of a run that are not policy.
@@ -538,7 +562,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
         fork_helper(&helper_plan, &args[1..], &env, &fds)
     } else {
         // The zygote only makes the start faster: where it does not serve, the helper is exec'd.
-        match (opts.helper_start == HelperStart::Auto).then(|| crate::linux::zygote::spawn_helper(&exe, &plan_json, &args[1..], &env, &fds, helper_plan.namespaces.is_some())).flatten() {
+        match (opts.helper_start != HelperStart::Exec).then(|| crate::linux::zygote::spawn_helper(&exe, &plan_json, &args[1..], &env, &fds, helper_plan.namespaces.is_some())).flatten() {
             Some(started) => started,
             None => exec_helper(&exe, &args, env, &plan_json, &fds),
         }
