@@ -59,6 +59,8 @@ const FLAG_NS_INIT: u32 = 2;
 const MAX_PAYLOAD: usize = 64 << 20;
 /// The zygote's end of the socketpair.
 const ZYGOTE_FD: i32 = 3;
+/// How long a new zygote has to say it is one.
+const HELLO_WAIT_MS: i32 = 10_000;
 
 /// A running zygote of one helper binary, as the host holds it.
 struct Zygote {
@@ -322,11 +324,17 @@ fn start(exe: &Path, state: Vec<u8>) -> std::io::Result<Zygote> {
             }
         })?;
     let pid = rx.recv().map_err(|_| std::io::Error::other("the zygote's keeper thread ended"))??;
-    // The zygote says it is one (a binary that does not dispatch `localgpt-sandbox-zygote`, such
-    // as an older helper, never does, and ends).
+    // The zygote says it is one. A binary that does not dispatch `localgpt-sandbox-zygote` (an
+    // older helper) never does: it ends, or — a host built against an older library, running
+    // its own main — runs on, and is killed after HELLO_WAIT_MS (its keeper reaps it).
     let mut hello = [0u8; 4];
-    if !matches!(recv_exact(host.as_raw_fd(), &mut hello, &mut Vec::new()), Ok(true)) || u32::from_le_bytes(hello) != MAGIC {
-        return Err(std::io::Error::other(format!("{} did not start as a zygote", exe.display())));
+    let mut p = libc::pollfd { fd: host.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: poll on one pollfd of ours.
+    let ready = unsafe { libc::poll(&mut p, 1, HELLO_WAIT_MS) } > 0;
+    if !ready || !matches!(recv_exact(host.as_raw_fd(), &mut hello, &mut Vec::new()), Ok(true)) || u32::from_le_bytes(hello) != MAGIC {
+        // SAFETY: killing the child we just spawned (not reaped yet: its keeper waits for it).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{} did not start as a zygote", exe.display())));
     }
     Ok(Zygote { exe: exe.to_path_buf(), sock: host, pid, host: me, state })
 }
@@ -398,9 +406,12 @@ pub(crate) fn spawn_helper(exe: &Path, plan_json: &[u8], argv: &[CString], env: 
                     zs.running.push(z);
                     zs.running.len() - 1
                 }
-                // Not a zygote, or none can start here: this binary's helpers are exec'd.
-                Err(_) => {
-                    zs.refused.push(exe.to_path_buf());
+                // Not a zygote: this binary's helpers are exec'd from now on. (Any other failure
+                // to start one, such as a full process table, is tried again next run.)
+                Err(e) => {
+                    if e.kind() == std::io::ErrorKind::InvalidData {
+                        zs.refused.push(exe.to_path_buf());
+                    }
                     return None;
                 }
             },
@@ -451,10 +462,15 @@ pub fn zygote_main() -> ! {
         let word = |i: usize| u32::from_le_bytes([header[i * 4], header[i * 4 + 1], header[i * 4 + 2], header[i * 4 + 3]]);
         let (len, flags) = (word(1) as usize, word(2));
         let with_stdin = flags & FLAG_STDIN != 0;
-        let mut payload = vec![0u8; len];
         let expected = 3 + usize::from(with_stdin);
+        if word(0) != MAGIC || len > MAX_PAYLOAD || fds.len() != expected {
+            // Not a request of ours: the host's end is broken; stop rather than guess.
+            // SAFETY: immediate exit.
+            unsafe { libc::_exit(3) }
+        }
+        let mut payload = vec![0u8; len];
         let mut more = Vec::new();
-        if word(0) != MAGIC || len > MAX_PAYLOAD || fds.len() != expected || !matches!(recv_exact(ZYGOTE_FD, &mut payload, &mut more), Ok(true)) || !more.is_empty() {
+        if !matches!(recv_exact(ZYGOTE_FD, &mut payload, &mut more), Ok(true)) || !more.is_empty() {
             // Not a request of ours: the host's end is broken; stop rather than guess.
             // SAFETY: immediate exit.
             unsafe { libc::_exit(3) }
