@@ -51,29 +51,7 @@ pub(crate) fn report(r: &Report) {
 
 /// Writes one report message on fd 3 with `fd` attached (`SCM_RIGHTS`; fd 3 must be a socket).
 fn report_with_fd(r: &Report, fd: i32) -> std::io::Result<()> {
-    let line = r.encode();
-    let mut iov = libc::iovec { iov_base: line.as_ptr() as *mut _, iov_len: line.len() };
-    // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) } as usize;
-    let mut cbuf = vec![0u64; space.div_ceil(8)];
-    // SAFETY: a zeroed msghdr pointing at live locals; the control buffer is CMSG_SPACE bytes
-    // (u64-aligned), holding exactly one SCM_RIGHTS header with one fd.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<i32>(), fd);
-        if libc::sendmsg(REPORT_FD, &msg, libc::MSG_NOSIGNAL) != line.len() as isize {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    crate::run::fds::send_with_fds(REPORT_FD, r.encode().as_bytes(), &[fd])
 }
 
 /// Reports a setup error on fd 3 (nothing was executed) and exits.

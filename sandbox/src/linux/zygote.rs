@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::error::SandboxError;
-use crate::run::fds::read_with_fd;
+use crate::run::fds::{read_with_fd, send_with_fds};
 use crate::run::spawn::HelperFds;
 
 /// `argv[0]` of the zygote (dispatched by [`crate::dispatch`]).
@@ -164,8 +164,13 @@ struct Request {
     env: Vec<CString>,
 }
 
+/// The `i`th little-endian `u32` of `b`.
+fn word(b: &[u8], i: usize) -> Option<u32> {
+    b.get(i * 4..i * 4 + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+}
+
 fn decode(payload: &[u8]) -> Option<Request> {
-    let word = |i: usize| payload.get(i * 4..i * 4 + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    let word = |i: usize| word(payload, i).map(|n| n as usize);
     let (plan_len, argc, envc) = (word(0)?, word(1)?, word(2)?);
     let rest = payload.get(12..)?;
     let plan_json = rest.get(..plan_len)?.to_vec();
@@ -176,47 +181,6 @@ fn decode(payload: &[u8]) -> Option<Request> {
     let argv = take(argc)?;
     let env = take(envc)?;
     (strings.next().is_none() && !argv.is_empty()).then_some(Request { plan_json, argv, env })
-}
-
-/// Writes all of `buf` to `fd`, the first write with `fds` attached (`SCM_RIGHTS`).
-fn send_all(fd: i32, buf: &[u8], fds: &[i32]) -> std::io::Result<()> {
-    let mut off = 0;
-    let space = if fds.is_empty() {
-        0
-    } else {
-        // SAFETY: CMSG_SPACE is a pure computation.
-        unsafe { libc::CMSG_SPACE(std::mem::size_of_val(fds) as u32) as usize }
-    };
-    let mut cbuf = vec![0u64; space.div_ceil(8)];
-    while off < buf.len() {
-        let mut iov = libc::iovec { iov_base: buf[off..].as_ptr() as *mut _, iov_len: buf.len() - off };
-        // SAFETY: a zeroed msghdr pointing at live locals; the control buffer is CMSG_SPACE bytes
-        // (u64-aligned) holding one SCM_RIGHTS header with `fds`, sent with the first bytes only.
-        let n = unsafe {
-            let mut msg: libc::msghdr = std::mem::zeroed();
-            msg.msg_iov = &mut iov;
-            msg.msg_iovlen = 1;
-            if off == 0 && space > 0 {
-                msg.msg_control = cbuf.as_mut_ptr().cast();
-                msg.msg_controllen = space as _;
-                let c = libc::CMSG_FIRSTHDR(&msg);
-                (*c).cmsg_level = libc::SOL_SOCKET;
-                (*c).cmsg_type = libc::SCM_RIGHTS;
-                (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of_val(fds) as u32) as _;
-                std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast::<i32>(), fds.len());
-            }
-            libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL)
-        };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        off += n as usize;
-    }
-    Ok(())
 }
 
 /// Reads exactly `buf.len()` bytes from `fd`, collecting passed descriptors into `passed`.
@@ -264,8 +228,8 @@ fn request(z: &Zygote, plan_json: &[u8], argv: &[CString], env: &[CString], fds:
     let flags = if stdin.is_some() { FLAG_STDIN } else { 0 } | if ns_init { FLAG_NS_INIT } else { 0 };
     let (header, payload) = encode(plan_json, argv, env, flags);
     let fd = z.sock.as_raw_fd();
-    send_all(fd, &header, &pass).map_err(|_| Failure::Transport)?;
-    send_all(fd, &payload, &[]).map_err(|_| Failure::Transport)?;
+    send_with_fds(fd, &header, &pass).map_err(|_| Failure::Transport)?;
+    send_with_fds(fd, &payload, &[]).map_err(|_| Failure::Transport)?;
     let mut reply = [0u8; 4];
     let mut stray = Vec::new();
     match recv_exact(fd, &mut reply, &mut stray) {
@@ -290,16 +254,16 @@ fn start(exe: &Path, state: Vec<u8>) -> std::io::Result<Zygote> {
     // SAFETY: both just created and owned here.
     let (host, theirs) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
     let to_c = |b: &[u8]| CString::new(b).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput));
-    let exe_c = to_c(exe.as_os_str().as_bytes())?;
     // SAFETY: getpid cannot fail.
     let me = unsafe { libc::getpid() };
     let args = [to_c(ZYGOTE_ARGV0.as_bytes())?, to_c(me.to_string().as_bytes())?];
     let (tx, rx) = std::sync::mpsc::channel();
+    let exe_owned = exe.to_path_buf();
     std::thread::Builder::new()
         .name("localgpt-sandbox-zygote".into())
         .stack_size(64 << 10)
         .spawn(move || {
-            let spawned = spawn_zygote(&exe_c, &args, theirs.as_raw_fd());
+            let spawned = spawn_zygote(&exe_owned, &args, theirs.as_raw_fd());
             drop(theirs);
             let pid = spawned.as_ref().ok().copied();
             let _ = tx.send(spawned);
@@ -341,37 +305,11 @@ fn start(exe: &Path, state: Vec<u8>) -> std::io::Result<Zygote> {
 
 /// `posix_spawn`s the zygote: `/dev/null` on fds 0 and 1, `sock` on fd 3, no environment (fd 2
 /// stays the host's, for a message if it is started by hand).
-fn spawn_zygote(exe: &CString, args: &[CString; 2], sock: i32) -> std::io::Result<i32> {
-    let argv = [args[0].as_ptr() as *mut libc::c_char, args[1].as_ptr() as *mut _, std::ptr::null_mut()];
-    let envp = [std::ptr::null_mut::<libc::c_char>()];
-    // SAFETY: the file actions and attributes are initialised, used and destroyed here; every
-    // pointer stays valid for the duration of the call.
-    unsafe {
-        let mut fa: libc::posix_spawn_file_actions_t = std::mem::zeroed();
-        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
-        libc::posix_spawn_file_actions_init(&mut fa);
-        libc::posix_spawnattr_init(&mut attr);
-        libc::posix_spawn_file_actions_addopen(&mut fa, 0, c"/dev/null".as_ptr(), libc::O_RDONLY, 0);
-        libc::posix_spawn_file_actions_addopen(&mut fa, 1, c"/dev/null".as_ptr(), libc::O_WRONLY, 0);
-        libc::posix_spawn_file_actions_adddup2(&mut fa, sock, ZYGOTE_FD);
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::sigdelset(&mut all, libc::SIGKILL);
-        libc::sigdelset(&mut all, libc::SIGSTOP);
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::posix_spawnattr_setsigdefault(&mut attr, &all);
-        libc::posix_spawnattr_setsigmask(&mut attr, &none);
-        libc::posix_spawnattr_setflags(&mut attr, (libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETSIGMASK) as _);
-        let mut pid: libc::pid_t = 0;
-        let r = libc::posix_spawn(&mut pid, exe.as_ptr(), &fa, &attr, argv.as_ptr(), envp.as_ptr());
-        libc::posix_spawn_file_actions_destroy(&mut fa);
-        libc::posix_spawnattr_destroy(&mut attr);
-        if r != 0 {
-            return Err(std::io::Error::from_raw_os_error(r));
-        }
-        Ok(pid)
-    }
+fn spawn_zygote(exe: &Path, args: &[CString; 2], sock: i32) -> std::io::Result<i32> {
+    let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
+    let null = null.as_raw_fd();
+    let fds = HelperFds { stdin: Some(null), out: null, err: 2, report: sock };
+    crate::run::spawn::spawn_helper(exe, args, &[], &fds).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// Starts a run's helper through the zygote of `exe` (started first if needed; replaced once if
@@ -446,7 +384,7 @@ pub fn zygote_main() -> ! {
         }
     }
     // Whatever the host left open without close-on-exec is not the zygote's.
-    if crate::linux::apply::close_fds_from(ZYGOTE_FD as u32 + 1).is_err() || send_all(ZYGOTE_FD, &MAGIC.to_le_bytes(), &[]).is_err() {
+    if crate::linux::apply::close_fds_from(ZYGOTE_FD as u32 + 1).is_err() || send_with_fds(ZYGOTE_FD, &MAGIC.to_le_bytes(), &[]).is_err() {
         // SAFETY: immediate exit.
         unsafe { libc::_exit(2) }
     }
@@ -459,7 +397,7 @@ pub fn zygote_main() -> ! {
             // SAFETY: immediate exit.
             _ => unsafe { libc::_exit(0) },
         }
-        let word = |i: usize| u32::from_le_bytes([header[i * 4], header[i * 4 + 1], header[i * 4 + 2], header[i * 4 + 3]]);
+        let word = |i: usize| word(&header, i).unwrap_or(0);
         let (len, flags) = (word(1) as usize, word(2));
         let with_stdin = flags & FLAG_STDIN != 0;
         let expected = 3 + usize::from(with_stdin);
@@ -504,7 +442,7 @@ pub fn zygote_main() -> ! {
             // SAFETY: a volatile store to a byte we own (not elided before the free).
             unsafe { std::ptr::write_volatile(b, 0) };
         }
-        if send_all(ZYGOTE_FD, &reply.to_le_bytes(), &[]).is_err() {
+        if send_with_fds(ZYGOTE_FD, &reply.to_le_bytes(), &[]).is_err() {
             // SAFETY: immediate exit.
             unsafe { libc::_exit(0) }
         }
@@ -528,13 +466,9 @@ fn serve_as_helper(fds: &[OwnedFd], with_stdin: bool, payload: &[u8], lifeline: 
     let stdin = if with_stdin { Some(raw[3]) } else { None };
     let req = decode(payload);
     let env = req.as_ref().map(|r| r.env.clone()).unwrap_or_default();
-    let envp = crate::run::spawn::env_pointers(&env);
-    let timing = crate::run::spawn::timing_requested(&env);
-    crate::run::spawn::become_helper(&[stdin, Some(raw[0]), Some(raw[1]), Some(raw[2])], envp);
+    crate::run::spawn::become_helper(&[stdin, Some(raw[0]), Some(raw[1]), Some(raw[2])], &env);
     // The environment's strings stay for the helper's whole life.
     std::mem::forget(env);
-    crate::timing::restart(timing);
-    crate::timing::stamp("start");
     let Some(req) = req else { crate::linux::helper::fail("the zygote's request is malformed") };
     let plan: crate::plan::HelperPlan = match serde_json::from_slice(&req.plan_json) {
         Ok(p) => p,

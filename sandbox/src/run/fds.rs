@@ -76,6 +76,49 @@ pub(crate) fn read_with_fd(fd: i32, buf: &mut [u8], passed: &mut Vec<std::os::fd
     }
 }
 
+/// Writes all of `buf` to the socket `fd`, the first write with `fds` attached (`SCM_RIGHTS`);
+/// `EINTR` is retried.
+#[cfg(target_os = "linux")]
+pub(crate) fn send_with_fds(fd: i32, buf: &[u8], fds: &[i32]) -> std::io::Result<()> {
+    let mut off = 0;
+    let space = if fds.is_empty() {
+        0
+    } else {
+        // SAFETY: CMSG_SPACE is a pure computation.
+        unsafe { libc::CMSG_SPACE(std::mem::size_of_val(fds) as u32) as usize }
+    };
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    while off < buf.len() {
+        let mut iov = libc::iovec { iov_base: buf[off..].as_ptr() as *mut _, iov_len: buf.len() - off };
+        // SAFETY: a zeroed msghdr pointing at live locals; the control buffer is CMSG_SPACE bytes
+        // (u64-aligned) holding one SCM_RIGHTS header with `fds`, sent with the first bytes only.
+        let n = unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            if off == 0 && space > 0 {
+                msg.msg_control = cbuf.as_mut_ptr().cast();
+                msg.msg_controllen = space as _;
+                let c = libc::CMSG_FIRSTHDR(&msg);
+                (*c).cmsg_level = libc::SOL_SOCKET;
+                (*c).cmsg_type = libc::SCM_RIGHTS;
+                (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of_val(fds) as u32) as _;
+                std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast::<i32>(), fds.len());
+            }
+            libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL)
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        off += n as usize;
+    }
+    Ok(())
+}
+
 pub(crate) fn close(fd: i32) {
     if fd >= 0 {
         // SAFETY: closing an fd we own.

@@ -42,8 +42,6 @@ extern "C" {
 /// then [`crate::linux::helper::run_helper`]. Returns the child's pid.
 #[cfg(target_os = "linux")]
 pub(crate) fn fork_helper(plan: &crate::plan::HelperPlan, argv: &[CString], env: &[CString], fds: &HelperFds) -> Result<i32, SandboxError> {
-    let envp = env_pointers(env);
-    let timing = timing_requested(env);
     // Full level: clone the child straight into new user and PID namespaces, so that it is PID 1
     // itself (no supervisor process in between: one fork and one exit less). It needs a pidfd of
     // this process to notice a runner that died before it could ask for a parent-death signal;
@@ -87,39 +85,26 @@ pub(crate) fn fork_helper(plan: &crate::plan::HelperPlan, argv: &[CString], env:
             }
         }
     }
-    become_helper(&[fds.stdin, Some(fds.out), Some(fds.err), Some(fds.report)], envp);
-    crate::timing::restart(timing);
-    crate::timing::stamp("start");
+    become_helper(&[fds.stdin, Some(fds.out), Some(fds.err), Some(fds.report)], env);
     if lifeline >= 0 {
         crate::linux::helper::run_namespace_init(plan, argv)
     }
     crate::linux::helper::run_helper(plan, argv)
 }
 
-/// `env` as a NUL-terminated array of pointers into it (an `environ`).
-#[cfg(target_os = "linux")]
-pub(crate) fn env_pointers(env: &[CString]) -> Vec<*const libc::c_char> {
-    let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
-    envp.push(std::ptr::null());
-    envp
-}
-
-/// Whether `env` asks for timing stamps ([`crate::timing::TIMING_ENV`] is set in it).
-#[cfg(target_os = "linux")]
-pub(crate) fn timing_requested(env: &[CString]) -> bool {
-    let name = crate::timing::TIMING_ENV.as_bytes();
-    env.iter().any(|e| e.as_bytes().starts_with(name) && e.as_bytes().get(name.len()) == Some(&b'='))
-}
-
 /// In a freshly forked (single-threaded) child that is to become the helper: `srcs` (stdin —
 /// `None` keeps fd 0 as it is —, stdout, stderr, report) become fds 0–3 and every descriptor
 /// above is closed, the signal dispositions are the defaults (`SIGPIPE` ignored, as in a freshly
-/// started Rust helper) with an empty mask, and `envp` (from [`env_pointers`], leaked here: the
-/// helper never returns) becomes `environ`, so that the command's `execvp` searches the plan's
-/// `PATH` and passes on only the plan's variables. From here fd 3 is the report channel; a
-/// failure before it is in place exits with 127.
+/// started Rust helper) with an empty mask, and `env` becomes `environ` (its strings must
+/// outlive the helper, which never returns), so that the command's `execvp` searches the plan's
+/// `PATH` and passes on only the plan's variables; the timing stamps restart as `env` asks. From
+/// here fd 3 is the report channel; a failure before it is in place exits with 127.
 #[cfg(target_os = "linux")]
-pub(crate) fn become_helper(srcs: &[Option<i32>; 4], envp: Vec<*const libc::c_char>) {
+pub(crate) fn become_helper(srcs: &[Option<i32>; 4], env: &[CString]) {
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let name = crate::timing::TIMING_ENV.as_bytes();
+    let timing = env.iter().any(|e| e.as_bytes().starts_with(name) && e.as_bytes().get(name.len()) == Some(&b'='));
     // SAFETY: (whole block) the child arranges its own fds.
     unsafe {
         // Move the sources out of 0..=3 first, so that no dup2 overwrites a source not yet moved.
@@ -160,6 +145,8 @@ pub(crate) fn become_helper(srcs: &[Option<i32>; 4], envp: Vec<*const libc::c_ch
         environ = envp.as_ptr();
     }
     std::mem::forget(envp);
+    crate::timing::restart(timing);
+    crate::timing::stamp("start");
 }
 
 /// Spawns the helper; returns its pid.
