@@ -957,6 +957,9 @@ impl Suite {
                 if st.contains("tampered=1") {
                     e.push("victim memory was written".to_string());
                 }
+                if st.contains("limits=1") {
+                    e.push("victim's resource limits were changed".to_string());
+                }
                 if !st.is_empty() && !st.contains("signals=0") {
                     e.push(format!("victim received signals ({})", st.trim()));
                 }

@@ -31,7 +31,7 @@ pub const NAMES: &[&str] = &[
     "netlink-addaddr", "unix-connect", "unix-dgram", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw",
     "io-uring-socket",
     "io-uring-openat", "x32-connect", "ia32-connect", "ia32-write", "ptrace-poke", "vm-writev", "procmem-write",
-    "vm-readv", "read-ancestors-environ", "signal", "pidfd-signal", "userns", "fork-bomb", "survivor", "open-fds",
+    "vm-readv", "read-ancestors-environ", "signal", "pidfd-signal", "prlimit", "userns", "fork-bomb", "survivor", "open-fds",
     "core-dump", "write-flood", "write-big", "tiocsti", "tioclinux-kmsg", "shm-read", "shm-write", "msg-recv",
     "sem-op", "keyring-read", "open-by-handle", "setid-file", "sethostname", "fd-write", "fd-read", "fd-dir-write",
     "fd-opath-reopen", "inotify-watch", "unix-connect-race", "unix-connect-replaced", "unix-listen-swap", "abstract-listen",
@@ -73,7 +73,7 @@ fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
 /// abstract sockets, TIOCLINUX, …).
 pub const LINUX_ONLY: &[&str] = &[
     "setxattr", "raw-udp", "netlink-addaddr", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw", "io-uring-socket",
-    "io-uring-openat", "ptrace-poke", "vm-writev", "procmem-write", "vm-readv", "read-ancestors-environ", "pidfd-signal", "userns",
+    "io-uring-openat", "ptrace-poke", "vm-writev", "procmem-write", "vm-readv", "read-ancestors-environ", "pidfd-signal", "prlimit", "userns",
     "tiocsti", "tioclinux-kmsg", "msg-recv", "keyring-read", "open-by-handle", "sethostname", "fd-opath-reopen", "inotify-watch",
     "abstract-listen", "tcp-fastopen", "loop-add",
 ];
@@ -246,6 +246,14 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
             #[cfg(target_os = "linux")]
             "read-ancestors-environ" => read_ancestors_environ(),
             "signal" => result(libc::kill(num(a(0)?)?, num(a(1)?)?) == 0, "kill"),
+            #[cfg(target_os = "linux")]
+            "prlimit" => {
+                // prlimit64(PID, RESOURCE, {VALUE, VALUE}, NULL): both limits of another process.
+                let v: u64 = num(a(2)?)?;
+                let lim = libc::rlimit64 { rlim_cur: v, rlim_max: v };
+                let r = libc::syscall(libc::SYS_prlimit64, num::<i32>(a(0)?)?, num::<i32>(a(1)?)?, &raw const lim, std::ptr::null_mut::<libc::rlimit64>());
+                result(r == 0, "prlimit64")
+            }
             #[cfg(target_os = "linux")]
             "pidfd-signal" => {
                 let fd = libc::syscall(libc::SYS_pidfd_open, num::<i32>(a(0)?)?, 0) as i32;
@@ -1525,6 +1533,7 @@ pub fn victim_main(args: &[String]) -> i32 {
         .iter()
         .map(|a| a.replace("@VICTIM_PID@", &me).replace("@VICTIM_MARKER@", &maddr).replace("@VICTIM_SECRET@", &saddr))
         .collect();
+    let limits_at_start = own_limits();
     let mut child = match std::process::Command::new(&argv[0]).args(&argv[1..]).spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -1549,9 +1558,23 @@ pub fn victim_main(args: &[String]) -> i32 {
     // SAFETY: as above.
     let now: [u8; 32] = unsafe { std::ptr::read_volatile(marker.as_ptr().cast::<[u8; 32]>()) };
     tampered |= &now != VICTIM_MARKER;
-    let _ = std::fs::write(status_file, format!("tampered={} signals={}\n", u8::from(tampered), SIGNALS.load(Ordering::SeqCst)));
+    let limits = u8::from(own_limits() != limits_at_start);
+    let _ = std::fs::write(status_file, format!("tampered={} signals={} limits={limits}\n", u8::from(tampered), SIGNALS.load(Ordering::SeqCst)));
     std::hint::black_box(&secret_buf);
     code
+}
+
+/// The victim's own resource limits (soft, hard) for every resource the platform numbers below
+/// 16: a probe that changes them from outside (`prlimit64` on another process) is seen.
+fn own_limits() -> Vec<(u64, u64)> {
+    (0..16)
+        .map(|r| {
+            let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: getrlimit on this process into a local struct; an unknown resource fails.
+            let ok = unsafe { libc::getrlimit(r as _, &mut l) } == 0;
+            if ok { (l.rlim_cur, l.rlim_max) } else { (u64::MAX, 0) }
+        })
+        .collect()
 }
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

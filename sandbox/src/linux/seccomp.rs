@@ -312,6 +312,13 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
         ("io_uring_register", x86("io_uring_register"))] {
         row(&[P::IoUring], name, n, None, Eperm, "io_uring creates sockets and opens files without the filtered syscalls");
     }
+    // prlimit64(pid, …) on another process needs only the same uid (no ptrace check, no LSM hook
+    // Landlock implements): a hard RLIMIT_CPU or RLIMIT_FSIZE set on a host process makes the
+    // kernel kill it (SIGKILL, SIGXFSZ) — the runner, the supervisor, the agent, PID 1 as root —
+    // around Landlock's signal scope, and RLIMIT_NOFILE 0 leaves it unable to open anything.
+    // Every libc, Go and libuv call passes pid 0; `prlimit --pid` on another process is refused.
+    row(&[P::SignalsOutside], "prlimit64", x86("prlimit64"), Some((ArgCondition::Ne { arg: 0, value: 0 }, "pid != 0 (another process)".into())), Eperm,
+        "setting another same-uid process's resource limits kills it without a signal the command sends (a hard RLIMIT_CPU or RLIMIT_FSIZE) or starves it (RLIMIT_NOFILE); only the command's own limits (pid 0) may change");
     for (name, n) in [("ptrace", x86("ptrace")), ("process_vm_readv", x86("process_vm_readv")),
         ("process_vm_writev", x86("process_vm_writev"))] {
         row(&[P::Ptrace], name, n, None, Eperm, "no access to other processes' memory");
@@ -962,6 +969,16 @@ mod tests {
             assert_eq!(t.iter().filter(|r| r.syscall == name && r.condition_text.as_deref().is_some_and(|c| c.contains("S_IS"))).count(), 2, "{name}");
         }
         assert!(t.iter().any(|r| r.syscall == "openat2" && r.action == SeccompDeny::Enosys));
+        // prlimit64: the command's own limits (pid 0, as every libc passes it), never another
+        // process's (whatever the upper half of the register holds: pid_t is 32 bits).
+        let prlimit = |pid: u64, new_limit: u64| run(&p, &data(libc::SYS_prlimit64 as u32, AUDIT_ARCH_X86_64, [pid, 7, new_limit, 0, 0, 0])).action;
+        assert_eq!(prlimit(0, 0x7ffd_0000_1000), RET_ALLOW);
+        assert_eq!(prlimit(0, 0), RET_ALLOW);
+        assert_eq!(prlimit(0xffff_ffff_0000_0000, 0x7ffd_0000_1000), RET_ALLOW, "pid_t 0 in the low half");
+        for pid in [1u64, 4242, 0xffff_ffff, 0x1_0000_0001] {
+            assert_eq!(prlimit(pid, 0x7ffd_0000_1000), EPERM, "pid {pid:#x}");
+            assert_eq!(prlimit(pid, 0), EPERM, "pid {pid:#x}: reading another process's limits is refused too");
+        }
     }
 
     #[test]

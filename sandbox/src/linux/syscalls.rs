@@ -99,6 +99,7 @@ const TABLE: &[(&str, i64, Option<i64>)] = &[
     ("openat2", 437, Some(437)),
     ("perf_event_open", 298, Some(241)),
     ("pivot_root", 155, Some(41)),
+    ("prlimit64", 302, Some(261)),
     ("process_vm_readv", 310, Some(270)),
     ("process_vm_writev", 311, Some(271)),
     ("ptrace", 101, Some(117)),
@@ -160,7 +161,7 @@ mod tests {
             ("shmget", libc::SYS_shmget), ("semtimedop", libc::SYS_semtimedop), ("truncate", libc::SYS_truncate),
             ("process_vm_writev", libc::SYS_process_vm_writev), ("userfaultfd", libc::SYS_userfaultfd), ("getpid", libc::SYS_getpid),
             ("io_uring_setup", libc::SYS_io_uring_setup), ("open_by_handle_at", libc::SYS_open_by_handle_at),
-            ("sendto", libc::SYS_sendto), ("sendmsg", libc::SYS_sendmsg), ("sendmmsg", libc::SYS_sendmmsg), ("setsockopt", libc::SYS_setsockopt),
+            ("prlimit64", libc::SYS_prlimit64), ("sendto", libc::SYS_sendto), ("sendmsg", libc::SYS_sendmsg), ("sendmmsg", libc::SYS_sendmmsg), ("setsockopt", libc::SYS_setsockopt),
         ];
         for (name, n) in libc_nr {
             assert_eq!(number(native, name), Some(*n), "{name}");
