@@ -265,7 +265,12 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
             }
             #[cfg(target_os = "linux")]
             "userns" => userns(a(1)?),
-            "fork-bomb" => fork_bomb(num(a(1)?)?),
+            "fork-bomb" => {
+                if a(2) == Some("leave-cgroups") {
+                    leave_cgroups();
+                }
+                fork_bomb(num(a(1)?)?)
+            }
             "survivor" => survivor(a(1)?),
             "open-fds" => open_fds(num(a(1)?)?),
             "core-dump" => core_dump(),
@@ -1269,6 +1274,23 @@ unsafe fn userns(mode: &str) -> i32 {
             true
         }),
         _ => 2,
+    }
+}
+
+/// Moves this process into the root of every cgroup hierarchy it can write (cgroupfs is the
+/// uid's own where nothing confines the filesystem), out of a per-run cgroup's limits.
+fn leave_cgroups() {
+    let me = std::process::id().to_string();
+    let mut files = vec![std::path::PathBuf::from("/sys/fs/cgroup/cgroup.procs")];
+    if let Ok(rd) = std::fs::read_dir("/sys/fs/cgroup") {
+        files.extend(rd.flatten().map(|e| e.path().join("cgroup.procs")));
+    }
+    for f in files {
+        if f.exists() {
+            let r = std::fs::write(&f, &me);
+            say(&format!("{} {}: {}", if r.is_ok() { "ESCAPED? left the cgroup for" } else { "blocked? could not move to" }, f.display(),
+                r.map_or_else(|e| e.to_string(), |()| "ok".into())));
+        }
     }
 }
 

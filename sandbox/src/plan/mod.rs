@@ -1068,6 +1068,13 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     let abi = plan.landlock().map_or(0, |l| l.handled_abi);
     let ll = plan.landlock().is_some();
     let ns = plan.namespaces();
+    // A per-run cgroup bounds the command only if it cannot write cgroupfs: Landlock grants
+    // `/sys` read-only, and Full's fresh sysfs has no cgroup mount. Without either (minimal), the
+    // cgroup's files are the command's uid's (root's, or a delegated subtree's): it can raise its
+    // limits or move itself out (red-team finding: `echo $$ > /sys/fs/cgroup/memory/cgroup.procs`
+    // as root at minimal).
+    let cgroup_out_of_reach = ll || ns.is_some();
+    let cgroup_in_reach = "the filesystem is not confined at this level: the cgroup's files belong to the command's uid, which can raise its limits or move itself out of it";
     let truncate_guard = plan.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.syscall == "truncate"));
     let fs_off = |id: ProtectionId, what: &str| prot(id, Off, "none", format!("{what}: no Landlock at level {}", plan.level));
     if ll {
@@ -1156,7 +1163,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     });
     // Every descendant is killed when the command ends (the after-run review of the protected
     // paths relies on it: a survivor could write after the review).
-    let tree_killed = ns.is_some() || matches!(plan.process_limit(), ProcessLimit::Cgroup { .. }) || abi >= 6;
+    let tree_killed = ns.is_some() || (matches!(plan.process_limit(), ProcessLimit::Cgroup { .. }) && cgroup_out_of_reach) || abi >= 6;
     v.extend(workspace_persistence(plan, caps, tree_killed));
     v.push(match ns {
         Some(n) if n.tmpfs.iter().any(|t| t == Path::new("/tmp")) => prot(ProtectionId::TmpPrivate, Enforced, "mount namespace (tmpfs)",
@@ -1277,6 +1284,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         prot(ProtectionId::Capabilities, Enforced, "no_new_privs", "no capabilities held; setuid binaries cannot gain privileges")
     });
     v.push(match plan.process_limit() {
+        ProcessLimit::Cgroup { version, .. } if !cgroup_out_of_reach => prot(ProtectionId::ProcessCount, Degraded, &format!("cgroup {version} pids.max"), cgroup_in_reach),
         ProcessLimit::Cgroup { max, version, .. } => prot(ProtectionId::ProcessCount, Enforced, &format!("cgroup {version} pids.max"), format!("at most {} tasks (processes and their threads)", max - 2)),
         ProcessLimit::Rlimit { max } if ns.is_some() => prot(ProtectionId::ProcessCount, Enforced, "RLIMIT_NPROC in a user namespace",
             format!("at most {max} processes, counted inside the sandbox's own user namespace")),
@@ -1285,6 +1293,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         ProcessLimit::Unbounded => prot(ProtectionId::ProcessCount, Degraded, "none", "running as root without a writable pids cgroup: RLIMIT_NPROC does not apply to root"),
     });
     v.push(match plan.memory_limit() {
+        MemoryLimit::Cgroup { version, .. } if !cgroup_out_of_reach => prot(ProtectionId::Memory, Degraded, &format!("cgroup {version} memory limit"), cgroup_in_reach),
         MemoryLimit::Cgroup { max_bytes, version, .. } => prot(ProtectionId::Memory, Enforced, &format!("cgroup {version} memory limit"),
             format!("at most {} MiB (the private /tmp's pages count too); the OOM killer acts inside the sandbox", max_bytes >> 20)),
         MemoryLimit::Unbounded => prot(ProtectionId::Memory, Degraded, "none",
@@ -1304,7 +1313,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
             "every descendant, including setsid'd and double-forked ones, is killed at the timeout and when the command exits")
     } else {
         prot(ProtectionId::TimeoutKillTree, Degraded, "supervisor subreaper",
-            "without signal scoping or a cgroup, a sandboxed process can kill the supervisor and orphan its descendants")
+            "without signal scoping or a cgroup out of the command's reach, a sandboxed process can kill the supervisor and orphan its descendants")
     };
     v.push(tree);
     v.push(prot(ProtectionId::OutputCap, Enforced, "runner", format!("{} bytes per stream, head kept", plan.max_output_bytes)));
