@@ -958,7 +958,7 @@ impl Suite {
                     e.push("victim memory was written".to_string());
                 }
                 if st.contains("limits=1") {
-                    e.push("victim's resource limits were changed".to_string());
+                    e.push("victim's resource limits or scheduling were changed".to_string());
                 }
                 if !st.is_empty() && !st.contains("signals=0") {
                     e.push(format!("victim received signals ({})", st.trim()));

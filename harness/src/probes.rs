@@ -31,7 +31,7 @@ pub const NAMES: &[&str] = &[
     "netlink-addaddr", "unix-connect", "unix-dgram", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw",
     "io-uring-socket",
     "io-uring-openat", "x32-connect", "ia32-connect", "ia32-write", "ptrace-poke", "vm-writev", "procmem-write",
-    "vm-readv", "read-ancestors-environ", "signal", "pidfd-signal", "prlimit", "userns", "fork-bomb", "survivor", "open-fds",
+    "vm-readv", "read-ancestors-environ", "signal", "pidfd-signal", "prlimit", "deprioritize", "userns", "fork-bomb", "survivor", "open-fds",
     "core-dump", "write-flood", "write-big", "tiocsti", "tioclinux-kmsg", "shm-read", "shm-write", "msg-recv",
     "sem-op", "keyring-read", "open-by-handle", "setid-file", "sethostname", "fd-write", "fd-read", "fd-dir-write",
     "fd-opath-reopen", "inotify-watch", "unix-connect-race", "unix-connect-replaced", "unix-listen-swap", "abstract-listen",
@@ -73,7 +73,7 @@ fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
 /// abstract sockets, TIOCLINUX, …).
 pub const LINUX_ONLY: &[&str] = &[
     "setxattr", "raw-udp", "netlink-addaddr", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw", "io-uring-socket",
-    "io-uring-openat", "ptrace-poke", "vm-writev", "procmem-write", "vm-readv", "read-ancestors-environ", "pidfd-signal", "prlimit", "userns",
+    "io-uring-openat", "ptrace-poke", "vm-writev", "procmem-write", "vm-readv", "read-ancestors-environ", "pidfd-signal", "prlimit", "deprioritize", "userns",
     "tiocsti", "tioclinux-kmsg", "msg-recv", "keyring-read", "open-by-handle", "sethostname", "fd-opath-reopen", "inotify-watch",
     "abstract-listen", "tcp-fastopen", "loop-add",
 ];
@@ -253,6 +253,17 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 let lim = libc::rlimit64 { rlim_cur: v, rlim_max: v };
                 let r = libc::syscall(libc::SYS_prlimit64, num::<i32>(a(0)?)?, num::<i32>(a(1)?)?, &raw const lim, std::ptr::null_mut::<libc::rlimit64>());
                 result(r == 0, "prlimit64")
+            }
+            #[cfg(target_os = "linux")]
+            "deprioritize" => {
+                // setpriority(PRIO_PROCESS, PID, 19), then sched_setscheduler(PID, SCHED_IDLE).
+                let pid: i32 = num(a(0)?)?;
+                let nice = libc::setpriority(libc::PRIO_PROCESS, pid as libc::id_t, 19) == 0;
+                say(&format!("setpriority: {}", if nice { "ok".to_string() } else { errno().to_string() }));
+                let param = libc::sched_param { sched_priority: 0 };
+                let idle = libc::sched_setscheduler(pid, libc::SCHED_IDLE, &raw const param) == 0;
+                say(&format!("sched_setscheduler: {}", if idle { "ok".to_string() } else { errno().to_string() }));
+                result(nice || idle, "deprioritize")
             }
             #[cfg(target_os = "linux")]
             "pidfd-signal" => {
@@ -1587,16 +1598,25 @@ pub fn victim_main(args: &[String]) -> i32 {
 }
 
 /// The victim's own resource limits (soft, hard) for every resource the platform numbers below
-/// 16: a probe that changes them from outside (`prlimit64` on another process) is seen.
+/// 16, then its scheduling policy and nice value: a probe that changes them from outside
+/// (`prlimit64`, `setpriority`, `sched_setscheduler` on another process) is seen.
 fn own_limits() -> Vec<(u64, u64)> {
-    (0..16)
+    let mut v: Vec<(u64, u64)> = (0..16)
         .map(|r| {
             let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
             // SAFETY: getrlimit on this process into a local struct; an unknown resource fails.
             let ok = unsafe { libc::getrlimit(r as _, &mut l) } == 0;
             if ok { (l.rlim_cur, l.rlim_max) } else { (u64::MAX, 0) }
         })
-        .collect()
+        .collect();
+    #[cfg(target_os = "linux")]
+    // SAFETY: queries about this process; errno is cleared first (getpriority may return -1).
+    unsafe {
+        *libc::__errno_location() = 0;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
+        v.push((libc::sched_getscheduler(0) as u64, nice as u64));
+    }
+    v
 }
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

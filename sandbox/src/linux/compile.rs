@@ -132,6 +132,11 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
         if level == SandboxLevel::Standard && (1..3).contains(&caps.landlock.abi) {
             rules.extend(seccomp::truncate_guard_rules());
         }
+        // Without a PID namespace the host's same-uid processes are in reach: only the
+        // command's own scheduling may change (see the function).
+        if !full {
+            rules.extend(seccomp::scheduling_guard_rules(brokered));
+        }
         let arch = crate::linux::syscalls::SeccompArch::native();
         let rules = seccomp::for_arch(rules, arch);
         let program = seccomp::compile_for(arch, &rules).map_err(SandboxError::Plan)?;

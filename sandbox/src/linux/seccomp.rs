@@ -379,6 +379,50 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
 const O_ACCMODE: u32 = 0o3;
 const O_TRUNC: u32 = 0o1000;
 
+/// `setpriority`'s `PRIO_USER`: every process of a user.
+const PRIO_USER: u32 = 2;
+
+/// Rules for levels without a PID namespace (Standard, Minimal), where every same-uid process
+/// of the host is in reach: the command may change the scheduling of its own processes only
+/// (pid, group or tid 0 — `nice`, `nice(2)`, `sched_setscheduler(0, …)`). A same-uid process's
+/// policy and nice value need no ptrace access and no LSM hook Landlock implements, and the
+/// runner and the supervisor made `SCHED_IDLE` (or nice 19) under a hundred busy loops let a
+/// 2-second timeout fire after 52 s (red-team finding, issue 17 round); the agent itself would
+/// starve as well. What this refuses: `renice`/`chrt -p` on another pid (the sandbox's own
+/// children included: they cannot be told apart from the host's), `PRIO_USER` (every process of
+/// the uid), and thread priorities set by thread id (`pthread_setschedparam`; Chromium's
+/// best-effort thread priorities). At Full the PID namespace shows the command no process
+/// outside, so there these stay allowed.
+///
+/// `brokered`: the runner answers the calls on another pid (a process or thread of the sandbox's
+/// own tree proceeds, as `renice -p $$` or a thread priority; any other is refused) instead of
+/// seccomp refusing them all.
+#[must_use]
+pub fn scheduling_guard_rules(brokered: bool) -> Vec<SeccompRuleSpec> {
+    let why = "no PID namespace at this level: another process's scheduling policy or nice value (the runner's, the supervisor's, the agent's) needs only the same uid, and SCHED_IDLE or nice 19 under busy loops starves it, delaying the timeout by minutes";
+    let (action, why_other) = if brokered {
+        (SeccompDeny::UserNotif, format!("{why}; the runner lets the call proceed only on a process or thread of the sandbox's own tree"))
+    } else {
+        (SeccompDeny::Eperm, format!("{why}; the command's own (0) may change"))
+    };
+    let rule = |syscall: &str, c: ArgCondition, text: &str, action: SeccompDeny, reason: &str| SeccompRuleSpec {
+        syscall: syscall.into(),
+        nr: x86(syscall),
+        conditions: vec![c],
+        condition_text: Some(text.into()),
+        action,
+        reason: reason.into(),
+        protections: vec![ProtectionId::SignalsOutside],
+    };
+    vec![
+        rule("setpriority", ArgCondition::Eq { arg: 0, value: PRIO_USER }, "which == PRIO_USER (every process of the uid)", SeccompDeny::Eperm,
+            &format!("{why}; PRIO_USER reaches every process of the uid")),
+        rule("setpriority", ArgCondition::Ne { arg: 1, value: 0 }, "who != 0 (another process or group)", action, &why_other),
+        rule("sched_setscheduler", ArgCondition::Ne { arg: 0, value: 0 }, "pid != 0 (another process or thread)", action, &why_other),
+        rule("sched_setattr", ArgCondition::Ne { arg: 0, value: 0 }, "pid != 0 (another process or thread)", action, &why_other),
+    ]
+}
+
 /// Rules that stand in for Landlock's truncate right (ABI 3) on older ABIs when no read-only
 /// mounts cover the filesystem (Standard level): `truncate(2)` fails everywhere, and opening
 /// read-only with `O_TRUNC` fails (a write-mode open is checked by Landlock's `write_file`).
@@ -909,7 +953,8 @@ mod tests {
     #[test]
     fn syscall_review_covers_every_syscall_with_the_tables_verdict() {
         const REVIEW: &str = include_str!("syscall-review.tsv");
-        let t = seccomp_table_with(SocketScope::SocketpairsOnly, true);
+        let mut t = seccomp_table_with(SocketScope::SocketpairsOnly, true);
+        t.extend(scheduling_guard_rules(true));
         let verdict = |name: &str| -> &'static str {
             let rows: Vec<&SeccompRuleSpec> = t.iter().filter(|r| r.syscall == name).collect();
             if rows.is_empty() {
@@ -981,13 +1026,48 @@ mod tests {
         }
     }
 
+    /// Without a PID namespace only the command's own scheduling may change (`nice`, its own
+    /// process group); another pid, group or the whole uid is refused.
+    #[test]
+    fn scheduling_guard_allows_only_the_commands_own_scheduling() {
+        let mut t = seccomp_table();
+        t.extend(scheduling_guard_rules(false));
+        let p = compile(&t).unwrap();
+        let call = |nr: i64, a0: u64, a1: u64| run(&p, &data(nr as u32, AUDIT_ARCH_X86_64, [a0, a1, 19, 0, 0, 0])).action;
+        let (process, group, user) = (libc::PRIO_PROCESS as u64, libc::PRIO_PGRP as u64, libc::PRIO_USER as u64);
+        assert_eq!(call(libc::SYS_setpriority, process, 0), RET_ALLOW, "nice");
+        assert_eq!(call(libc::SYS_setpriority, group, 0), RET_ALLOW, "its own process group");
+        assert_eq!(call(libc::SYS_setpriority, process, 4242), EPERM);
+        assert_eq!(call(libc::SYS_setpriority, group, 4242), EPERM);
+        assert_eq!(call(libc::SYS_setpriority, user, 0), EPERM, "every process of the uid");
+        assert_eq!(call(libc::SYS_setpriority, user, 1000), EPERM);
+        for nr in [libc::SYS_sched_setscheduler, libc::SYS_sched_setattr] {
+            assert_eq!(call(nr, 0, 5), RET_ALLOW);
+            assert_eq!(call(nr, 4242, 5), EPERM);
+            assert_eq!(call(nr, 0xffff_ffff_0000_0000, 5), RET_ALLOW, "pid_t 0 in the low half");
+        }
+        // With the runner: another pid goes to it (it decides); PRIO_USER stays refused.
+        let mut t = seccomp_table_with(SocketScope::SocketpairsOnly, true);
+        t.extend(scheduling_guard_rules(true));
+        let b = compile(&t).unwrap();
+        let call = |nr: i64, a0: u64, a1: u64| run(&b, &data(nr as u32, AUDIT_ARCH_X86_64, [a0, a1, 19, 0, 0, 0])).action;
+        assert_eq!(call(libc::SYS_setpriority, process, 0), RET_ALLOW);
+        assert_eq!(call(libc::SYS_setpriority, process, 4242), RET_USER_NOTIF);
+        assert_eq!(call(libc::SYS_setpriority, user, 0), EPERM);
+        assert_eq!(call(libc::SYS_setpriority, user, 4242), EPERM, "PRIO_USER is refused whatever the runner would say");
+        assert_eq!(call(libc::SYS_sched_setscheduler, 4242, 5), RET_USER_NOTIF);
+        // The table alone (Full, where the PID namespace confines them) leaves them allowed.
+        let full = compile(&seccomp_table()).unwrap();
+        assert_eq!(run(&full, &data(libc::SYS_setpriority as u32, AUDIT_ARCH_X86_64, [process, 4242, 19, 0, 0, 0])).action, RET_ALLOW);
+    }
+
     #[test]
     fn every_row_declares_the_protections_it_serves() {
         use crate::plan::ProtectionId as P;
         let mut named = std::collections::BTreeSet::new();
         for scope in [SocketScope::SocketpairsOnly, SocketScope::HostNetworkOpen, SocketScope::OwnNetworkNamespace] {
             for brokered in [false, true] {
-                for r in seccomp_table_with(scope, brokered).iter().chain(truncate_guard_rules().iter()) {
+                for r in seccomp_table_with(scope, brokered).iter().chain(truncate_guard_rules().iter()).chain(scheduling_guard_rules(brokered).iter()) {
                     assert!(!r.protections.is_empty(), "{} {:?} declares no protection", r.syscall, r.condition_text);
                     named.extend(r.protections.iter().copied());
                 }

@@ -104,6 +104,8 @@ const TABLE: &[(&str, i64, Option<i64>)] = &[
     ("process_vm_writev", 311, Some(271)),
     ("ptrace", 101, Some(117)),
     ("request_key", 249, Some(218)),
+    ("sched_setattr", 314, Some(274)),
+    ("sched_setscheduler", 144, Some(119)),
     ("semctl", 66, Some(191)),
     ("semget", 64, Some(190)),
     ("semop", 65, Some(193)),
@@ -112,6 +114,7 @@ const TABLE: &[(&str, i64, Option<i64>)] = &[
     ("sendmsg", 46, Some(211)),
     ("sendto", 44, Some(206)),
     ("setns", 308, Some(268)),
+    ("setpriority", 141, Some(140)),
     ("setsockopt", 54, Some(208)),
     ("shmat", 30, Some(196)),
     ("shmctl", 31, Some(195)),
@@ -161,7 +164,7 @@ mod tests {
             ("shmget", libc::SYS_shmget), ("semtimedop", libc::SYS_semtimedop), ("truncate", libc::SYS_truncate),
             ("process_vm_writev", libc::SYS_process_vm_writev), ("userfaultfd", libc::SYS_userfaultfd), ("getpid", libc::SYS_getpid),
             ("io_uring_setup", libc::SYS_io_uring_setup), ("open_by_handle_at", libc::SYS_open_by_handle_at),
-            ("prlimit64", libc::SYS_prlimit64), ("sendto", libc::SYS_sendto), ("sendmsg", libc::SYS_sendmsg), ("sendmmsg", libc::SYS_sendmmsg), ("setsockopt", libc::SYS_setsockopt),
+            ("prlimit64", libc::SYS_prlimit64), ("setpriority", libc::SYS_setpriority), ("sched_setscheduler", libc::SYS_sched_setscheduler), ("sched_setattr", libc::SYS_sched_setattr), ("sendto", libc::SYS_sendto), ("sendmsg", libc::SYS_sendmsg), ("sendmmsg", libc::SYS_sendmmsg), ("setsockopt", libc::SYS_setsockopt),
         ];
         for (name, n) in libc_nr {
             assert_eq!(number(native, name), Some(*n), "{name}");

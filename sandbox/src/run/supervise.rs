@@ -329,7 +329,7 @@ pub(crate) fn supervise_run(
                                 // The seccomp listener: answer the command's connect calls.
                                 (false, Some(g), _) if broker.is_none() => {
                                     let diag = ns_diag.take();
-                                    broker = Some(scope.spawn(move || crate::linux::unixgrant::serve(fd, g, diag, stop)));
+                                    broker = Some(scope.spawn(move || crate::linux::unixgrant::serve(fd, g, diag, stop, pid)));
                                 }
                                 _ => drop(fd),
                             }
