@@ -31,7 +31,7 @@ pub const NAMES: &[&str] = &[
     "netlink-addaddr", "unix-connect", "unix-dgram", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw",
     "io-uring-socket",
     "io-uring-openat", "x32-connect", "ia32-connect", "ia32-write", "ptrace-poke", "vm-writev", "procmem-write",
-    "vm-readv", "read-ancestors-environ", "signal", "pidfd-signal", "prlimit", "deprioritize", "userns", "fork-bomb", "survivor", "open-fds",
+    "vm-readv", "read-ancestors-environ", "signal", "pidfd-signal", "prlimit", "deprioritize", "sigio", "userns", "fork-bomb", "survivor", "open-fds",
     "core-dump", "write-flood", "write-big", "tiocsti", "tioclinux-kmsg", "shm-read", "shm-write", "msg-recv",
     "sem-op", "keyring-read", "open-by-handle", "setid-file", "sethostname", "fd-write", "fd-read", "fd-dir-write",
     "fd-opath-reopen", "inotify-watch", "unix-connect-race", "unix-connect-replaced", "unix-listen-swap", "abstract-listen",
@@ -73,7 +73,7 @@ fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
 /// abstract sockets, TIOCLINUX, …).
 pub const LINUX_ONLY: &[&str] = &[
     "setxattr", "raw-udp", "netlink-addaddr", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw", "io-uring-socket",
-    "io-uring-openat", "ptrace-poke", "vm-writev", "procmem-write", "vm-readv", "read-ancestors-environ", "pidfd-signal", "prlimit", "deprioritize", "userns",
+    "io-uring-openat", "ptrace-poke", "vm-writev", "procmem-write", "vm-readv", "read-ancestors-environ", "pidfd-signal", "prlimit", "deprioritize", "sigio", "userns",
     "tiocsti", "tioclinux-kmsg", "msg-recv", "keyring-read", "open-by-handle", "sethostname", "fd-opath-reopen", "inotify-watch",
     "abstract-listen", "tcp-fastopen", "loop-add",
 ];
@@ -253,6 +253,20 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 let lim = libc::rlimit64 { rlim_cur: v, rlim_max: v };
                 let r = libc::syscall(libc::SYS_prlimit64, num::<i32>(a(0)?)?, num::<i32>(a(1)?)?, &raw const lim, std::ptr::null_mut::<libc::rlimit64>());
                 result(r == 0, "prlimit64")
+            }
+            #[cfg(target_os = "linux")]
+            "sigio" => {
+                // F_SETOWN a pipe's read end to PID, O_ASYNC, write: the kernel sends SIGIO to PID.
+                let mut p = [0i32; 2];
+                if libc::pipe(p.as_mut_ptr()) != 0 {
+                    return Some(result(false, "pipe"));
+                }
+                let own = libc::fcntl(p[0], libc::F_SETOWN, num::<i32>(a(0)?)?) == 0;
+                say(&format!("F_SETOWN: {}", if own { "ok".to_string() } else { errno().to_string() }));
+                let fl = libc::fcntl(p[0], libc::F_GETFL);
+                let ok = own && libc::fcntl(p[0], libc::F_SETFL, fl | libc::O_ASYNC) == 0 && libc::write(p[1], b"x".as_ptr().cast(), 1) == 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                result(ok, "SIGIO through F_SETOWN (whether it arrived is checked from outside)")
             }
             #[cfg(target_os = "linux")]
             "deprioritize" => {
