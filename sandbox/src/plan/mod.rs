@@ -1231,12 +1231,13 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     }
     v.push(prot(ProtectionId::AbstractSocketsOutside, Enforced, &abs_mech,
         if own_net { "abstract unix sockets outside are unreachable, and the sandbox's own abstract names are invisible outside (network namespace)" } else { "abstract unix sockets outside are unreachable, and the command cannot listen on an abstract name (host processes could reach it)" }));
+    let sched = if via_runner { "seccomp (prlimit64; setpriority, sched_setscheduler and sched_setattr on another pid → the runner, which allows the sandbox's own)" } else { "seccomp (prlimit64, setpriority, sched_setscheduler, sched_setattr)" };
     v.push(match (ns.is_some(), abi >= 6) {
         (true, true) => prot(ProtectionId::SignalsOutside, Enforced, "PID namespace + landlock scope (ABI 6) + seccomp (prlimit64)", "no process outside the sandbox is visible, signalable or has its resource limits changed"),
         (true, false) => prot(ProtectionId::SignalsOutside, Enforced, "PID namespace + seccomp (prlimit64)", "no process outside the sandbox is visible, signalable or has its resource limits changed"),
-        (false, true) => prot(ProtectionId::SignalsOutside, Enforced, "landlock scope (ABI 6) + seccomp (prlimit64, setpriority, sched_setscheduler, sched_setattr)",
+        (false, true) => prot(ProtectionId::SignalsOutside, Enforced, &format!("landlock scope (ABI 6) + {sched}"),
             "no signals to processes outside the sandbox, and no changes to their resource limits (a hard RLIMIT_CPU or RLIMIT_FSIZE would make the kernel kill them) or scheduling (SCHED_IDLE or nice 19 under busy loops would starve the runner and delay the timeout)"),
-        (false, false) => prot(ProtectionId::SignalsOutside, Degraded, "seccomp (prlimit64, setpriority, sched_setscheduler, sched_setattr)", format!("Landlock ABI {abi} < 6 has no signal scoping: kill of same-uid processes outside works (changing their resource limits or scheduling does not); only a PID namespace (Full level) stops it")),
+        (false, false) => prot(ProtectionId::SignalsOutside, Degraded, sched, format!("Landlock ABI {abi} < 6 has no signal scoping: kill of same-uid processes outside works (changing their resource limits or scheduling does not); only a PID namespace (Full level) stops it")),
     });
     v.push(if ll {
         prot(ProtectionId::Ptrace, Enforced, "seccomp + landlock", "no ptrace, process_vm_readv/writev; /proc/<pid>/mem, environ and root of processes outside are refused")
