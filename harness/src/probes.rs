@@ -270,14 +270,18 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
             }
             #[cfg(target_os = "linux")]
             "deprioritize" => {
-                // setpriority(PRIO_PROCESS, PID, 19), then sched_setscheduler(PID, SCHED_IDLE).
+                // setpriority(PRIO_PROCESS, PID, 19), sched_setscheduler(PID, SCHED_IDLE), then the
+                // idle I/O class.
                 let pid: i32 = num(a(0)?)?;
                 let nice = libc::setpriority(libc::PRIO_PROCESS, pid as libc::id_t, 19) == 0;
                 say(&format!("setpriority: {}", if nice { "ok".to_string() } else { errno().to_string() }));
                 let param = libc::sched_param { sched_priority: 0 };
                 let idle = libc::sched_setscheduler(pid, libc::SCHED_IDLE, &raw const param) == 0;
                 say(&format!("sched_setscheduler: {}", if idle { "ok".to_string() } else { errno().to_string() }));
-                result(nice || idle, "deprioritize")
+                // ioprio_set(IOPRIO_WHO_PROCESS, PID, IOPRIO_CLASS_IDLE << 13)
+                let io = libc::syscall(libc::SYS_ioprio_set, 1, pid, 3 << 13) == 0;
+                say(&format!("ioprio_set: {}", if io { "ok".to_string() } else { errno().to_string() }));
+                result(nice || idle || io, "deprioritize")
             }
             #[cfg(target_os = "linux")]
             "pidfd-signal" => {
@@ -1629,6 +1633,8 @@ fn own_limits() -> Vec<(u64, u64)> {
         *libc::__errno_location() = 0;
         let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
         v.push((libc::sched_getscheduler(0) as u64, nice as u64));
+        // ioprio_get(IOPRIO_WHO_PROCESS, 0)
+        v.push((libc::syscall(libc::SYS_ioprio_get, 1, 0) as u64, 0));
     }
     v
 }

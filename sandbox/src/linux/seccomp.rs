@@ -381,10 +381,12 @@ const O_TRUNC: u32 = 0o1000;
 
 /// `setpriority`'s `PRIO_USER`: every process of a user.
 const PRIO_USER: u32 = 2;
+/// `ioprio_set`'s `IOPRIO_WHO_USER`: every process of a user.
+const IOPRIO_WHO_USER: u32 = 3;
 
 /// Rules for levels without a PID namespace (Standard, Minimal), where every same-uid process
 /// of the host is in reach: the command may change the scheduling of its own processes only
-/// (pid, group or tid 0 — `nice`, `nice(2)`, `sched_setscheduler(0, …)`). A same-uid process's
+/// (pid, group or tid 0 — `nice`, `nice(2)`, `sched_setscheduler(0, …)`, `ionice -c3 CMD`). A same-uid process's
 /// policy and nice value need no ptrace access and no LSM hook Landlock implements, and the
 /// runner and the supervisor made `SCHED_IDLE` (or nice 19) under a hundred busy loops let a
 /// 2-second timeout fire after 52 s (red-team finding, issue 17 round); the agent itself would
@@ -420,6 +422,9 @@ pub fn scheduling_guard_rules(brokered: bool) -> Vec<SeccompRuleSpec> {
         rule("setpriority", ArgCondition::Ne { arg: 1, value: 0 }, "who != 0 (another process or group)", action, &why_other),
         rule("sched_setscheduler", ArgCondition::Ne { arg: 0, value: 0 }, "pid != 0 (another process or thread)", action, &why_other),
         rule("sched_setattr", ArgCondition::Ne { arg: 0, value: 0 }, "pid != 0 (another process or thread)", action, &why_other),
+        rule("ioprio_set", ArgCondition::Eq { arg: 0, value: IOPRIO_WHO_USER }, "which == IOPRIO_WHO_USER (every process of the uid)", SeccompDeny::Eperm,
+            &format!("{why}; IOPRIO_WHO_USER reaches every process of the uid")),
+        rule("ioprio_set", ArgCondition::Ne { arg: 1, value: 0 }, "who != 0 (another process or group)", action, &why_other),
     ]
 }
 
@@ -1056,6 +1061,9 @@ mod tests {
         assert_eq!(call(libc::SYS_setpriority, user, 0), EPERM);
         assert_eq!(call(libc::SYS_setpriority, user, 4242), EPERM, "PRIO_USER is refused whatever the runner would say");
         assert_eq!(call(libc::SYS_sched_setscheduler, 4242, 5), RET_USER_NOTIF);
+        assert_eq!(call(libc::SYS_ioprio_set, 1, 4242), RET_USER_NOTIF);
+        assert_eq!(call(libc::SYS_ioprio_set, 1, 0), RET_ALLOW, "ionice on itself");
+        assert_eq!(call(libc::SYS_ioprio_set, 3, 0), EPERM, "IOPRIO_WHO_USER");
         // The table alone (Full, where the PID namespace confines them) leaves them allowed.
         let full = compile(&seccomp_table()).unwrap();
         assert_eq!(run(&full, &data(libc::SYS_setpriority as u32, AUDIT_ARCH_X86_64, [process, 4242, 19, 0, 0, 0])).action, RET_ALLOW);

@@ -76,6 +76,7 @@ const TABLE: &[(&str, i64, Option<i64>)] = &[
     ("io_uring_register", 427, Some(427)),
     ("io_uring_setup", 425, Some(425)),
     ("ioctl", 16, Some(29)),
+    ("ioprio_set", 251, Some(30)),
     ("kexec_file_load", 320, Some(294)),
     ("kexec_load", 246, Some(104)),
     ("keyctl", 250, Some(219)),
@@ -164,7 +165,7 @@ mod tests {
             ("shmget", libc::SYS_shmget), ("semtimedop", libc::SYS_semtimedop), ("truncate", libc::SYS_truncate),
             ("process_vm_writev", libc::SYS_process_vm_writev), ("userfaultfd", libc::SYS_userfaultfd), ("getpid", libc::SYS_getpid),
             ("io_uring_setup", libc::SYS_io_uring_setup), ("open_by_handle_at", libc::SYS_open_by_handle_at),
-            ("prlimit64", libc::SYS_prlimit64), ("setpriority", libc::SYS_setpriority), ("sched_setscheduler", libc::SYS_sched_setscheduler), ("sched_setattr", libc::SYS_sched_setattr), ("sendto", libc::SYS_sendto), ("sendmsg", libc::SYS_sendmsg), ("sendmmsg", libc::SYS_sendmmsg), ("setsockopt", libc::SYS_setsockopt),
+            ("prlimit64", libc::SYS_prlimit64), ("setpriority", libc::SYS_setpriority), ("sched_setscheduler", libc::SYS_sched_setscheduler), ("sched_setattr", libc::SYS_sched_setattr), ("ioprio_set", libc::SYS_ioprio_set), ("sendto", libc::SYS_sendto), ("sendmsg", libc::SYS_sendmsg), ("sendmmsg", libc::SYS_sendmmsg), ("setsockopt", libc::SYS_setsockopt),
         ];
         for (name, n) in libc_nr {
             assert_eq!(number(native, name), Some(*n), "{name}");

@@ -172,14 +172,17 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
         if unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV as _, &mut req) } != 0 {
             continue; // the caller went away (ENOENT) or was interrupted
         }
-        if [libc::SYS_setpriority, libc::SYS_sched_setscheduler, libc::SYS_sched_setattr].contains(&i64::from(req.data.nr)) {
+        let nr = i64::from(req.data.nr);
+        if [libc::SYS_setpriority, libc::SYS_sched_setscheduler, libc::SYS_sched_setattr, libc::SYS_ioprio_set].contains(&nr) {
             // The filter sends only calls on another pid (0, the caller itself, never comes).
-            // setpriority(PRIO_PROCESS, who) names a process or thread; a group is refused.
-            let target = if i64::from(req.data.nr) == libc::SYS_setpriority {
-                const PRIO_PROCESS: u32 = 0;
-                (req.data.args[0] as u32 == PRIO_PROCESS).then_some(req.data.args[1] as i32)
-            } else {
-                Some(req.data.args[0] as i32)
+            // setpriority(PRIO_PROCESS, who) and ioprio_set(IOPRIO_WHO_PROCESS, who) name a
+            // process or thread; a group is refused.
+            const PRIO_PROCESS: u32 = 0;
+            const IOPRIO_WHO_PROCESS: u32 = 1;
+            let target = match nr {
+                libc::SYS_setpriority => (req.data.args[0] as u32 == PRIO_PROCESS).then_some(req.data.args[1] as i32),
+                libc::SYS_ioprio_set => (req.data.args[0] as u32 == IOPRIO_WHO_PROCESS).then_some(req.data.args[1] as i32),
+                _ => Some(req.data.args[0] as i32),
             };
             match target {
                 Some(t) if in_tree(t, root) => continue_call(&listener, req.id),

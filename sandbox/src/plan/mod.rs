@@ -1231,7 +1231,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     }
     v.push(prot(ProtectionId::AbstractSocketsOutside, Enforced, &abs_mech,
         if own_net { "abstract unix sockets outside are unreachable, and the sandbox's own abstract names are invisible outside (network namespace)" } else { "abstract unix sockets outside are unreachable, and the command cannot listen on an abstract name (host processes could reach it)" }));
-    let sched = if via_runner { "seccomp (prlimit64; setpriority, sched_setscheduler and sched_setattr on another pid → the runner, which allows the sandbox's own)" } else { "seccomp (prlimit64, setpriority, sched_setscheduler, sched_setattr)" };
+    let sched = if via_runner { "seccomp (prlimit64; setpriority, sched_setscheduler, sched_setattr and ioprio_set on another pid → the runner, which allows the sandbox's own)" } else { "seccomp (prlimit64, setpriority, sched_setscheduler, sched_setattr, ioprio_set)" };
     v.push(match (ns.is_some(), abi >= 6) {
         (true, true) => prot(ProtectionId::SignalsOutside, Enforced, "PID namespace + landlock scope (ABI 6) + seccomp (prlimit64)", "no process outside the sandbox is visible, signalable or has its resource limits changed"),
         (true, false) => prot(ProtectionId::SignalsOutside, Enforced, "PID namespace + seccomp (prlimit64)", "no process outside the sandbox is visible, signalable or has its resource limits changed"),
