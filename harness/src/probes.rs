@@ -1616,8 +1616,9 @@ pub fn victim_main(args: &[String]) -> i32 {
 }
 
 /// The victim's own resource limits (soft, hard) for every resource the platform numbers below
-/// 16, then its scheduling policy and nice value: a probe that changes them from outside
-/// (`prlimit64`, `setpriority`, `sched_setscheduler` on another process) is seen.
+/// 16, then its scheduling policy, nice value and I/O priority: a probe that changes them from
+/// outside (`prlimit64`, `setpriority`, `sched_setscheduler`, `ioprio_set` on another process)
+/// is seen.
 fn own_limits() -> Vec<(u64, u64)> {
     let mut v: Vec<(u64, u64)> = (0..16)
         .map(|r| {
