@@ -1629,9 +1629,8 @@ fn own_limits() -> Vec<(u64, u64)> {
         })
         .collect();
     #[cfg(target_os = "linux")]
-    // SAFETY: queries about this process; errno is cleared first (getpriority may return -1).
+    // SAFETY: queries about this process (a failure is a value like any other: compared only).
     unsafe {
-        *libc::__errno_location() = 0;
         let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
         v.push((libc::sched_getscheduler(0) as u64, nice as u64));
         // ioprio_get(IOPRIO_WHO_PROCESS, 0)

@@ -379,9 +379,13 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
 const O_ACCMODE: u32 = 0o3;
 const O_TRUNC: u32 = 0o1000;
 
-/// `setpriority`'s `PRIO_USER`: every process of a user.
+/// `setpriority`'s `which`: one process (or thread).
+pub(crate) const PRIO_PROCESS: u32 = 0;
+/// `setpriority`'s `which`: every process of a user.
 const PRIO_USER: u32 = 2;
-/// `ioprio_set`'s `IOPRIO_WHO_USER`: every process of a user.
+/// `ioprio_set`'s `which`: one process (or thread).
+pub(crate) const IOPRIO_WHO_PROCESS: u32 = 1;
+/// `ioprio_set`'s `which`: every process of a user.
 const IOPRIO_WHO_USER: u32 = 3;
 
 /// Rules for levels without a PID namespace (Standard, Minimal), where every same-uid process
@@ -390,15 +394,14 @@ const IOPRIO_WHO_USER: u32 = 3;
 /// policy and nice value need no ptrace access and no LSM hook Landlock implements, and the
 /// runner and the supervisor made `SCHED_IDLE` (or nice 19) under a hundred busy loops let a
 /// 2-second timeout fire after 52 s (red-team finding, issue 17 round); the agent itself would
-/// starve as well. What this refuses: `renice`/`chrt -p` on another pid (the sandbox's own
-/// children included: they cannot be told apart from the host's), `PRIO_USER` (every process of
-/// the uid), and thread priorities set by thread id (`pthread_setschedparam`; Chromium's
-/// best-effort thread priorities). At Full the PID namespace shows the command no process
-/// outside, so there these stay allowed.
+/// starve as well. `PRIO_USER` and `IOPRIO_WHO_USER` (every process of the uid) are always
+/// refused. At Full the PID namespace shows the command no process outside, so there these rules
+/// are not added.
 ///
 /// `brokered`: the runner answers the calls on another pid (a process or thread of the sandbox's
-/// own tree proceeds, as `renice -p $$` or a thread priority; any other is refused) instead of
-/// seccomp refusing them all.
+/// own tree proceeds, as `renice -p $$` or a thread priority; any other is refused). Without it
+/// seccomp refuses them all, the sandbox's own children and threads included (seccomp cannot
+/// tell them from the host's).
 #[must_use]
 pub fn scheduling_guard_rules(brokered: bool) -> Vec<SeccompRuleSpec> {
     let why = "no PID namespace at this level: another process's scheduling policy or nice value (the runner's, the supervisor's, the agent's) needs only the same uid, and SCHED_IDLE or nice 19 under busy loops starves it, delaying the timeout by minutes";

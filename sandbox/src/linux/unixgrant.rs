@@ -177,8 +177,7 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
             // The filter sends only calls on another pid (0, the caller itself, never comes).
             // setpriority(PRIO_PROCESS, who) and ioprio_set(IOPRIO_WHO_PROCESS, who) name a
             // process or thread; a group is refused.
-            const PRIO_PROCESS: u32 = 0;
-            const IOPRIO_WHO_PROCESS: u32 = 1;
+            use crate::linux::seccomp::{IOPRIO_WHO_PROCESS, PRIO_PROCESS};
             let target = match nr {
                 libc::SYS_setpriority => (req.data.args[0] as u32 == PRIO_PROCESS).then_some(req.data.args[1] as i32),
                 libc::SYS_ioprio_set => (req.data.args[0] as u32 == IOPRIO_WHO_PROCESS).then_some(req.data.args[1] as i32),
