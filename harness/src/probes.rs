@@ -31,7 +31,7 @@ pub const NAMES: &[&str] = &[
     "netlink-addaddr", "unix-connect", "unix-dgram", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw",
     "io-uring-socket",
     "io-uring-openat", "x32-connect", "ia32-connect", "ia32-write", "ptrace-poke", "vm-writev", "procmem-write",
-    "vm-readv", "read-ancestors-environ", "signal", "pidfd-signal", "prlimit", "deprioritize", "sigio", "userns", "fork-bomb", "survivor", "open-fds",
+    "vm-readv", "read-ancestors-environ", "signal", "pidfd-signal", "signal-via", "prlimit", "deprioritize", "sigio", "userns", "fork-bomb", "survivor", "open-fds",
     "core-dump", "write-flood", "write-big", "tiocsti", "tioclinux-kmsg", "shm-read", "shm-write", "msg-recv",
     "sem-op", "keyring-read", "open-by-handle", "setid-file", "sethostname", "fd-write", "fd-read", "fd-dir-write",
     "fd-opath-reopen", "inotify-watch", "unix-connect-race", "unix-connect-replaced", "unix-listen-swap", "abstract-listen",
@@ -73,7 +73,7 @@ fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
 /// abstract sockets, TIOCLINUX, …).
 pub const LINUX_ONLY: &[&str] = &[
     "setxattr", "raw-udp", "netlink-addaddr", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw", "io-uring-socket",
-    "io-uring-openat", "ptrace-poke", "vm-writev", "procmem-write", "vm-readv", "read-ancestors-environ", "pidfd-signal", "prlimit", "deprioritize", "sigio", "userns",
+    "io-uring-openat", "ptrace-poke", "vm-writev", "procmem-write", "vm-readv", "read-ancestors-environ", "pidfd-signal", "signal-via", "prlimit", "deprioritize", "sigio", "userns",
     "tiocsti", "tioclinux-kmsg", "msg-recv", "keyring-read", "open-by-handle", "sethostname", "fd-opath-reopen", "inotify-watch",
     "abstract-listen", "tcp-fastopen", "loop-add",
 ];
@@ -292,6 +292,8 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 let sig: i32 = num(a(1)?)?;
                 result(libc::syscall(libc::SYS_pidfd_send_signal, fd, sig, 0usize, 0) == 0, "pidfd_send_signal")
             }
+            #[cfg(target_os = "linux")]
+            "signal-via" => signal_via(a(0)?, num(a(1)?)?, num(a(2)?)?),
             #[cfg(target_os = "linux")]
             "userns" => userns(a(1)?),
             "fork-bomb" => {
@@ -1232,6 +1234,55 @@ unsafe fn in_child_linger_on_success(what: &str, f: impl FnOnce() -> bool) -> i3
     let mut st = 0;
     libc::waitpid(pid, &mut st, 0);
     1
+}
+
+/// Signal `pid` with `sig` through one of the calls other than `kill(2)` that send signals
+/// (`how`): `tkill`, `tgkill`, `sigqueue` (`rt_sigqueueinfo`), `tgsigqueue`
+/// (`rt_tgsigqueueinfo`), `pidfd-procdir` (`pidfd_send_signal` on an open `/proc/PID`
+/// directory, which the kernel accepts as a pidfd) or `setown-ex` (SIGIO aimed with
+/// `fcntl(F_SETOWN_EX)`, whose target is in memory; the default action terminates).
+#[cfg(target_os = "linux")]
+unsafe fn signal_via(how: &str, pid: i32, sig: i32) -> i32 {
+    // SAFETY (whole body): the calls take plain values or pointers to locals.
+    let mut info: libc::siginfo_t = std::mem::zeroed();
+    info.si_signo = sig;
+    info.si_code = -1; // SI_QUEUE: what sigqueue(3) sends
+    let ok = match how {
+        "tkill" => libc::syscall(libc::SYS_tkill, pid, sig) == 0,
+        "tgkill" => libc::syscall(libc::SYS_tgkill, pid, pid, sig) == 0,
+        "sigqueue" => libc::syscall(libc::SYS_rt_sigqueueinfo, pid, sig, &raw const info) == 0,
+        "tgsigqueue" => libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, pid, sig, &raw const info) == 0,
+        "pidfd-procdir" => {
+            let fd = libc::open(c(&format!("/proc/{pid}")).as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return result(false, "open /proc/PID");
+            }
+            libc::syscall(libc::SYS_pidfd_send_signal, fd, sig, 0usize, 0) == 0
+        }
+        "setown-ex" => {
+            let mut p = [0i32; 2];
+            if libc::pipe(p.as_mut_ptr()) != 0 {
+                return result(false, "pipe");
+            }
+            #[repr(C)]
+            struct FOwnerEx {
+                kind: i32,
+                pid: i32,
+            }
+            let owner = FOwnerEx { kind: 1, pid }; // F_OWNER_PID
+            let own = libc::fcntl(p[0], 15, &raw const owner) == 0; // F_SETOWN_EX
+            say(&format!("F_SETOWN_EX: {}", if own { "ok".to_string() } else { errno().to_string() }));
+            let fl = libc::fcntl(p[0], libc::F_GETFL);
+            let ok = own && libc::fcntl(p[0], libc::F_SETFL, fl | libc::O_ASYNC) == 0 && libc::write(p[1], b"x".as_ptr().cast(), 1) == 1;
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            ok
+        }
+        _ => {
+            say(&format!("signal-via: unknown method {how}"));
+            return 2;
+        }
+    };
+    result(ok, how)
 }
 
 #[cfg(target_os = "linux")]

@@ -137,6 +137,12 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
         if !full {
             rules.extend(seccomp::scheduling_guard_rules(brokered));
         }
+        // Nor, below Landlock ABI 6, does anything else keep its signals in the sandbox: the
+        // runner checks each (see the function). Without the runner this stays degraded.
+        let signal_scoped = landlock.as_ref().is_some_and(|l| l.scopes & landlock::scope::SIGNAL != 0);
+        if level == SandboxLevel::Standard && !full && !signal_scoped && brokered {
+            rules.extend(seccomp::signal_guard_rules());
+        }
         let arch = crate::linux::syscalls::SeccompArch::native();
         let rules = seccomp::for_arch(rules, arch);
         let program = seccomp::compile_for(arch, &rules).map_err(SandboxError::Plan)?;

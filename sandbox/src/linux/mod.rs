@@ -24,6 +24,8 @@ pub mod supervise;
 #[cfg(target_os = "linux")]
 pub(crate) mod unixgrant;
 #[cfg(target_os = "linux")]
+pub(crate) mod procguard;
+#[cfg(target_os = "linux")]
 pub mod proxy;
 #[cfg(target_os = "linux")]
 pub(crate) mod dns;

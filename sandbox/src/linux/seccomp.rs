@@ -431,6 +431,53 @@ pub fn scheduling_guard_rules(brokered: bool) -> Vec<SeccompRuleSpec> {
     ]
 }
 
+/// `fcntl` commands that aim SIGIO/SIGURG (or the signal `F_SETSIG` chose) at a pid or group.
+pub(crate) const F_SETOWN: u32 = 8;
+const F_SETOWN_EX: u32 = 15;
+/// The ioctl forms of `F_SETOWN` (sockets): their pid is in memory.
+const FIOSETOWN: u32 = 0x8901;
+const SIOCSPGRP: u32 = 0x8902;
+
+/// Rules that stand in for Landlock's signal scope (ABI 6) where there is neither it nor a PID
+/// namespace (Standard on older kernels) and the runner answers seccomp notifications: every
+/// call that signals another process goes to the runner, which lets it proceed only on a
+/// process, thread or process group of the sandbox's own tree, and signals the members of the
+/// supervisor's own group other than the supervisor itself when the command signals that group
+/// (where it starts: `kill 0`). `setpgid` into another group goes to the runner too, which keeps
+/// everyone out of the supervisor's group. `kill(pid, 0)` probes stay in the kernel.
+/// `pidfd_send_signal` names its target by a descriptor that another thread could swap after
+/// the check: the runner sends that signal itself, from its own copy. The forms whose target
+/// is in memory (`F_SETOWN_EX`, `FIOSETOWN`, `SIOCSPGRP`) are refused.
+#[must_use]
+pub fn signal_guard_rules() -> Vec<SeccompRuleSpec> {
+    let why = "Landlock ABI < 6 has no signal scoping and there is no PID namespace at this level: the runner, the supervisor and the agent (same uid) could be killed";
+    let rule = |syscall: &str, conditions: Vec<ArgCondition>, text: &str, action: SeccompDeny, reason: String| SeccompRuleSpec {
+        syscall: syscall.into(),
+        nr: x86(syscall),
+        conditions,
+        condition_text: Some(text.into()),
+        action,
+        reason,
+        protections: vec![ProtectionId::SignalsOutside],
+    };
+    let checked = format!("{why}; the runner lets the call proceed only on the sandbox's own processes");
+    let notif = |syscall: &str, conditions: Vec<ArgCondition>, text: &str| rule(syscall, conditions, text, SeccompDeny::UserNotif, checked.clone());
+    let refused = |syscall: &str, c: ArgCondition, text: &str| rule(syscall, vec![c], text, SeccompDeny::Eperm, format!("{why}; the target is in memory, where another thread could change it after a check"));
+    vec![
+        notif("kill", vec![ArgCondition::Ne { arg: 1, value: 0 }], "sig != 0"),
+        notif("setpgid", vec![ArgCondition::Ne { arg: 1, value: 0 }], "pgid != 0 (joining an existing group)"),
+        notif("tkill", vec![ArgCondition::Ne { arg: 1, value: 0 }], "sig != 0"),
+        notif("tgkill", vec![ArgCondition::Ne { arg: 2, value: 0 }], "sig != 0"),
+        notif("rt_sigqueueinfo", vec![], "any"),
+        notif("rt_tgsigqueueinfo", vec![], "any"),
+        notif("pidfd_send_signal", vec![], "any (the runner sends it)"),
+        notif("fcntl", vec![ArgCondition::Eq { arg: 1, value: F_SETOWN }, ArgCondition::Ne { arg: 2, value: 0 }], "cmd == F_SETOWN and owner != 0"),
+        refused("fcntl", ArgCondition::Eq { arg: 1, value: F_SETOWN_EX }, "cmd == F_SETOWN_EX"),
+        refused("ioctl", ArgCondition::Eq { arg: 1, value: FIOSETOWN }, "request == FIOSETOWN (low 32 bits)"),
+        refused("ioctl", ArgCondition::Eq { arg: 1, value: SIOCSPGRP }, "request == SIOCSPGRP (low 32 bits)"),
+    ]
+}
+
 /// Rules that stand in for Landlock's truncate right (ABI 3) on older ABIs when no read-only
 /// mounts cover the filesystem (Standard level): `truncate(2)` fails everywhere, and opening
 /// read-only with `O_TRUNC` fails (a write-mode open is checked by Landlock's `write_file`).
@@ -1036,6 +1083,44 @@ mod tests {
 
     /// Without a PID namespace only the command's own scheduling may change (`nice`, its own
     /// process group); another pid, group or the whole uid is refused.
+    #[test]
+    fn signal_guard_sends_every_signal_to_another_process_to_the_runner() {
+        let mut t = seccomp_table_with(SocketScope::SocketpairsOnly, true);
+        t.extend(scheduling_guard_rules(true));
+        t.extend(signal_guard_rules());
+        assert!(signal_guard_rules().iter().all(|r| r.protections == [ProtectionId::SignalsOutside]));
+        let p = compile(&t).unwrap();
+        let call = |nr: i64, a: [u64; 3]| run(&p, &data(nr as u32, AUDIT_ARCH_X86_64, [a[0], a[1], a[2], 0, 0, 0])).action;
+        let minus = |v: i32| u64::from(v as u32);
+        assert_eq!(call(libc::SYS_kill, [4242, 9, 0]), RET_USER_NOTIF);
+        assert_eq!(call(libc::SYS_kill, [minus(-1), 9, 0]), RET_USER_NOTIF, "every process of the uid");
+        assert_eq!(call(libc::SYS_kill, [minus(-4242), 15, 0]), RET_USER_NOTIF, "a group");
+        assert_eq!(call(libc::SYS_kill, [4242, 0, 0]), RET_ALLOW, "an existence probe");
+        assert_eq!(call(libc::SYS_kill, [0, 15, 0]), RET_USER_NOTIF, "its own group (the supervisor's, where it starts)");
+        assert_eq!(call(libc::SYS_kill, [0xffff_ffff_0000_0000, 0, 0]), RET_ALLOW, "a probe, whatever the high half");
+        assert_eq!(call(libc::SYS_setpgid, [0, 4242, 0]), RET_USER_NOTIF, "joining a group");
+        assert_eq!(call(libc::SYS_setpgid, [0, 0, 0]), RET_ALLOW, "a group of its own");
+        assert_eq!(call(libc::SYS_tkill, [4242, 9, 0]), RET_USER_NOTIF);
+        assert_eq!(call(libc::SYS_tgkill, [4242, 4243, 9]), RET_USER_NOTIF);
+        assert_eq!(call(libc::SYS_tgkill, [4242, 4243, 0]), RET_ALLOW);
+        for nr in [libc::SYS_rt_sigqueueinfo, libc::SYS_rt_tgsigqueueinfo, libc::SYS_pidfd_send_signal] {
+            assert_eq!(call(nr, [3, 10, 0]), RET_USER_NOTIF);
+        }
+        assert_eq!(call(libc::SYS_fcntl, [3, u64::from(F_SETOWN), 4242]), RET_USER_NOTIF);
+        assert_eq!(call(libc::SYS_fcntl, [3, u64::from(F_SETOWN), 0]), RET_ALLOW, "no owner");
+        assert_eq!(call(libc::SYS_fcntl, [3, u64::from(F_SETOWN_EX), 0x7fff_0000]), EPERM);
+        assert_eq!(call(libc::SYS_fcntl, [3, libc::F_GETFL as u64, 0]), RET_ALLOW);
+        assert_eq!(call(libc::SYS_ioctl, [3, u64::from(FIOSETOWN), 0x7fff_0000]), EPERM);
+        assert_eq!(call(libc::SYS_ioctl, [3, u64::from(SIOCSPGRP), 0x7fff_0000]), EPERM);
+        assert_eq!(call(libc::SYS_ioctl, [3, u64::from(TIOCSTI), 0x7fff_0000]), EPERM, "the table's own ioctl rows still hold");
+        assert_eq!(call(libc::SYS_ioctl, [1, 0x5413, 0x7fff_0000]), RET_ALLOW, "TIOCGWINSZ");
+        // Without the guard (Landlock ABI 6 scopes signals) the kernel decides.
+        let mut t = seccomp_table_with(SocketScope::SocketpairsOnly, true);
+        t.extend(scheduling_guard_rules(true));
+        let p = compile(&t).unwrap();
+        assert_eq!(run(&p, &data(libc::SYS_kill as u32, AUDIT_ARCH_X86_64, [4242, 9, 0, 0, 0, 0])).action, RET_ALLOW);
+    }
+
     #[test]
     fn scheduling_guard_allows_only_the_commands_own_scheduling() {
         let mut t = seccomp_table();

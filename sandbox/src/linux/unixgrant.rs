@@ -152,8 +152,8 @@ impl Granted {
 /// Answers the command's `connect` and `listen` calls until `stop` (a pipe's read end) reports
 /// hang-up or the listener has no more processes. Runs on its own thread in the runner.
 /// `ns_diag`: a `sock_diag` socket of the sandbox's own network namespace (Full), from PID 1.
-/// `root`: the helper (at Standard and Minimal the supervisor): the scheduling calls the filter
-/// sends here may proceed only on a strict descendant of it (see [`in_tree`]).
+/// `root`: the helper (at Standard and Minimal the supervisor): the calls on other processes
+/// the filter sends here may proceed only on the sandbox's own tree (`linux::procguard`).
 pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedFd>, stop: i32, root: i32) {
     let listener = Arc::new(listener);
     let diag = if granted.own_netns { ns_diag.as_ref() } else { granted.host_diag.as_ref() };
@@ -172,21 +172,8 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
         if unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV as _, &mut req) } != 0 {
             continue; // the caller went away (ENOENT) or was interrupted
         }
-        let nr = i64::from(req.data.nr);
-        if [libc::SYS_setpriority, libc::SYS_sched_setscheduler, libc::SYS_sched_setattr, libc::SYS_ioprio_set].contains(&nr) {
-            // The filter sends only calls on another pid (0, the caller itself, never comes).
-            // setpriority(PRIO_PROCESS, who) and ioprio_set(IOPRIO_WHO_PROCESS, who) name a
-            // process or thread; a group is refused.
-            use crate::linux::seccomp::{IOPRIO_WHO_PROCESS, PRIO_PROCESS};
-            let target = match nr {
-                libc::SYS_setpriority => (req.data.args[0] as u32 == PRIO_PROCESS).then_some(req.data.args[1] as i32),
-                libc::SYS_ioprio_set => (req.data.args[0] as u32 == IOPRIO_WHO_PROCESS).then_some(req.data.args[1] as i32),
-                _ => Some(req.data.args[0] as i32),
-            };
-            match target {
-                Some(t) if in_tree(t, root) => continue_call(&listener, req.id),
-                _ => respond(&listener, req.id, Err(libc::EPERM)),
-            }
+        // Calls on other processes (scheduling; signals below Landlock ABI 6).
+        if crate::linux::procguard::answer(&listener, &req, root, |fd| take_fd(&listener, &req, fd), |r| respond(&listener, req.id, r)) {
             continue;
         }
         if req.data.nr == libc::SYS_listen as i32 {
@@ -197,7 +184,7 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
         if req.data.nr == libc::SYS_bind as i32 {
             match bind_for(&listener, &req, granted) {
                 Some(r) => respond(&listener, req.id, r),
-                None => continue_call(&listener, req.id),
+                None => crate::linux::procguard::continue_call(&listener, req.id),
             }
             continue;
         }
@@ -466,39 +453,6 @@ fn prefixed(addr: &[u8], prefix: &[u8]) -> Result<Vec<u8>, i32> {
         return Err(libc::ENAMETOOLONG);
     }
     Ok(out)
-}
-
-/// Whether thread or process `tid` belongs to a strict descendant of `root` (the sandbox's own
-/// tree: the supervisor is a subreaper, so orphans stay in it): its thread group's parent chain
-/// reaches `root`. The supervisor itself, the runner and every other process are not in it.
-/// (A process that exits between this check and the call could in principle be replaced by a
-/// host process of the same pid; that needs the whole pid space to wrap within microseconds.)
-fn in_tree(tid: i32, root: i32) -> bool {
-    let field = |p: i32, f: &dyn Fn(&str) -> Option<i32>| std::fs::read_to_string(format!("/proc/{p}/status")).ok().and_then(|s| s.lines().find_map(f));
-    if tid <= 0 {
-        return false;
-    }
-    let Some(mut p) = field(tid, &|l| l.strip_prefix("Tgid:").and_then(|v| v.trim().parse().ok())) else { return false };
-    if p == root {
-        return false;
-    }
-    for _ in 0..4096 {
-        match field(p, &|l| l.strip_prefix("PPid:").and_then(|v| v.trim().parse().ok())) {
-            Some(pp) if pp == root => return true,
-            Some(pp) if pp > 1 => p = pp,
-            _ => return false,
-        }
-    }
-    false
-}
-
-/// Lets the kernel make the call as the command asked (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`):
-/// for `bind`, whose outcome `listen` checks again, and for a scheduling call on a process of
-/// the sandbox's own tree ([`in_tree`]).
-fn continue_call(listener: &OwnedFd, id: u64) {
-    let mut resp = libc::seccomp_notif_resp { id, val: 0, error: 0, flags: 1 };
-    // SAFETY: the ioctl reads the response; ENOENT (the caller went away) needs nothing.
-    unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND as _, &mut resp) };
 }
 
 /// The most listening unix (and, apart, TCP) sockets of one run the runner keeps track of.

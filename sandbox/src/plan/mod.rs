@@ -1163,7 +1163,9 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     });
     // Every descendant is killed when the command ends (the after-run review of the protected
     // paths relies on it: a survivor could write after the review).
-    let tree_killed = ns.is_some() || (matches!(plan.process_limit(), ProcessLimit::Cgroup { .. }) && cgroup_out_of_reach) || abi >= 6;
+    // Below ABI 6 the runner checks every signal instead (seccomp → the runner).
+    let signal_guard = plan.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.syscall == "kill" && r.action == crate::linux::seccomp::SeccompDeny::UserNotif));
+    let tree_killed = ns.is_some() || (matches!(plan.process_limit(), ProcessLimit::Cgroup { .. }) && cgroup_out_of_reach) || abi >= 6 || signal_guard;
     v.extend(workspace_persistence(plan, caps, tree_killed));
     v.push(match ns {
         Some(n) if n.tmpfs.iter().any(|t| t == Path::new("/tmp")) => prot(ProtectionId::TmpPrivate, Enforced, "mount namespace (tmpfs)",
@@ -1237,6 +1239,9 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         (true, false) => prot(ProtectionId::SignalsOutside, Enforced, "PID namespace + seccomp (prlimit64)", "no process outside the sandbox is visible, signalable or has its resource limits changed"),
         (false, true) => prot(ProtectionId::SignalsOutside, Enforced, &format!("landlock scope (ABI 6) + {sched}"),
             "no signals to processes outside the sandbox, and no changes to their resource limits (a hard RLIMIT_CPU or RLIMIT_FSIZE would make the kernel kill them) or scheduling (SCHED_IDLE or nice 19 under busy loops would starve the runner and delay the timeout)"),
+        (false, false) if signal_guard => prot(ProtectionId::SignalsOutside, Enforced,
+            &format!("seccomp (kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_send_signal, F_SETOWN → the runner, which allows the sandbox's own processes and groups; F_SETOWN_EX, FIOSETOWN, SIOCSPGRP refused) + {sched}"),
+            format!("Landlock ABI {abi} < 6 has no signal scoping, so the runner checks each signal: none reaches a process outside the sandbox; nor do changes to their resource limits or scheduling")),
         (false, false) => prot(ProtectionId::SignalsOutside, Degraded, sched, format!("Landlock ABI {abi} < 6 has no signal scoping: kill of same-uid processes outside works (changing their resource limits or scheduling does not); only a PID namespace (Full level) stops it")),
     });
     v.push(if ll {
@@ -1740,7 +1745,20 @@ mod tests {
         assert_eq!(ll.scopes, 0);
         assert_eq!(ll.handled_fs & landlock::fs::TRUNCATE, 0);
         let state = |p: &Plan, id: &str| p.protections.iter().find(|x| x.id == id).unwrap().state;
-        assert_eq!(state(&p2, "signals-outside"), ProtectionState::Degraded);
+        // Below ABI 6 the runner checks every signal (and so the supervisor survives the
+        // command: timeout-kill-tree holds); without the runner nothing stops a signal outside.
+        assert_eq!(state(&p2, "signals-outside"), ProtectionState::Enforced);
+        assert_eq!(state(&p2, "timeout-kill-tree"), ProtectionState::Enforced);
+        let notified = |p: &Plan, name: &str| p.seccomp().unwrap().rules.iter().any(|r| r.syscall == name && r.action == crate::linux::seccomp::SeccompDeny::UserNotif);
+        for name in ["kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_send_signal", "fcntl"] {
+            assert!(notified(&p2, name), "{name}");
+        }
+        let mut unbrokered = caps(2, false);
+        unbrokered.seccomp_broker = Some(Feature { available: false, detail: "test".into() });
+        let p2n = make_plan(&pol, &unbrokered, &RunContext::default()).unwrap();
+        assert_eq!(state(&p2n, "signals-outside"), ProtectionState::Degraded);
+        assert_eq!(state(&p2n, "timeout-kill-tree"), ProtectionState::Degraded);
+        assert!(!p2n.seccomp().unwrap().rules.iter().any(|r| r.syscall == "kill"));
         // Below ABI 3, seccomp stands in for Landlock's truncate right at Standard.
         assert_eq!(state(&p2, "fs-truncate-outside"), ProtectionState::Enforced);
         let rules = &p2.seccomp().unwrap().rules;
@@ -1750,6 +1768,7 @@ mod tests {
         assert_eq!(state(&p2, "network"), ProtectionState::Enforced);
         let p7 = make_plan(&pol, &caps(7, false), &RunContext::default()).unwrap();
         assert_eq!(state(&p7, "signals-outside"), ProtectionState::Enforced);
+        assert!(!p7.seccomp().unwrap().rules.iter().any(|r| r.syscall == "kill"), "ABI 6+: Landlock scopes signals");
         assert!(!p7.seccomp().unwrap().rules.iter().any(|r| r.syscall == "truncate"), "ABI 3+: Landlock handles truncate");
         assert_eq!(state(&p7, "fs-metadata-outside"), ProtectionState::Degraded);
         let p11 = make_plan(&pol, &caps(11, false), &RunContext::default()).unwrap();
