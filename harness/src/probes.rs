@@ -1671,6 +1671,7 @@ pub fn victim_main(args: &[String]) -> i32 {
 /// outside (`prlimit64`, `setpriority`, `sched_setscheduler`, `ioprio_set` on another process)
 /// is seen.
 fn own_limits() -> Vec<(u64, u64)> {
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let mut v: Vec<(u64, u64)> = (0..16)
         .map(|r| {
             let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

@@ -149,9 +149,13 @@ fn kill_supervisors_group(sig: i32, root: i32, caller: i32) -> (Result<i64, i32>
 /// `pidfd_send_signal(fd, sig, info, flags)` for the caller: the runner takes its own copy of
 /// the descriptor, finds the process it refers to (a pidfd's `Pid:` in fdinfo, or a
 /// `/proc/<pid>` directory) and, if it is the sandbox's own, sends the signal from that copy.
-/// A `siginfo` the caller supplies is refused (it is in the caller's memory).
+/// A `siginfo` the caller supplies is refused (it is in the caller's memory), and so is
+/// `PIDFD_SIGNAL_PROCESS_GROUP` (Linux 6.9: the process's whole group, which may be the
+/// supervisor's); the thread and thread-group flags pass.
 fn send_by_pidfd(fd: i32, sig: i32, info: u64, flags: u32, root: i32, take_fd: impl Fn(i32) -> Result<OwnedFd, i32>) -> Result<i64, i32> {
-    if info != 0 {
+    const PIDFD_SIGNAL_THREAD: u32 = 1;
+    const PIDFD_SIGNAL_THREAD_GROUP: u32 = 2;
+    if info != 0 || flags & !(PIDFD_SIGNAL_THREAD | PIDFD_SIGNAL_THREAD_GROUP) != 0 {
         return Err(libc::EPERM);
     }
     let dup = take_fd(fd)?;

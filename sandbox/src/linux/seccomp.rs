@@ -379,11 +379,13 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
 const O_ACCMODE: u32 = 0o3;
 const O_TRUNC: u32 = 0o1000;
 
-/// `setpriority`'s `which`: one process (or thread).
+/// `setpriority`'s `which`: one process (or thread). (Read by the runner, on Linux only.)
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) const PRIO_PROCESS: u32 = 0;
 /// `setpriority`'s `which`: every process of a user.
 const PRIO_USER: u32 = 2;
-/// `ioprio_set`'s `which`: one process (or thread).
+/// `ioprio_set`'s `which`: one process (or thread). (Read by the runner, on Linux only.)
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) const IOPRIO_WHO_PROCESS: u32 = 1;
 /// `ioprio_set`'s `which`: every process of a user.
 const IOPRIO_WHO_USER: u32 = 3;
@@ -447,7 +449,8 @@ const SIOCSPGRP: u32 = 0x8902;
 /// everyone out of the supervisor's group. `kill(pid, 0)` probes stay in the kernel.
 /// `pidfd_send_signal` names its target by a descriptor that another thread could swap after
 /// the check: the runner sends that signal itself, from its own copy. The forms whose target
-/// is in memory (`F_SETOWN_EX`, `FIOSETOWN`, `SIOCSPGRP`) are refused.
+/// is in memory (`F_SETOWN_EX`, `FIOSETOWN`, `SIOCSPGRP`) are refused, and so is
+/// `pidfd_send_signal`'s `PIDFD_SIGNAL_PROCESS_GROUP`.
 #[must_use]
 pub fn signal_guard_rules() -> Vec<SeccompRuleSpec> {
     let why = "Landlock ABI < 6 has no signal scoping and there is no PID namespace at this level: the runner, the supervisor and the agent (same uid) could be killed";
