@@ -128,19 +128,19 @@ fn kill(target: i32, sig: i32, caller: i32, root: i32) -> Verdict {
 fn kill_supervisors_group(sig: i32, root: i32, caller: i32) -> (Result<i64, i32>, bool) {
     let mut last = libc::ESRCH;
     let (mut sent, mut included) = (false, false);
-    let Ok(dir) = std::fs::read_dir("/proc") else { return (Err(libc::EPERM), false) };
-    for p in dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())) {
-        if p == caller {
-            included = stat_fields(p).is_some_and(|f| f.pgrp == root);
+    for p in crate::linux::supervise::descendants(root) {
+        if stat_fields(p).is_none_or(|f| f.pgrp != root) {
             continue;
         }
-        if p != root && stat_fields(p).is_some_and(|f| f.pgrp == root) && in_tree(p, root) {
-            // SAFETY: signalling a process of the sandbox's own tree, just checked.
-            if unsafe { libc::kill(p, sig) } == 0 {
-                sent = true;
-            } else {
-                last = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EPERM);
-            }
+        if p == caller {
+            included = true;
+            continue;
+        }
+        // SAFETY: signalling a process of the sandbox's own tree, just checked.
+        if unsafe { libc::kill(p, sig) } == 0 {
+            sent = true;
+        } else {
+            last = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EPERM);
         }
     }
     (if sent { Ok(0) } else { Err(last) }, included)
@@ -217,18 +217,11 @@ fn group_in_tree(pgid: i32, root: i32) -> bool {
     if pgid <= 1 || pgid == root || stat_fields(root).is_none_or(|f| f.session != root) {
         return false;
     }
-    let member = |p: i32| stat_fields(p).filter(|f| f.pgrp == pgid).map(|_| in_tree(p, root));
-    // The leader if it still runs, else any member.
-    if let Some(ok) = member(pgid) {
-        return ok;
+    // The leader if it still runs, else any member among the tree's processes.
+    if stat_fields(pgid).is_some_and(|f| f.pgrp == pgid) {
+        return in_tree(pgid, root);
     }
-    let Ok(dir) = std::fs::read_dir("/proc") else { return false };
-    for p in dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())) {
-        if let Some(ok) = member(p) {
-            return ok;
-        }
-    }
-    false
+    crate::linux::supervise::descendants(root).into_iter().any(|p| stat_fields(p).is_some_and(|f| f.pgrp == pgid))
 }
 
 struct StatFields {
@@ -296,8 +289,7 @@ mod tests {
         let me = unsafe { libc::getpid() };
         assert!(matches!(kill(-r, 0, me, r), Verdict::Answer(Ok(0))), "the child is reached");
         // A caller outside the tree, in a group of its own session: refused.
-        // SAFETY: getpid has no preconditions.
-        assert!(refused(kill(0, 0, unsafe { libc::getpid() }, r)));
+        assert!(refused(kill(0, 0, me, r)));
         // The caller itself is signalled after the answer (here: by the test).
         assert!(matches!(kill(-r, libc::SIGTERM, child, r), Verdict::AnswerThenSignal(Ok(0), c, libc::SIGTERM) if c == child));
         // SAFETY: signalling the test's own grandchild.

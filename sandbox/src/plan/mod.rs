@@ -1240,7 +1240,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         (false, true) => prot(ProtectionId::SignalsOutside, Enforced, &format!("landlock scope (ABI 6) + {sched}"),
             "no signals to processes outside the sandbox, and no changes to their resource limits (a hard RLIMIT_CPU or RLIMIT_FSIZE would make the kernel kill them) or scheduling (SCHED_IDLE or nice 19 under busy loops would starve the runner and delay the timeout)"),
         (false, false) if signal_guard => prot(ProtectionId::SignalsOutside, Enforced,
-            &format!("seccomp (kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_send_signal, F_SETOWN → the runner, which allows the sandbox's own processes and groups; F_SETOWN_EX, FIOSETOWN, SIOCSPGRP refused) + {sched}"),
+            &format!("seccomp (kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_send_signal, F_SETOWN, setpgid into another group → the runner, which allows the sandbox's own processes and groups and keeps everyone out of the supervisor's; F_SETOWN_EX, FIOSETOWN, SIOCSPGRP refused) + {sched}"),
             format!("Landlock ABI {abi} < 6 has no signal scoping, so the runner checks each signal: none reaches a process outside the sandbox; nor do changes to their resource limits or scheduling")),
         (false, false) => prot(ProtectionId::SignalsOutside, Degraded, sched, format!("Landlock ABI {abi} < 6 has no signal scoping: kill of same-uid processes outside works (changing their resource limits or scheduling does not); only a PID namespace (Full level) stops it")),
     });
