@@ -1412,6 +1412,26 @@ unsafe fn survivor(mode: &str) -> i32 {
         linger();
     }
     say(&format!("survivor {mode}: child {pid}"));
+    #[cfg(target_os = "linux")]
+    if mode == "group-kill" {
+        // SIGKILL this process's whole process group through a pidfd of the group's leader with
+        // PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9; the kernel signals the group the pidfd's process
+        // leads): bare, the harness started the probe in a group of its own; in a sandbox the
+        // group is the one the command started in, which may be the supervisor's, which would
+        // otherwise kill the child above at the command's exit.
+        // The child must have left the group (its setsid) first.
+        for _ in 0..1000 {
+            if libc::getpgid(pid) != libc::getpgrp() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let leader = libc::getpgrp();
+        say(&format!("process group {leader}"));
+        let fd = libc::syscall(libc::SYS_pidfd_open, leader, 0);
+        let ok = fd >= 0 && libc::syscall(libc::SYS_pidfd_send_signal, fd, libc::SIGKILL, 0usize, 4u32) == 0; // PIDFD_SIGNAL_PROCESS_GROUP
+        return result(ok, "pidfd_send_signal(pidfd of the group leader, SIGKILL, PIDFD_SIGNAL_PROCESS_GROUP)");
+    }
     if mode.ends_with("timeout") {
         linger();
     }
