@@ -321,6 +321,15 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
         }
         let _ = writeln!(s, "  denied: {}", policy.deny_paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     }
+    if let Some(root) = plan.namespaces().and_then(|n| n.fresh_root.as_ref()) {
+        let _ = writeln!(s, "\nFresh root (the command's /; nothing else of the host exists in it):");
+        for b in &root.binds {
+            let _ = writeln!(s, "  bound {}", b.display());
+        }
+        for (l, t) in &root.symlinks {
+            let _ = writeln!(s, "  link  {} -> {}", l.display(), t.display());
+        }
+    }
     if let Some(sc) = plan.seccomp() {
         let _ = writeln!(s, "\nseccomp ({} BPF instructions; default allow):", sc.program.len());
         for r in &sc.rules {

@@ -70,10 +70,17 @@ fn full_level_makes_outside_read_only_and_hides_credentials() {
         k = sh_quote(&key),
         ssh = sh_quote(w.home.join(".ssh")),
     );
-    let o = w.sandboxed(&snippet);
+    // Granted for reading: visible, and read-only.
+    let outside = w.outside.display().to_string();
+    let o = w.sandboxed_with(&["--allow-read", &outside], &snippet);
     assert!(o.stdout.contains(STARTED), "{}", o.describe());
     assert!(!o.stdout.contains("CHMOD-OK"), "{}", o.describe());
     assert!(o.stderr.contains("Read-only file system"), "chmod must fail with EROFS\n{}", o.describe());
+    // Not granted: it does not exist in the command's fresh root at all.
+    let gone = w.sandboxed(&format!("echo {STARTED}; chmod 000 {c} && echo CHMOD-OK; ls {d} && echo LS-OK", c = sh_quote(&canary), d = sh_quote(&w.outside)));
+    assert!(gone.stdout.contains(STARTED), "{}", gone.describe());
+    assert!(!gone.stdout.contains("CHMOD-OK") && !gone.stdout.contains("LS-OK"), "{}", gone.describe());
+    assert!(gone.stderr.contains("No such file or directory"), "outside the grants nothing exists\n{}", gone.describe());
     assert!(!o.stdout.contains("STAT-OK"), "stat of a masked credential must fail\n{}", o.describe());
     assert_eq!(o.stdout.lines().last(), Some("0"), "~/.ssh looks empty\n{}", o.describe());
     assert_eq!(fs::metadata(&canary).unwrap().permissions().mode(), mode_before, "mode changed outside");

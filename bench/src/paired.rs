@@ -70,7 +70,8 @@ pub struct Attribution {
 }
 
 /// Attributes `level` (a median ratio) to the controls' medians. `uses_landlock`: whether the
-/// level applies Landlock at all (minimal does not).
+/// level's Landlock ruleset checks every open against its rules, as one that handles reads does
+/// (Standard; minimal applies none, and Full confines reads with its fresh root instead).
 #[must_use]
 pub fn attribute(level: f64, uses_landlock: bool, landlock_control: Option<f64>, seccomp_control: Option<f64>) -> Attribution {
     let landlock = if uses_landlock { landlock_control.map(|c| c - 1.0) } else { None };

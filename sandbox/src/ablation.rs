@@ -159,6 +159,7 @@ pub fn cut(plan: &mut crate::plan::Plan, caller_env: &[(String, String)]) -> Res
             if let Some(ns) = l.namespaces.as_mut() {
                 match id {
                     ProtectionId::HomePrivate if ns.home_view.take().is_some() => how.push("the private $HOME".into()),
+                    ProtectionId::FsReadOutside if ns.fresh_root.take().is_some() => how.push("the fresh root".into()),
                     ProtectionId::TmpPrivate if !ns.tmpfs.is_empty() => {
                         ns.tmpfs.clear();
                         how.push("the private /tmp and /dev/shm".into());

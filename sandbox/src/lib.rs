@@ -27,8 +27,9 @@
 //!     Experimental: its glue runs under Wine in CI but has not run on Windows, so a command
 //!     runs there only when the user opts in (`LOCALGPT_EXPERIMENTAL_WINDOWS=1`).
 //! * **Apply** — thin code that executes a plan and decides nothing. On Linux the helper applies
-//!   it in one fixed order: new session and parent-death signal → namespaces (Full) → rlimits →
-//!   fds above 2 closed → `no_new_privs` → Landlock → capabilities dropped → seccomp → exec. The
+//!   it in one fixed order: new session and parent-death signal → namespaces, mounts and the
+//!   fresh root (Full) → rlimits → fds above 2 closed → `no_new_privs` → Landlock → capabilities
+//!   dropped → seccomp → exec. The
 //!   helper is a fork of the runner when the runner is single-threaded (the CLI), and the
 //!   runner's binary re-executed as `localgpt-sandbox` otherwise ([`run::HelperStart`]). On macOS
 //!   `/usr/bin/sandbox-exec` applies the profile and re-executes the binary as the helper, which

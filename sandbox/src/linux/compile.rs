@@ -104,11 +104,14 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
     } else {
         Vec::new()
     };
-    let landlock = if level >= SandboxLevel::Standard && caps.landlock.abi > 0 {
+    let mut landlock = if level >= SandboxLevel::Standard && caps.landlock.abi > 0 {
         Some(landlock_plan(policy, caps.landlock.abi, full, &masked, config_reads, resolver)?)
     } else {
         None
     };
+    if let (Some(ns), Some(ll)) = (namespaces.as_mut(), landlock.as_mut()) {
+        confine_reads_by_mounts(ns, ll, policy);
+    }
     let seccomp = if level >= SandboxLevel::Minimal {
         // In the sandbox's own network namespace TCP and UDP on lo are the sandbox's own.
         let scope = if policy.network_access == crate::policy::NetworkPolicy::Full {
@@ -187,6 +190,49 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
         scratch: if full { None } else { ctx.scratch.clone() },
         drop_capabilities: confined && (caps.is_root || full),
     })
+}
+
+/// Full, where PID 1 makes a private `/dev` (the fresh root is built in it): the command's `/`
+/// becomes a fresh root holding only what the Landlock rules grant (see
+/// [`mounts::FreshRoot`]), and Landlock stops handling the rights that would make it check
+/// every open against its rules (read, list, and truncate, which it computes at every open):
+/// nothing outside the grants exists, and everything but the workspace and the writable grants
+/// is mounted read-only (truncation fails with `EROFS`). Where Landlock had to expand a grant
+/// around a denied path that no mount can hide (one that does not exist yet, inside a writable
+/// grant), it keeps handling reads as well.
+fn confine_reads_by_mounts(ns: &mut mounts::NamespacePlan, ll: &mut LandlockPlan, policy: &SandboxPolicy) {
+    if !ns.private_dev {
+        return;
+    }
+    let special = ["/dev", "/proc", "/sys"].map(PathBuf::from);
+    let kept = ll
+        .rules
+        .iter()
+        .map(|r| r.path.clone())
+        .chain(ns.rw_binds.iter().cloned())
+        .chain(ns.tmpfs.iter().cloned())
+        .chain(ns.home_view.as_ref().map(|h| h.home.clone()))
+        .chain(special.iter().cloned());
+    let named: Vec<PathBuf> = policy
+        .read_only_paths
+        .iter()
+        .chain(&policy.writable_paths)
+        .chain(&policy.device_paths)
+        .chain(std::iter::once(&policy.workspace_path))
+        .chain(policy.home.as_ref())
+        .chain(special.iter())
+        .cloned()
+        .collect();
+    let Some(root) = mounts::fresh_root(kept, &named) else { return };
+    ns.fresh_root = Some(root);
+    if ll.expanded.is_empty() {
+        let unhandled = landlock::fs::READ_FILE | landlock::fs::READ_DIR | landlock::fs::TRUNCATE;
+        ll.handled_fs &= !unhandled;
+        for r in &mut ll.rules {
+            r.access &= ll.handled_fs;
+        }
+        ll.rules.retain(|r| r.access != 0);
+    }
 }
 
 fn landlock_plan(

@@ -10,7 +10,10 @@
 //!   over a file): they look empty and cannot be read nor their contents `stat`ed;
 //! * workspace paths that run later outside the sandbox (`.git/hooks`, `.git/config`, `.vscode`,
 //!   …) are bound read-only;
-//! * a fresh `/proc` shows only the sandbox's processes; the network namespace has only `lo`.
+//! * a fresh `/proc` shows only the sandbox's processes; the network namespace has only `lo`;
+//! * last, the command's `/` becomes a fresh root holding only the granted paths ([`FreshRoot`]):
+//!   reads are confined by what exists, and Landlock at Full handles no read right (see
+//!   `linux::compile`), so that an `open` is not checked against its rules.
 
 use std::path::{Path, PathBuf};
 
@@ -119,7 +122,104 @@ pub struct NamespacePlan {
     /// `network = "full"`: no network namespace of its own (the host's network, open).
     #[serde(default)]
     pub host_network: bool,
+    /// The command's `/`: a fresh read-only tmpfs holding only what the plan grants, bound from
+    /// the tree the mounts above made (see [`FreshRoot`]); `None` keeps the host's tree
+    /// (read-only), where Landlock alone confines reads.
+    #[serde(default)]
+    pub fresh_root: Option<FreshRoot>,
 }
+
+/// Where PID 1 mounts the fresh root while it builds it: a directory of the private `/dev`, made
+/// before that is read-only (the copy of it that the new root's `/dev` shows is unmounted after
+/// the switch).
+pub const FRESH_ROOT_DIR: &str = "/dev/.localgpt-root";
+
+/// Full's fresh root, as bubblewrap builds one: after every other mount of the plan (read-only
+/// host tree, private `/tmp`, `/dev`, `$HOME` view, masks, `/proc`, `/sys`), PID 1 binds each of
+/// `binds` (with the mounts under it) into an empty tmpfs at the same path, recreates `symlinks`,
+/// switches root to it (`pivot_root`) and detaches the old one. Nothing else of the host exists
+/// for the command: not a sibling of the workspace, not a file created during the run next to a
+/// grant. Reads are then confined by the mount namespace, and Landlock handles no read right at
+/// Full (an open that asks only for rights a ruleset does not handle is not checked against it:
+/// a directory walk no longer pays Landlock's per-open path walk).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct FreshRoot {
+    /// Canonical paths bound at the same path in the new root, outermost only, in path order.
+    pub binds: Vec<PathBuf>,
+    /// Symbolic links recreated on the way to them (`/bin -> usr/bin`, `~/.cargo -> /opt/cargo`):
+    /// (link, target as stored).
+    pub symlinks: Vec<(PathBuf, PathBuf)>,
+}
+
+/// The fresh root that shows `kept` (canonical paths; missing ones are skipped) and the links met
+/// on the way to each of `named` (paths as the policy names them) and directly under `/`.
+/// `None` when `/` itself is kept (nothing to hide).
+#[must_use]
+pub fn fresh_root(kept: impl IntoIterator<Item = PathBuf>, named: &[PathBuf]) -> Option<FreshRoot> {
+    let mut all: Vec<PathBuf> = kept.into_iter().filter(|p| p.is_absolute() && std::fs::symlink_metadata(p).is_ok()).collect();
+    if all.iter().any(|p| p == Path::new("/")) {
+        return None;
+    }
+    all.sort();
+    all.dedup();
+    let mut binds: Vec<PathBuf> = Vec::new();
+    for p in all {
+        // Sorted component by component: an ancestor comes right before what it contains.
+        if !binds.last().is_some_and(|b| p.starts_with(b)) {
+            binds.push(p);
+        }
+    }
+    let mut symlinks: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let mut add = |link: PathBuf, target: PathBuf| {
+        if !binds.iter().any(|b| link.starts_with(b)) && !symlinks.iter().any(|(l, _)| *l == link) {
+            symlinks.push((link, target));
+        }
+    };
+    if let Ok(entries) = std::fs::read_dir("/") {
+        for e in entries.filter_map(Result::ok) {
+            if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                if let Ok(t) = std::fs::read_link(e.path()) {
+                    add(e.path(), t);
+                }
+            }
+        }
+    }
+    for n in named.iter().filter(|n| n.is_absolute()) {
+        for (l, t) in links_on_the_way(n) {
+            add(l, t);
+        }
+    }
+    symlinks.sort();
+    Some(FreshRoot { binds, symlinks })
+}
+
+/// The symbolic links met resolving `path` component by component (each link's target followed
+/// the way the kernel does), at most 40.
+fn links_on_the_way(path: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut out = Vec::new();
+    let mut cur = crate::plan::resolve::normalize(path);
+    'outer: for _ in 0..40 {
+        let mut at = PathBuf::from("/");
+        let comps: Vec<_> = cur.components().skip(1).collect();
+        for (i, c) in comps.iter().enumerate() {
+            at.push(c);
+            if let Ok(t) = std::fs::read_link(&at) {
+                out.push((at.clone(), t.clone()));
+                // The rest resolves through the target (relative to the link's directory,
+                // which has no link on its way: this is the first one).
+                let mut next = if t.is_absolute() { t } else { at.parent().unwrap_or(Path::new("/")).join(t) };
+                for r in &comps[i + 1..] {
+                    next.push(r);
+                }
+                cur = crate::plan::resolve::normalize(&next);
+                continue 'outer;
+            }
+        }
+        break;
+    }
+    out
+}
+
 
 /// Inodes allowed in a private tmpfs of `bytes`: one per 8 KiB, at least 65536.
 #[must_use]
@@ -227,6 +327,7 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
             .filter(|p| p != Path::new("/dev/ptmx") && std::fs::metadata(p).is_ok_and(|m| !m.is_dir()))
             .collect(),
         host_network: policy.network_access == crate::policy::NetworkPolicy::Full,
+        fresh_root: None,
     }
 }
 
@@ -280,6 +381,40 @@ fn home_view(canon: &mut impl FnMut(&Path) -> Option<crate::plan::resolve::Resol
 mod tests {
     use super::*;
     use crate::config::{build_sandbox_policy, SandboxSettings};
+
+    #[test]
+    fn fresh_root_binds_outermost_grants_and_recreates_links_on_the_way() {
+        let d = crate::test_dir();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        for p in ["real/tools/bin", "real/data", "other"] {
+            std::fs::create_dir_all(root.join(p)).unwrap();
+        }
+        std::fs::write(root.join("real/file"), "x").unwrap();
+        // link -> real (absolute), real/tools/up -> ../data (relative, through a parent).
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        std::os::unix::fs::symlink("../data", root.join("real/tools/up")).unwrap();
+        let kept = [root.join("real/tools"), root.join("real/tools/bin"), root.join("real/file"), root.join("missing")];
+        let named = [root.join("link/tools/bin"), root.join("link/tools/up")];
+        let r = fresh_root(kept, &named).expect("a fresh root");
+        assert_eq!(r.binds, vec![root.join("real/file"), root.join("real/tools")]);
+        assert!(r.symlinks.contains(&(root.join("link"), root.join("real"))), "{:?}", r.symlinks);
+        // A link inside a bind comes with it.
+        assert!(!r.symlinks.iter().any(|(l, _)| l.starts_with(root.join("real/tools"))), "{:?}", r.symlinks);
+        // The links directly under / are recreated (the merged-/usr ones: /bin -> usr/bin).
+        for e in std::fs::read_dir("/").unwrap().filter_map(Result::ok).filter(|e| e.file_type().is_ok_and(|t| t.is_symlink())) {
+            assert!(r.symlinks.iter().any(|(l, _)| *l == e.path()), "{} not recreated", e.path().display());
+        }
+        // Nothing to hide when / itself is granted.
+        assert!(fresh_root([PathBuf::from("/"), root.join("real")], &[]).is_none());
+        // A chain of links is followed the way the kernel follows it.
+        std::os::unix::fs::symlink(root.join("link/tools"), root.join("chain")).unwrap();
+        let links = links_on_the_way(&root.join("chain/up/x"));
+        assert_eq!(links, vec![
+            (root.join("chain"), root.join("link/tools")),
+            (root.join("link"), root.join("real")),
+            (root.join("real/tools/up"), PathBuf::from("../data")),
+        ]);
+    }
 
     #[test]
     fn home_view_keeps_only_granted_paths() {
@@ -450,6 +585,7 @@ mod tests {
                 .filter(|p| p != Path::new("/dev/ptmx") && p.exists() && !p.is_dir())
                 .collect(),
             host_network: policy.network_access == crate::policy::NetworkPolicy::Full,
+            fresh_root: None,
         }
     }
 

@@ -6,7 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::linux::mounts::{MaskKind, NamespacePlan};
+use crate::linux::mounts::{FreshRoot, MaskKind, NamespacePlan, FRESH_ROOT_DIR};
 use crate::run::report::{Report, SetupWarning};
 
 fn c(p: &Path) -> Result<CString, String> {
@@ -237,7 +237,7 @@ fn private_dev(ns: &NamespacePlan) -> Result<(), String> {
     for h in &held {
         h.bind_back(libc::MS_BIND)?;
     }
-    for d in ["/dev/shm"].into_iter().chain(host_pts.is_none().then_some("/dev/pts")) {
+    for d in ["/dev/shm"].into_iter().chain(host_pts.is_none().then_some("/dev/pts")).chain(ns.fresh_root.is_some().then_some(FRESH_ROOT_DIR)) {
         std::fs::create_dir(d).map_err(|e| format!("mkdir {d}: {e}"))?;
     }
     match &host_pts {
@@ -529,7 +529,89 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
         kernel_views()?;
     }
     crate::timing::stamp("init_kernel_views");
+    if let Some(root) = &ns.fresh_root {
+        switch_to_fresh_root(root)?;
+        crate::timing::stamp("init_fresh_root");
+    }
     Ok(())
+}
+
+/// Builds the fresh root (see [`FreshRoot`]) in a tmpfs at [`FRESH_ROOT_DIR`] and makes it `/`:
+/// each kept path bound with the mounts under it, the links recreated, then `pivot_root`, the old
+/// root detached, and the new one read-only.
+fn switch_to_fresh_root(root: &FreshRoot) -> Result<(), String> {
+    let base = Path::new(FRESH_ROOT_DIR);
+    mount(Some("tmpfs"), base, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=0755,size=1m,nr_inodes=4096"))?;
+    let inside = |p: &Path| base.join(p.strip_prefix("/").unwrap_or(p));
+    // `/dev` first: the copy of it holds the new root as it is then (a mount of the same empty
+    // tmpfs, without the binds made into it later), unmounted after the switch.
+    let mut binds: Vec<&PathBuf> = root.binds.iter().collect();
+    binds.sort_by_key(|b| b.as_path() != Path::new("/dev"));
+    for b in binds {
+        let t = inside(b);
+        let is_dir = std::fs::metadata(b).map_err(|e| format!("stat {}: {e}", b.display()))?.is_dir();
+        if is_dir {
+            std::fs::create_dir_all(&t).map_err(|e| format!("mkdir {}: {e}", t.display()))?;
+        } else {
+            if let Some(parent) = t.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
+            }
+            std::fs::File::create(&t).map_err(|e| format!("create {}: {e}", t.display()))?;
+        }
+        bind(b, &t, libc::MS_BIND | libc::MS_REC)?;
+    }
+    for (link, target) in &root.symlinks {
+        let t = inside(link);
+        if let Some(parent) = t.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
+        }
+        std::os::unix::fs::symlink(target, &t).map_err(|e| format!("symlink {}: {e}", t.display()))?;
+    }
+    let old = base.join(".old-root");
+    std::fs::create_dir(&old).map_err(|e| format!("mkdir {}: {e}", old.display()))?;
+    let (new_c, old_c) = (c(base)?, c(&old)?);
+    // SAFETY: valid C strings.
+    if unsafe { libc::syscall(libc::SYS_pivot_root, new_c.as_ptr(), old_c.as_ptr()) } == 0 {
+        // SAFETY: constant paths; detaching our own namespace's mounts.
+        unsafe {
+            if libc::chdir(c"/".as_ptr()) != 0 {
+                return Err(last_err("chdir /"));
+            }
+            if libc::umount2(c"/.old-root".as_ptr(), libc::MNT_DETACH) != 0 {
+                return Err(last_err("detach the old root"));
+            }
+        }
+        std::fs::remove_dir("/.old-root").map_err(|e| format!("rmdir /.old-root: {e}"))?;
+    } else if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        // `/` is the initial rootfs (a system running from its initramfs), which pivot_root
+        // cannot move: the new root is moved over it and entered instead (switch_root's way).
+        // The old tree stays under it, out of every path: no process has its root or working
+        // directory there once PID 1 has moved, and the command cannot chroot (no capability).
+        std::fs::remove_dir(&old).map_err(|e| format!("rmdir {}: {e}", old.display()))?;
+        // SAFETY: valid C strings; moving our own namespace's mount.
+        unsafe {
+            if libc::chdir(new_c.as_ptr()) != 0 {
+                return Err(last_err(&format!("chdir {FRESH_ROOT_DIR}")));
+            }
+            if libc::mount(c".".as_ptr(), c"/".as_ptr(), std::ptr::null(), libc::MS_MOVE, std::ptr::null()) != 0 {
+                return Err(last_err("move the fresh root over /"));
+            }
+            if libc::chroot(c".".as_ptr()) != 0 {
+                return Err(last_err("chroot into the fresh root"));
+            }
+            if libc::chdir(c"/".as_ptr()) != 0 {
+                return Err(last_err("chdir /"));
+            }
+        }
+    } else {
+        return Err(last_err("pivot_root"));
+    }
+    let copy = c(base)?;
+    // SAFETY: a valid C string; the copy of the new root that `/dev` holds.
+    if unsafe { libc::umount2(copy.as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(last_err(&format!("unmount {FRESH_ROOT_DIR}")));
+    }
+    mount(None, Path::new("/"), None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV, None)
 }
 
 /// What container runtimes hide in `/proc` and `/sys` (the OCI runtime spec's default masked

@@ -1076,11 +1076,21 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     let cgroup_out_of_reach = ll || ns.is_some();
     let cgroup_in_reach = "the filesystem is not confined at this level: the cgroup's files belong to the command's uid, which can raise its limits or move itself out of it";
     let truncate_guard = plan.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.syscall == "truncate"));
+    // Full with a fresh root: reads are confined by the mount namespace, and Landlock handles
+    // no read right (nor truncate, which the read-only mounts refuse).
+    let reads_by_mounts = ns.is_some_and(|n| n.fresh_root.is_some()) && plan.landlock().is_some_and(|l| l.handled_fs & crate::linux::landlock::fs::READ_FILE == 0);
     let fs_off = |id: ProtectionId, what: &str| prot(id, Off, "none", format!("{what}: no Landlock at level {}", plan.level));
     if ll {
         v.push(prot(ProtectionId::FsWriteOutside, Enforced, "landlock", "writes only in the workspace and granted paths"));
-        v.push(prot(ProtectionId::FsReadCredentials, Enforced, "landlock", "credential paths get no rule (siblings granted instead, snapshot at launch)"));
-        v.push(if abi >= 3 {
+        v.push(if reads_by_mounts {
+            prot(ProtectionId::FsReadCredentials, Enforced, "mount masks",
+                format!("{} existing credential paths are masked (empty read-only tmpfs or /dev/null) or absent from the fresh root", ns.map_or(0, |n| n.masks.len())))
+        } else {
+            prot(ProtectionId::FsReadCredentials, Enforced, "landlock", "credential paths get no rule (siblings granted instead, snapshot at launch)")
+        });
+        v.push(if reads_by_mounts {
+            prot(ProtectionId::FsTruncateOutside, Enforced, "read-only mounts", "everything outside the workspace and writable paths is mounted read-only")
+        } else if abi >= 3 {
             prot(ProtectionId::FsTruncateOutside, Enforced, "landlock (ABI 3 truncate)", "truncate(2) needs the truncate right")
         } else if ns.is_some() {
             prot(ProtectionId::FsTruncateOutside, Enforced, "read-only mounts",
@@ -1131,7 +1141,10 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         (false, false) if n_secrets == 0 && !caps.is_root => prot(ProtectionId::FsReadSystemSecrets, Enforced, "file permissions", "no secret under /etc is readable by this user"),
         (false, false) => prot(ProtectionId::FsReadSystemSecrets, Off, "none", format!("without Landlock or namespaces, {n_secrets} {who} stay readable")),
     });
-    v.push(if ll {
+    v.push(if reads_by_mounts {
+        prot(ProtectionId::FsReadOutside, Enforced, "fresh root (mount namespace)",
+            "the command's / holds only the workspace, system and toolchain dirs, scratch and granted paths: nothing else of the host exists")
+    } else if ll {
         prot(ProtectionId::FsReadOutside, Enforced, "landlock", "reads only in the workspace, system and toolchain dirs, scratch and granted paths")
     } else {
         prot(ProtectionId::FsReadOutside, Degraded, "none", "no Landlock: files outside the workspace (other than masked credentials) are readable")
@@ -1151,7 +1164,11 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     });
     v.push(match ns {
         Some(n) => prot(ProtectionId::FsStatSecrets, Enforced, "mount masks",
-            format!("{} existing credential paths are masked (empty read-only tmpfs or /dev/null); paths created after launch are covered by Landlock only", n.masks.len())),
+            if reads_by_mounts {
+                format!("{} existing credential paths are masked (empty read-only tmpfs or /dev/null); outside the grants nothing of the host exists in the fresh root", n.masks.len())
+            } else {
+                format!("{} existing credential paths are masked (empty read-only tmpfs or /dev/null); paths created after launch are covered by Landlock only", n.masks.len())
+            }),
         None => prot(ProtectionId::FsStatSecrets, Degraded, "none", "stat() of credential files still works (existence and size leak); Full level hides them"),
     });
     v.push(match ns.and_then(|n| n.home_view.as_ref()) {
@@ -1862,6 +1879,49 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn full_level_confines_reads_with_a_fresh_root() {
+        use crate::linux::landlock::fs;
+        let (_d, home, ws) = world();
+        let mut c = caps(7, false);
+        c.user_namespaces = Some(Feature { available: true, detail: String::new() });
+        let mut pol = policy(SandboxMode::WorkspaceWrite, &home, &ws);
+        let p = make_plan(&pol, &c, &RunContext::default()).unwrap();
+        assert_eq!(p.level, SandboxLevel::Full);
+        let ns = p.namespaces().unwrap();
+        let root = ns.fresh_root.as_ref().expect("a fresh root where /dev is private");
+        // The grants are bound (outermost only), the rest of the host is not.
+        for k in [&ws, &home, Path::new("/dev"), Path::new("/proc")] {
+            assert!(root.binds.iter().any(|b| k.starts_with(b)), "{} not in {:?}", k.display(), root.binds);
+        }
+        assert!(!root.binds.iter().any(|b| b == Path::new("/")), "{:?}", root.binds);
+        for (i, b) in root.binds.iter().enumerate() {
+            assert!(!root.binds.iter().enumerate().any(|(j, o)| i != j && b.starts_with(o)), "{} is inside another bind", b.display());
+        }
+        // Landlock handles no right that makes it check every open; what it still handles,
+        // every rule stays within.
+        let ll = p.landlock().unwrap();
+        assert_eq!(ll.handled_fs & (fs::READ_FILE | fs::READ_DIR | fs::TRUNCATE), 0);
+        assert_ne!(ll.handled_fs & (fs::EXECUTE | fs::WRITE_FILE | fs::MAKE_REG | fs::IOCTL_DEV), 0);
+        assert!(ll.rules.iter().all(|r| r.access != 0 && r.access & !ll.handled_fs == 0));
+        let row = |p: &Plan, id: ProtectionId| p.protections.iter().find(|x| x.id == id).unwrap().clone();
+        assert_eq!(row(&p, ProtectionId::FsReadOutside).mechanism, "fresh root (mount namespace)");
+        assert_eq!(row(&p, ProtectionId::FsTruncateOutside).mechanism, "read-only mounts");
+        assert_eq!(row(&p, ProtectionId::FsReadCredentials).mechanism, "mount masks");
+        // A denied path that no mount can hide (absent at launch, inside the writable workspace):
+        // Landlock expands around it and keeps handling reads, as before.
+        pol.deny_paths.push(ws.join("later/secret"));
+        let p = make_plan(&pol, &c, &RunContext::default()).unwrap();
+        let ll = p.landlock().unwrap();
+        assert!(!ll.expanded.is_empty());
+        assert_eq!(ll.handled_fs & (fs::READ_FILE | fs::READ_DIR), fs::READ_FILE | fs::READ_DIR);
+        assert_eq!(row(&p, ProtectionId::FsReadOutside).mechanism, "landlock");
+        assert!(p.namespaces().unwrap().fresh_root.is_some());
+        // Standard: no namespace, Landlock handles reads.
+        let s = make_plan(&pol, &caps(7, false), &RunContext::default()).unwrap();
+        assert_ne!(s.landlock().unwrap().handled_fs & fs::READ_FILE, 0);
     }
 
     #[test]
