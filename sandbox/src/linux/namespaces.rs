@@ -549,7 +549,13 @@ fn switch_to_fresh_root(root: &FreshRoot) -> Result<(), String> {
     binds.sort_by_key(|b| b.as_path() != Path::new("/dev"));
     for b in binds {
         let t = inside(b);
-        let is_dir = std::fs::metadata(b).map_err(|e| format!("stat {}: {e}", b.display()))?.is_dir();
+        let is_dir = match std::fs::metadata(b) {
+            Ok(m) => m.is_dir(),
+            // Gone since the plan was made (a host process removed it): not bound, which can
+            // only remove access, as a vanished Landlock rule path is not granted.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("stat {}: {e}", b.display())),
+        };
         if is_dir {
             std::fs::create_dir_all(&t).map_err(|e| format!("mkdir {}: {e}", t.display()))?;
         } else {
