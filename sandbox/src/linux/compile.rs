@@ -199,7 +199,8 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
 /// nothing outside the grants exists, and everything but the workspace and the writable grants
 /// is mounted read-only (truncation fails with `EROFS`). Where Landlock had to expand a grant
 /// around a denied path that no mount can hide (one that does not exist yet, inside a writable
-/// grant), it keeps handling reads as well.
+/// grant), it keeps handling reads as well. A policy with more separate grants than
+/// [`mounts::MAX_FRESH_ROOT_BINDS`] keeps the host's tree and Landlock's reads, as before.
 fn confine_reads_by_mounts(ns: &mut mounts::NamespacePlan, ll: &mut LandlockPlan, policy: &SandboxPolicy) {
     if !ns.private_dev {
         return;
@@ -223,7 +224,7 @@ fn confine_reads_by_mounts(ns: &mut mounts::NamespacePlan, ll: &mut LandlockPlan
         .chain(special.iter())
         .cloned()
         .collect();
-    let Some(root) = mounts::fresh_root(kept, &named) else { return };
+    let Some(root) = mounts::fresh_root(kept, &named).filter(|r| r.binds.len() <= mounts::MAX_FRESH_ROOT_BINDS) else { return };
     ns.fresh_root = Some(root);
     if ll.expanded.is_empty() {
         let unhandled = landlock::fs::READ_FILE | landlock::fs::READ_DIR | landlock::fs::TRUNCATE;

@@ -1922,6 +1922,19 @@ mod tests {
         // Standard: no namespace, Landlock handles reads.
         let s = make_plan(&pol, &caps(7, false), &RunContext::default()).unwrap();
         assert_ne!(s.landlock().unwrap().handled_fs & fs::READ_FILE, 0);
+        // More separate grants than a fresh root is built with: the host's tree and Landlock's
+        // reads, as before.
+        pol.deny_paths.pop();
+        let d = crate::test_dir();
+        for i in 0..=crate::linux::mounts::MAX_FRESH_ROOT_BINDS {
+            let g = std::fs::canonicalize(d.path()).unwrap().join(format!("g{i}"));
+            std::fs::create_dir_all(&g).unwrap();
+            pol.read_only_paths.push(g);
+        }
+        let many = make_plan(&pol, &c, &RunContext::default()).unwrap();
+        assert!(many.namespaces().unwrap().fresh_root.is_none());
+        assert_ne!(many.landlock().unwrap().handled_fs & fs::READ_FILE, 0);
+        assert_eq!(row(&many, ProtectionId::FsReadOutside).mechanism, "landlock");
     }
 
     #[test]
