@@ -203,17 +203,20 @@ impl Held {
     /// Creates the mount point at the same path (under the new mount) and binds the held object.
     fn bind_back(&self, flags: libc::c_ulong) -> Result<(), String> {
         use std::os::fd::AsRawFd;
-        let p = &self.path;
-        if self.is_dir {
-            std::fs::create_dir_all(p).map_err(|e| format!("mkdir {}: {e}", p.display()))?;
-        } else {
-            if let Some(parent) = p.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
-            }
-            std::fs::File::create(p).map_err(|e| format!("create {}: {e}", p.display()))?;
-        }
-        mount(Some(&format!("/proc/self/fd/{}", self.file.as_raw_fd())), p, None, flags, None)
+        mount_point(&self.path, self.is_dir)?;
+        mount(Some(&format!("/proc/self/fd/{}", self.file.as_raw_fd())), &self.path, None, flags, None)
     }
+}
+
+/// Creates `p` (a directory, or an empty file) and its missing parents, to mount on.
+fn mount_point(p: &Path, is_dir: bool) -> Result<(), String> {
+    if is_dir {
+        return std::fs::create_dir_all(p).map_err(|e| format!("mkdir {}: {e}", p.display()));
+    }
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
+    }
+    std::fs::File::create(p).map(drop).map_err(|e| format!("create {}: {e}", p.display()))
 }
 
 /// Replaces `/dev` with a tmpfs holding only the plan's device nodes (bound from the host through
@@ -556,14 +559,7 @@ fn switch_to_fresh_root(root: &FreshRoot) -> Result<(), String> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(format!("stat {}: {e}", b.display())),
         };
-        if is_dir {
-            std::fs::create_dir_all(&t).map_err(|e| format!("mkdir {}: {e}", t.display()))?;
-        } else {
-            if let Some(parent) = t.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
-            }
-            std::fs::File::create(&t).map_err(|e| format!("create {}: {e}", t.display()))?;
-        }
+        mount_point(&t, is_dir)?;
         bind(b, &t, libc::MS_BIND | libc::MS_REC)?;
     }
     for (link, target) in &root.symlinks {
