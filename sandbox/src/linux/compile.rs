@@ -224,7 +224,7 @@ fn confine_reads_by_mounts(ns: &mut mounts::NamespacePlan, ll: &mut LandlockPlan
         .chain(special.iter())
         .cloned()
         .collect();
-    let Some(root) = mounts::fresh_root(kept, &named).filter(|r| r.binds.len() <= mounts::MAX_FRESH_ROOT_BINDS) else { return };
+    let Some(root) = mounts::fresh_root(kept, &named) else { return };
     ns.fresh_root = Some(root);
     if ll.expanded.is_empty() {
         let unhandled = landlock::fs::READ_FILE | landlock::fs::READ_DIR | landlock::fs::TRUNCATE;

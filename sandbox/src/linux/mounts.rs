@@ -159,7 +159,8 @@ pub struct FreshRoot {
 
 /// The fresh root that shows `kept` (canonical paths; missing ones are skipped) and the links met
 /// on the way to each of `named` (paths as the policy names them) and directly under `/`.
-/// `None` when `/` itself is kept (nothing to hide).
+/// `None` when `/` itself is kept (nothing to hide), or when it would take more than
+/// [`MAX_FRESH_ROOT_BINDS`] binds (before any link is read).
 #[must_use]
 pub fn fresh_root(kept: impl IntoIterator<Item = PathBuf>, named: &[PathBuf]) -> Option<FreshRoot> {
     let mut all: Vec<PathBuf> = kept.into_iter().filter(|p| p.is_absolute() && std::fs::symlink_metadata(p).is_ok()).collect();
@@ -174,6 +175,9 @@ pub fn fresh_root(kept: impl IntoIterator<Item = PathBuf>, named: &[PathBuf]) ->
         if !binds.last().is_some_and(|b| p.starts_with(b)) {
             binds.push(p);
         }
+    }
+    if binds.len() > MAX_FRESH_ROOT_BINDS {
+        return None;
     }
     let mut symlinks: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut add = |link: PathBuf, target: PathBuf| {
