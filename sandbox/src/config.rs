@@ -454,12 +454,18 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
     let mut skipped_grants = Vec::new();
     for (what, list) in [("allow-read", &settings.extra_read), ("allow-write", &settings.extra_write), ("deny", &settings.extra_deny)] {
         for p in list {
-            let exists = std::fs::symlink_metadata(p).is_ok();
-            if !exists && p.to_string_lossy().contains(['*', '?', '[']) {
+            let lstat = std::fs::symlink_metadata(p);
+            if lstat.is_err() && p.to_string_lossy().contains(['*', '?', '[']) {
                 return Err(SandboxError::Policy(format!(
                     "{what} {}: globs are not supported (nothing would match it); list the paths themselves", p.display())));
             }
-            if what != "deny" && std::fs::metadata(p).is_err() {
+            // What `lstat` found resolves unless it is a link (then its target must exist too).
+            let resolves = match lstat {
+                Ok(m) if !m.file_type().is_symlink() => true,
+                Ok(_) => std::fs::metadata(p).is_ok(),
+                Err(_) => false,
+            };
+            if what != "deny" && !resolves {
                 skipped_grants.push(p.clone());
             }
         }

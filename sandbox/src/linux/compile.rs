@@ -96,7 +96,7 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
         let mut masked = Vec::new();
         for d in &policy.deny_paths {
             // Resolved leniently: a denied path named through a symbolic link to the workspace.
-            if std::fs::symlink_metadata(d).is_ok() || !writable(&resolver.canonicalize_lenient(d).path) {
+            if resolver.lexists(d) || !writable(&resolver.canonicalize_lenient(d).path) {
                 masked.push(d.clone());
             }
         }
@@ -109,8 +109,12 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
     } else {
         None
     };
-    if let (Some(ns), Some(ll)) = (namespaces.as_mut(), landlock.as_mut()) {
-        confine_reads_by_mounts(ns, ll, policy);
+    // Without Landlock (a kernel before 5.13, or one booted without it) the mount namespace is
+    // what confines reads, from the policy's grants directly.
+    if let Some(ns) = namespaces.as_mut() {
+        if landlock.is_some() || (confined && caps.landlock.abi == 0) {
+            confine_reads_by_mounts(ns, landlock.as_mut(), policy, config_reads, resolver);
+        }
     }
     let seccomp = if level >= SandboxLevel::Minimal {
         // In the sandbox's own network namespace TCP and UDP on lo are the sandbox's own.
@@ -193,23 +197,35 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
 }
 
 /// Full, where PID 1 makes a private `/dev` (the fresh root is built in it): the command's `/`
-/// becomes a fresh root holding only what the Landlock rules grant (see
-/// [`mounts::FreshRoot`]), and Landlock stops handling the rights that would make it check
-/// every open against its rules (read, list, and truncate, which it computes at every open):
-/// nothing outside the grants exists, and everything but the workspace and the writable grants
-/// is mounted read-only (truncation fails with `EROFS`). Where Landlock had to expand a grant
-/// around a denied path that no mount can hide (one that does not exist yet, inside a writable
-/// grant), it keeps handling reads as well. A policy with more separate grants than
-/// [`mounts::MAX_FRESH_ROOT_BINDS`] keeps the host's tree and Landlock's reads, as before.
-fn confine_reads_by_mounts(ns: &mut mounts::NamespacePlan, ll: &mut LandlockPlan, policy: &SandboxPolicy) {
+/// becomes a fresh root holding only what the grants name (see [`mounts::FreshRoot`]): the
+/// Landlock rules' paths, or without Landlock (`ll` is `None`: the namespaces of a kernel without
+/// it) the policy's read, write and device grants and the toolchain configs. With Landlock, it
+/// stops handling the rights that would make it check every open against its rules (read, list,
+/// and truncate, which it computes at every open): nothing outside the grants exists, and
+/// everything but the workspace and the writable grants is mounted read-only (truncation fails
+/// with `EROFS`). Where Landlock had to expand a grant around a denied path that no mount can
+/// hide (one that does not exist yet, inside a writable grant), it keeps handling reads as well.
+/// A policy with more separate grants than [`mounts::MAX_FRESH_ROOT_BINDS`] keeps the host's
+/// tree (and Landlock's reads, where there is Landlock), as before.
+fn confine_reads_by_mounts(ns: &mut mounts::NamespacePlan, ll: Option<&mut LandlockPlan>, policy: &SandboxPolicy, config_reads: &[PathBuf], resolver: &mut PathResolver) {
     if !ns.private_dev {
         return;
     }
     let special = ["/dev", "/proc", "/sys"].map(PathBuf::from);
-    let kept = ll
-        .rules
-        .iter()
-        .map(|r| r.path.clone())
+    let granted: Vec<PathBuf> = match &ll {
+        Some(ll) => ll.rules.iter().map(|r| r.path.clone()).collect(),
+        None => policy
+            .read_only_paths
+            .iter()
+            .chain(&policy.writable_paths)
+            .chain(&policy.device_paths)
+            .chain(config_reads)
+            .chain(std::iter::once(&policy.workspace_path))
+            .filter_map(|p| resolver.canonicalize(p).ok().map(|r| r.path))
+            .collect(),
+    };
+    let kept = granted
+        .into_iter()
         .chain(ns.rw_binds.iter().cloned())
         .chain(ns.tmpfs.iter().cloned())
         .chain(ns.home_view.as_ref().map(|h| h.home.clone()))
@@ -224,9 +240,9 @@ fn confine_reads_by_mounts(ns: &mut mounts::NamespacePlan, ll: &mut LandlockPlan
         .chain(special.iter())
         .cloned()
         .collect();
-    let Some(root) = mounts::fresh_root(kept, &named) else { return };
+    let Some(root) = mounts::fresh_root(resolver, kept, &named) else { return };
     ns.fresh_root = Some(root);
-    if ll.expanded.is_empty() {
+    if let Some(ll) = ll.filter(|ll| ll.expanded.is_empty()) {
         let unhandled = landlock::fs::READ_FILE | landlock::fs::READ_DIR | landlock::fs::TRUNCATE;
         ll.handled_fs &= !unhandled;
         for r in &mut ll.rules {

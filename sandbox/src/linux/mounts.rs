@@ -162,8 +162,8 @@ pub struct FreshRoot {
 /// `None` when `/` itself is kept (nothing to hide), or when it would take more than
 /// [`MAX_FRESH_ROOT_BINDS`] binds (before any link is read).
 #[must_use]
-pub fn fresh_root(kept: impl IntoIterator<Item = PathBuf>, named: &[PathBuf]) -> Option<FreshRoot> {
-    let mut all: Vec<PathBuf> = kept.into_iter().filter(|p| p.is_absolute() && std::fs::symlink_metadata(p).is_ok()).collect();
+pub fn fresh_root(resolver: &mut PathResolver, kept: impl IntoIterator<Item = PathBuf>, named: &[PathBuf]) -> Option<FreshRoot> {
+    let mut all: Vec<PathBuf> = kept.into_iter().filter(|p| p.is_absolute() && resolver.lexists(p)).collect();
     if all.iter().any(|p| p == Path::new("/")) {
         return None;
     }
@@ -188,48 +188,20 @@ pub fn fresh_root(kept: impl IntoIterator<Item = PathBuf>, named: &[PathBuf]) ->
     if let Ok(entries) = std::fs::read_dir("/") {
         for e in entries.filter_map(Result::ok) {
             if e.file_type().is_ok_and(|t| t.is_symlink()) {
-                if let Ok(t) = std::fs::read_link(e.path()) {
+                if let Some(t) = resolver.link_at(&e.path()) {
                     add(e.path(), t);
                 }
             }
         }
     }
     for n in named.iter().filter(|n| n.is_absolute()) {
-        for (l, t) in links_on_the_way(n) {
+        for (l, t) in resolver.links_on_the_way(n) {
             add(l, t);
         }
     }
     symlinks.sort();
     Some(FreshRoot { binds, symlinks })
 }
-
-/// The symbolic links met resolving `path` component by component (each link's target followed
-/// the way the kernel does), at most 40.
-fn links_on_the_way(path: &Path) -> Vec<(PathBuf, PathBuf)> {
-    let mut out = Vec::new();
-    let mut cur = crate::plan::resolve::normalize(path);
-    'outer: for _ in 0..40 {
-        let mut at = PathBuf::from("/");
-        let comps: Vec<_> = cur.components().skip(1).collect();
-        for (i, c) in comps.iter().enumerate() {
-            at.push(c);
-            if let Ok(t) = std::fs::read_link(&at) {
-                out.push((at.clone(), t.clone()));
-                // The rest resolves through the target (relative to the link's directory,
-                // which has no link on its way: this is the first one).
-                let mut next = if t.is_absolute() { t } else { at.parent().unwrap_or(Path::new("/")).join(t) };
-                for r in &comps[i + 1..] {
-                    next.push(r);
-                }
-                cur = crate::plan::resolve::normalize(&next);
-                continue 'outer;
-            }
-        }
-        break;
-    }
-    out
-}
-
 
 /// Inodes allowed in a private tmpfs of `bytes`: one per 8 KiB, at least 65536.
 #[must_use]
@@ -309,7 +281,7 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
             masks.push(Mask { path: c, kind });
         }
     }
-    let home_view = home_view(&mut canon, policy, &tmpfs);
+    let home_view = home_view(resolver, policy, &tmpfs);
     if let Some(h) = &home_view {
         // A credential path under $HOME is invisible unless a kept path contains it.
         masks.retain(|m| !m.path.starts_with(&h.home) || h.keep.iter().any(|k| m.path.starts_with(k)));
@@ -334,7 +306,7 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
         dev_nodes: crate::defaults::DEVICE_PATHS
             .iter()
             .map(PathBuf::from)
-            .filter(|p| p != Path::new("/dev/ptmx") && std::fs::metadata(p).is_ok_and(|m| !m.is_dir()))
+            .filter(|p| p != Path::new("/dev/ptmx") && resolver.canonicalize(p).is_ok_and(|r| r.kind != FileKind::Dir))
             .collect(),
         host_network: policy.network_access == crate::policy::NetworkPolicy::Full,
         fresh_root: None,
@@ -344,9 +316,9 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
 /// The private `$HOME` for `policy`, or `None` when there is nothing to hide it from: no
 /// `$HOME`, `$HOME` is `/`, the workspace itself (or one above it), or a private tmpfs already
 /// covers it.
-fn home_view(canon: &mut impl FnMut(&Path) -> Option<crate::plan::resolve::Resolved>, policy: &SandboxPolicy, tmpfs: &[PathBuf]) -> Option<HomeView> {
+fn home_view(resolver: &mut PathResolver, policy: &SandboxPolicy, tmpfs: &[PathBuf]) -> Option<HomeView> {
     let given = policy.home.as_deref()?;
-    let home = canon(given).filter(|c| c.kind == FileKind::Dir)?.path;
+    let home = resolver.canonicalize(given).ok().filter(|c| c.kind == FileKind::Dir)?.path;
     let ws = &policy.workspace_path;
     if home == Path::new("/") || home.starts_with(ws) || tmpfs.iter().any(|t| home.starts_with(t)) {
         return None;
@@ -357,8 +329,8 @@ fn home_view(canon: &mut impl FnMut(&Path) -> Option<crate::plan::resolve::Resol
     // `$HOME` itself granted (or made writable through a directory above it): the real one is
     // the view, read-only or writable as granted, credentials masked like anywhere else. (A
     // system directory above it, `/opt` for a `$HOME` in `/opt`, keeps the private view.)
-    let granted_whole = grants().any(|g| canon(g).is_some_and(|c| c.path == home))
-        || policy.writable_paths.iter().any(|g| canon(g).is_some_and(|c| home.starts_with(&c.path)));
+    let granted_whole = grants().any(|g| resolver.canonicalize(g).is_ok_and(|c| c.path == home))
+        || policy.writable_paths.iter().any(|g| resolver.canonicalize(g).is_ok_and(|c| home.starts_with(&c.path)));
     if granted_whole {
         return None;
     }
@@ -366,9 +338,14 @@ fn home_view(canon: &mut impl FnMut(&Path) -> Option<crate::plan::resolve::Resol
         // Links on the way, as given (a grant is usually `$HOME/...` with $HOME as the user has it).
         if let Ok(rest) = g.strip_prefix(given) {
             let mut at = home.clone();
+            let mut plain = true;
             for c in rest.components() {
                 at.push(c);
-                if let Ok(t) = std::fs::read_link(&at) {
+                // Up to the first link, a plain component keeps `at` canonical (the resolver's
+                // memory answers); past a `.` or `..` the kernel's reading of it decides.
+                plain &= matches!(c, std::path::Component::Normal(_));
+                let link = if plain { resolver.link_at(&at) } else { std::fs::read_link(&at).ok() };
+                if let Some(t) = link {
                     if !symlinks.iter().any(|(l, _)| *l == at) {
                         symlinks.push((at.clone(), t));
                     }
@@ -376,7 +353,7 @@ fn home_view(canon: &mut impl FnMut(&Path) -> Option<crate::plan::resolve::Resol
                 }
             }
         }
-        let Some(c) = canon(g) else { continue };
+        let Ok(c) = resolver.canonicalize(g) else { continue };
         if c.path.starts_with(&home) && c.path != home && !keep.iter().any(|k| c.path.starts_with(k)) {
             keep.retain(|k| !k.starts_with(&c.path));
             keep.push(c.path);
@@ -405,7 +382,13 @@ mod tests {
         std::os::unix::fs::symlink("../data", root.join("real/tools/up")).unwrap();
         let kept = [root.join("real/tools"), root.join("real/tools/bin"), root.join("real/file"), root.join("missing")];
         let named = [root.join("link/tools/bin"), root.join("link/tools/up")];
-        let r = fresh_root(kept, &named).expect("a fresh root");
+        // With a resolver that has already walked the paths (as the plan's has), and a fresh one.
+        let mut warm = PathResolver::new();
+        for n in &named {
+            let _ = warm.canonicalize(n);
+        }
+        let r = fresh_root(&mut warm, kept.clone(), &named).expect("a fresh root");
+        assert_eq!(Some(&r), fresh_root(&mut PathResolver::new(), kept, &named).as_ref());
         assert_eq!(r.binds, vec![root.join("real/file"), root.join("real/tools")]);
         assert!(r.symlinks.contains(&(root.join("link"), root.join("real"))), "{:?}", r.symlinks);
         // A link inside a bind comes with it.
@@ -415,10 +398,10 @@ mod tests {
             assert!(r.symlinks.iter().any(|(l, _)| *l == e.path()), "{} not recreated", e.path().display());
         }
         // Nothing to hide when / itself is granted.
-        assert!(fresh_root([PathBuf::from("/"), root.join("real")], &[]).is_none());
+        assert!(fresh_root(&mut PathResolver::new(), [PathBuf::from("/"), root.join("real")], &[]).is_none());
         // A chain of links is followed the way the kernel follows it.
         std::os::unix::fs::symlink(root.join("link/tools"), root.join("chain")).unwrap();
-        let links = links_on_the_way(&root.join("chain/up/x"));
+        let links = PathResolver::new().links_on_the_way(&root.join("chain/up/x"));
         assert_eq!(links, vec![
             (root.join("chain"), root.join("link/tools")),
             (root.join("link"), root.join("real")),

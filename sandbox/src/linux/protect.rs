@@ -779,12 +779,14 @@ impl Reviewer<'_> {
     fn in_place(&mut self, snap: &Snap) {
         let p = &snap.p;
         if p.kind == ProtectedKind::File {
-            if let Some(m) = std::fs::symlink_metadata(&p.path).ok().filter(std::fs::Metadata::is_dir) {
+            let mut now = std::fs::symlink_metadata(&p.path).ok();
+            if let Some(m) = now.as_ref().filter(|m| m.is_dir()) {
                 // A directory where the file was (or was to be): kept aside whole.
                 let what = self.rel(&p.path);
-                self.quarantine(&p.path, &m, &format!("a directory made where the protected file {what} was (or could be)"));
+                self.quarantine(&p.path, m, &format!("a directory made where the protected file {what} was (or could be)"));
+                now = std::fs::symlink_metadata(&p.path).ok();
             }
-            let new = std::fs::symlink_metadata(&p.path).ok().map(|m| state_of(&p.path, &m, true, &mut usize::MAX.clone()));
+            let new = now.map(|m| state_of(&p.path, &m, true, &mut usize::MAX.clone()));
             if new != snap.file {
                 self.take_back(&p.path, snap.file.as_ref(), new.as_ref(), &file_why(p));
             }

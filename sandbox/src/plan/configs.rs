@@ -224,13 +224,14 @@ fn scrub_cargo(text: &str) -> (String, Vec<String>) {
 }
 
 /// Reads and scrubs the known configs that exist under `home` (canonical paths, symlinks
-/// followed). Unreadable files are skipped (the command could not read them either).
+/// followed, resolved with the plan's `resolver`). Unreadable files are skipped (the command
+/// could not read them either).
 #[must_use]
-pub fn scrub_known(home: &Path) -> Vec<ScrubbedConfig> {
+pub fn scrub_known(resolver: &mut crate::plan::resolve::PathResolver, home: &Path) -> Vec<ScrubbedConfig> {
     let mut out: Vec<ScrubbedConfig> = Vec::new();
     for k in KNOWN_CONFIGS {
         let p = home.join(k.rel);
-        let Ok(path) = std::fs::canonicalize(&p) else { continue };
+        let Ok(path) = resolver.canonicalize(&p).map(|r| r.path) else { continue };
         if out.iter().any(|c| c.path == path) {
             continue;
         }

@@ -752,9 +752,11 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     };
     #[cfg(unix)]
     crate::timing::stamp("plan_secrets");
+    // One resolver for the whole plan (the filesystem is taken as unchanged while it is made).
+    let mut resolver = resolve::PathResolver::new();
     // Toolchain configs without their credentials.
     let scrubbed = match (&policy.home, confined && policy.mode != SandboxMode::FullAccess) {
-        (Some(h), true) if !crate::ablation::is(ProtectionId::ConfigCredentials) => configs::scrub_known(h),
+        (Some(h), true) if !crate::ablation::is(ProtectionId::ConfigCredentials) => configs::scrub_known(&mut resolver, h),
         _ => Vec::new(),
     };
     // Standard: a config with credentials is denied, and the tool is pointed at a scrubbed copy
@@ -800,7 +802,6 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     crate::timing::stamp("plan_configs");
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
-    let mut resolver = resolve::PathResolver::new();
     let (mut protected, unprotectable, nested_dirs) = if confined && policy.mode == SandboxMode::WorkspaceWrite && !(crate::ablation::is(ProtectionId::WorkspacePersistence) || crate::ablation::is(ProtectionId::WorkspacePersistenceLive)) {
         protected::protected_paths(&mut resolver, policy)
     } else {
@@ -1076,9 +1077,9 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     let cgroup_out_of_reach = ll || ns.is_some();
     let cgroup_in_reach = "the filesystem is not confined at this level: the cgroup's files belong to the command's uid, which can raise its limits or move itself out of it";
     let truncate_guard = plan.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.syscall == "truncate"));
-    // Full with a fresh root: reads are confined by the mount namespace, and Landlock handles
-    // no read right (nor truncate, which the read-only mounts refuse).
-    let reads_by_mounts = ns.is_some_and(|n| n.fresh_root.is_some()) && plan.landlock().is_some_and(|l| l.handled_fs & crate::linux::landlock::fs::READ_FILE == 0);
+    // A fresh root: reads are confined by the mount namespace, and Landlock, where there is
+    // Landlock, handles no read right (nor truncate, which the read-only mounts refuse).
+    let reads_by_mounts = ns.is_some_and(|n| n.fresh_root.is_some()) && plan.landlock().is_none_or(|l| l.handled_fs & crate::linux::landlock::fs::READ_FILE == 0);
     let fs_off = |id: ProtectionId, what: &str| prot(id, Off, "none", format!("{what}: no Landlock at level {}", plan.level));
     if ll {
         v.push(prot(ProtectionId::FsWriteOutside, Enforced, "landlock", "writes only in the workspace and granted paths"));
@@ -1146,6 +1147,9 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
             "the command's / holds only the workspace, system and toolchain dirs, scratch and granted paths: nothing else of the host exists")
     } else if ll {
         prot(ProtectionId::FsReadOutside, Enforced, "landlock", "reads only in the workspace, system and toolchain dirs, scratch and granted paths")
+    } else if ns.is_some_and(|n| n.private_dev) {
+        prot(ProtectionId::FsReadOutside, Degraded, "none",
+            format!("no Landlock, and no fresh root for this policy (its grants include / or need more than {} binds): files outside the workspace (other than masked credentials) are readable", crate::linux::mounts::MAX_FRESH_ROOT_BINDS))
     } else {
         prot(ProtectionId::FsReadOutside, Degraded, "none", "no Landlock: files outside the workspace (other than masked credentials) are readable")
     });
@@ -1442,6 +1446,10 @@ fn warnings(plan: &Plan, caps: &Capabilities, policy: &SandboxPolicy) -> Vec<Str
         SandboxLevel::Minimal if plan.windows.is_some() => w.push(
             "Windows (experimental, unelevated tier): writes are confined to the workspace and the run's temp directory and credentials are unreadable, but other reads and the network are NOT confined; this backend is experimental: its plan is checked by a model and its glue under Wine, never on Windows itself".to_string(),
         ),
+        SandboxLevel::Minimal if plan.namespaces().is_some_and(|n| n.fresh_root.is_some()) => w.push(format!(
+            "degraded to minimal: no Landlock ({}); namespaces confine the command instead: a fresh root holds only the granted paths, everything outside the workspace is read-only, credentials are masked, processes and network are isolated (`sandbox status` lists what is and is not enforced)",
+            why_minimal(caps)
+        )),
         SandboxLevel::Minimal if plan.namespaces().is_some() => w.push(format!(
             "degraded to minimal: no Landlock ({}), so reads outside the workspace are NOT confined; namespaces still make everything outside the workspace read-only, mask credentials and isolate processes and network",
             why_minimal(caps)
@@ -1938,6 +1946,42 @@ mod tests {
     }
 
     #[test]
+    fn without_landlock_the_namespaces_confine_reads_with_a_fresh_root() {
+        let (_d, home, ws) = world();
+        // A kernel without Landlock, with user namespaces: the automatic level is minimal, with
+        // the namespaces.
+        let mut c = caps(0, false);
+        c.user_namespaces = Some(Feature { available: true, detail: String::new() });
+        let mut pol = policy(SandboxMode::WorkspaceWrite, &home, &ws);
+        pol.level = LevelSetting::Auto;
+        let outside = std::fs::canonicalize(ws.parent().unwrap()).unwrap().join("granted");
+        std::fs::create_dir_all(&outside).unwrap();
+        pol.read_only_paths.push(outside.clone());
+        let p = make_plan(&pol, &c, &RunContext::default()).unwrap();
+        assert_eq!(p.level, SandboxLevel::Minimal);
+        assert!(p.landlock().is_none());
+        let root = p.namespaces().unwrap().fresh_root.as_ref().expect("a fresh root without Landlock");
+        for k in [&ws, &outside, Path::new("/dev"), Path::new("/proc"), Path::new("/usr")] {
+            assert!(root.binds.iter().any(|b| k.starts_with(b)), "{} not in {:?}", k.display(), root.binds);
+        }
+        // The granted directory's parent is not bound whole: its other entries do not exist.
+        assert!(!root.binds.iter().any(|b| b == outside.parent().unwrap() || b == Path::new("/")), "{:?}", root.binds);
+        let row = |p: &Plan, id: ProtectionId| p.protections.iter().find(|x| x.id == id).unwrap().clone();
+        let r = row(&p, ProtectionId::FsReadOutside);
+        assert_eq!((r.state, r.mechanism.as_str()), (ProtectionState::Enforced, "fresh root (mount namespace)"));
+        // `/` granted: nothing to build a root from, and the table says reads are not confined.
+        pol.read_only_paths.push(PathBuf::from("/"));
+        let p = make_plan(&pol, &c, &RunContext::default()).unwrap();
+        assert!(p.namespaces().unwrap().fresh_root.is_none());
+        assert_eq!(row(&p, ProtectionId::FsReadOutside).state, ProtectionState::Degraded);
+        // No user namespaces either: nothing confines reads.
+        pol.read_only_paths.pop();
+        let p = make_plan(&pol, &caps(0, false), &RunContext::default()).unwrap();
+        assert!(p.namespaces().is_none());
+        assert_eq!(row(&p, ProtectionId::FsReadOutside).state, ProtectionState::Degraded);
+    }
+
+    #[test]
     fn full_level_plan_uses_mounts() {
         let (_d, home, ws) = world();
         std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
@@ -2021,10 +2065,12 @@ mod tests {
         assert_eq!(state("fs-write-outside").state, ProtectionState::Enforced);
         assert_eq!(state("fs-write-outside").mechanism, "read-only mounts");
         assert_eq!(state("fs-read-credentials").mechanism, "mount masks");
-        assert_eq!(state("fs-read-outside").state, ProtectionState::Degraded);
+        // Reads: the fresh root (see without_landlock_the_namespaces_confine_reads_with_a_fresh_root).
+        assert_eq!(state("fs-read-outside").state, ProtectionState::Enforced);
+        assert_eq!(state("fs-read-outside").mechanism, "fresh root (mount namespace)");
         assert_eq!(state("signals-outside").state, ProtectionState::Enforced);
         assert_eq!(state("fs-device-ioctl").mechanism, "private /dev");
-        assert!(p.warnings[0].contains("reads outside the workspace are NOT confined"), "{:?}", p.warnings);
+        assert!(p.warnings[0].contains("a fresh root holds only the granted paths"), "{:?}", p.warnings);
         // An explicit --level minimal stays seccomp only.
         let mut pol = pol;
         pol.level = LevelSetting::Exactly(SandboxLevel::Minimal);

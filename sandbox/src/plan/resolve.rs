@@ -108,6 +108,8 @@ pub struct PathResolver {
     cwd: Option<Result<PathBuf, Errno>>,
     /// Symlinks whose targets are being resolved (to recognise a cycle).
     active: HashSet<OsString>,
+    /// Every symlink met (a key of `steps`) → its target as stored, dangling ones included.
+    links: HashMap<OsString, PathBuf>,
     stats: ResolverStats,
 }
 
@@ -186,6 +188,64 @@ impl PathResolver {
                 return Lenient { path: normalize(&out), kind: None };
             }
         }
+    }
+
+    /// Whether `p` exists without following a final symlink (`lstat` succeeds; a dangling link
+    /// exists), from the resolver's memory where it can.
+    pub fn lexists(&mut self, p: &Path) -> bool {
+        #[cfg(unix)]
+        if let (Some(parent), Some(name)) = (p.parent().filter(|_| p.is_absolute()), p.file_name()) {
+            // Only a plain path (no `.`, `..`, `//` or trailing `/`) is its parent plus a name.
+            if p.as_os_str() != normalize(p).as_os_str() {
+                return std::fs::symlink_metadata(p).is_ok();
+            }
+            let Ok(parent) = self.canonicalize(parent) else {
+                return std::fs::symlink_metadata(p).is_ok();
+            };
+            if parent.kind != FileKind::Dir {
+                return false;
+            }
+            return self.link_or_step(&parent.path.join(name)).is_some();
+        }
+        std::fs::symlink_metadata(p).is_ok()
+    }
+
+    /// The target, as stored, of the symlink at `p`, whose parent must be a canonical directory
+    /// (a path without links on its way, e.g. one walked component by component from `/` up to
+    /// its first link). `None` when `p` is not a symlink or does not exist.
+    pub fn link_at(&mut self, p: &Path) -> Option<PathBuf> {
+        #[cfg(unix)]
+        return self.link_or_step(p).and_then(|l| l);
+        #[cfg(not(unix))]
+        std::fs::read_link(p).ok()
+    }
+
+    /// The symbolic links met resolving `path` component by component, each link's target
+    /// followed the way the kernel follows it (`..` applied lexically), at most [`MAX_SYMLINKS`]:
+    /// (link, target as stored).
+    pub fn links_on_the_way(&mut self, path: &Path) -> Vec<(PathBuf, PathBuf)> {
+        let mut out = Vec::new();
+        let mut cur = normalize(path);
+        'outer: for _ in 0..MAX_SYMLINKS {
+            let mut at = PathBuf::from("/");
+            let comps: Vec<_> = cur.components().skip(1).collect();
+            for (i, c) in comps.iter().enumerate() {
+                at.push(c);
+                if let Some(t) = self.link_at(&at) {
+                    out.push((at.clone(), t.clone()));
+                    // The rest resolves through the target (relative to the link's directory,
+                    // which has no link on its way: this is the first one).
+                    let mut next = if t.is_absolute() { t } else { at.parent().unwrap_or(Path::new("/")).join(t) };
+                    for r in &comps[i + 1..] {
+                        next.push(r);
+                    }
+                    cur = normalize(&next);
+                    continue 'outer;
+                }
+            }
+            break;
+        }
+        out
     }
 
 }
@@ -291,6 +351,24 @@ impl PathResolver {
         Ok(())
     }
 
+    /// `path` (a canonical parent joined with one name) as `lstat` sees it: `None` when it does
+    /// not exist, `Some(Some(target as stored))` for a symlink (dangling or not), `Some(None)`
+    /// otherwise. Memoised with the resolution steps.
+    fn link_or_step(&mut self, path: &Path) -> Option<Option<PathBuf>> {
+        if let Some(t) = self.links.get(path.as_os_str()) {
+            return Some(Some(t.clone()));
+        }
+        let known = match self.steps.get(path.as_os_str()) {
+            Some(r) => r.clone(),
+            None => self.fresh_step(path, MAX_SYMLINKS),
+        };
+        if let Some(t) = self.links.get(path.as_os_str()) {
+            return Some(Some(t.clone()));
+        }
+        // Not a link: it exists when its `lstat` succeeded.
+        known.ok().map(|_| None)
+    }
+
     /// `lstat`s `path` (a canonical parent joined with one name), follows it when it is a
     /// symlink (with at most `budget` links), and remembers the outcome.
     fn fresh_step(&mut self, path: &Path, budget: u32) -> Result<Step, Errno> {
@@ -323,6 +401,7 @@ impl PathResolver {
                     return Err(e);
                 }
             };
+            self.links.insert(key.clone(), target.clone());
             let target = target.as_os_str().as_bytes();
             let mut dest = if target.first() == Some(&b'/') {
                 PathBuf::from("/")
@@ -631,5 +710,37 @@ pub(crate) mod tests {
         }
         assert_eq!(r.stats().lstat - base.lstat, 42, "only the missing names are new");
         assert_eq!(r.stats().readlink - base.readlink, 1);
+    }
+
+    /// `lexists`, `link_at` and `links_on_the_way` agree with `lstat`, `readlink` and a walk by
+    /// `readlink`, with a fresh resolver and with one that has resolved everything before.
+    #[test]
+    fn link_queries_match_lstat_and_readlink() {
+        let (_d, root) = world();
+        let names = [
+            "a", "a/file", "abs-b", "chain1", "chain2", "a/up-y", "a/dotty", "a/to-file", "to-root", "dangling", "a/dangling-deep",
+            "loop1", "self", "through-file", "missing", "a/missing", "chain2/parent", "a/b/c/parent", "chain1/c", "a/file/x",
+        ];
+        let mut warm = PathResolver::new();
+        for n in names {
+            let _ = warm.canonicalize_lenient(&root.join(n));
+        }
+        for r in [&mut PathResolver::new(), &mut warm] {
+            for n in names {
+                let p = root.join(n);
+                assert_eq!(r.lexists(&p), std::fs::symlink_metadata(&p).is_ok(), "lexists {n}");
+            }
+            for n in ["a", "abs-b", "chain1", "dangling", "loop1", "self", "missing", "a/to-file", "a/dangling-deep"] {
+                let p = root.join(n);
+                assert_eq!(r.link_at(&p), std::fs::read_link(&p).ok(), "link_at {n}");
+            }
+            let links = r.links_on_the_way(&root.join("chain2/parent/file"));
+            assert_eq!(links, vec![
+                (root.join("chain2"), PathBuf::from("chain1/c")),
+                (root.join("chain1"), PathBuf::from("abs-b")),
+                (root.join("abs-b"), root.join("a/b")),
+                (root.join("a/b/c/parent"), PathBuf::from("..")),
+            ]);
+        }
     }
 }
