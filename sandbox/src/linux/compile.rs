@@ -98,6 +98,8 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
             // Resolved leniently: a denied path named through a symbolic link to the workspace.
             if resolver.lexists(d) || !writable(&resolver.canonicalize_lenient(d).path) {
                 masked.push(d.clone());
+            } else if let Some(ns) = namespaces.as_mut() {
+                ns.unmaskable.push(d.clone());
             }
         }
         masked

@@ -127,6 +127,11 @@ pub struct NamespacePlan {
     /// (read-only), where Landlock alone confines reads.
     #[serde(default)]
     pub fresh_root: Option<FreshRoot>,
+    /// Denied paths no mount can hide: absent at launch, inside a writable grant (the command
+    /// could create one and read it). Landlock denies them where there is Landlock; without it
+    /// the protection table reports them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmaskable: Vec<PathBuf>,
 }
 
 /// The most binds a fresh root is built with. Each costs PID 1 ~20 µs per run (a `mkdir` and a
@@ -310,6 +315,7 @@ pub fn namespace_plan_with(resolver: &mut PathResolver, policy: &SandboxPolicy, 
             .collect(),
         host_network: policy.network_access == crate::policy::NetworkPolicy::Full,
         fresh_root: None,
+        unmaskable: Vec::new(),
     }
 }
 
@@ -579,6 +585,7 @@ mod tests {
                 .collect(),
             host_network: policy.network_access == crate::policy::NetworkPolicy::Full,
             fresh_root: None,
+            unmaskable: Vec::new(),
         }
     }
 

@@ -1112,8 +1112,14 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     } else if let Some(n) = ns {
         v.push(prot(ProtectionId::FsWriteOutside, Enforced, "read-only mounts",
             "everything outside the workspace, the private /tmp and writable paths is mounted read-only; /dev is private"));
-        v.push(prot(ProtectionId::FsReadCredentials, Enforced, "mount masks",
-            format!("{} existing credential paths are masked (empty read-only tmpfs or /dev/null); without Landlock, ones created during the run are readable", n.masks.len())));
+        v.push(if n.unmaskable.is_empty() {
+            prot(ProtectionId::FsReadCredentials, Enforced, "mount masks",
+                format!("{} existing credential paths are masked (empty read-only tmpfs or /dev/null); without Landlock, ones created during the run are readable", n.masks.len()))
+        } else {
+            prot(ProtectionId::FsReadCredentials, Degraded, "mount masks",
+                format!("{} existing credential paths are masked, but without Landlock nothing hides a denied path that is absent at launch inside a writable grant once the command creates it: {}",
+                    n.masks.len(), n.unmaskable.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")))
+        });
         v.push(prot(ProtectionId::FsTruncateOutside, Enforced, "read-only mounts", "everything outside the workspace and writable paths is mounted read-only"));
         v.push(prot(ProtectionId::FsLinkRenameOut, Enforced, "read-only mounts", "links and renames out of the workspace cross into read-only mounts and fail"));
         if !n.private_dev {
@@ -1459,6 +1465,12 @@ fn warnings(plan: &Plan, caps: &Capabilities, policy: &SandboxPolicy) -> Vec<Str
             why_minimal(caps)
         )),
         _ => {}
+    }
+    if let Some(n) = plan.namespaces().filter(|n| plan.landlock().is_none() && !n.unmaskable.is_empty()) {
+        w.push(format!(
+            "without Landlock, these denied paths are not hidden if the command creates them (absent at launch, inside a writable grant; a mount can only mask what exists): {}",
+            n.unmaskable.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        ));
     }
     if let Some(ll) = plan.landlock() {
         // A writable root with a denied path inside is granted entry by entry (Landlock cannot
@@ -1969,6 +1981,21 @@ mod tests {
         let row = |p: &Plan, id: ProtectionId| p.protections.iter().find(|x| x.id == id).unwrap().clone();
         let r = row(&p, ProtectionId::FsReadOutside);
         assert_eq!((r.state, r.mechanism.as_str()), (ProtectionState::Enforced, "fresh root (mount namespace)"));
+        // A denied path absent at launch inside the writable workspace: no mount can hide it once
+        // created, and without Landlock nothing else does (vector denied-path-absent-at-launch).
+        assert_eq!(row(&p, ProtectionId::FsReadCredentials).state, ProtectionState::Enforced);
+        let mut later = pol.clone();
+        later.deny_paths.push(ws.join("later.env"));
+        let p = make_plan(&later, &c, &RunContext::default()).unwrap();
+        assert_eq!(p.namespaces().unwrap().unmaskable, vec![ws.join("later.env")]);
+        assert_eq!(row(&p, ProtectionId::FsReadCredentials).state, ProtectionState::Degraded);
+        assert!(p.warnings.iter().any(|w| w.contains("later.env")), "{:?}", p.warnings);
+        // With Landlock (Full), Landlock denies it: the row holds.
+        let mut full_caps = caps(7, false);
+        full_caps.user_namespaces = c.user_namespaces.clone();
+        let p = make_plan(&later, &full_caps, &RunContext::default()).unwrap();
+        assert_eq!(p.level, SandboxLevel::Full);
+        assert_eq!(row(&p, ProtectionId::FsReadCredentials).state, ProtectionState::Enforced);
         // `/` granted: nothing to build a root from, and the table says reads are not confined.
         pol.read_only_paths.push(PathBuf::from("/"));
         let p = make_plan(&pol, &c, &RunContext::default()).unwrap();
