@@ -1046,6 +1046,11 @@ impl Plan {
 /// Where caches go at Full level: inside the private `/tmp`, gone with the namespace.
 pub const PRIVATE_SCRATCH: &str = "/tmp/.localgpt-cache";
 
+/// `paths` for a message: displayed, comma-separated.
+fn path_list(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
 /// One protection row.
 pub(crate) fn prot(id: ProtectionId, state: ProtectionState, mechanism: &str, detail: impl Into<String>) -> Protection {
     Protection { id, state, mechanism: mechanism.into(), detail: detail.into() }
@@ -1118,7 +1123,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         } else {
             prot(ProtectionId::FsReadCredentials, Degraded, "mount masks",
                 format!("{} existing credential paths are masked, but without Landlock nothing hides a denied path that is absent at launch inside a writable grant once the command creates it: {}",
-                    n.masks.len(), n.unmaskable.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")))
+                    n.masks.len(), path_list(&n.unmaskable)))
         });
         v.push(prot(ProtectionId::FsTruncateOutside, Enforced, "read-only mounts", "everything outside the workspace and writable paths is mounted read-only"));
         v.push(prot(ProtectionId::FsLinkRenameOut, Enforced, "read-only mounts", "links and renames out of the workspace cross into read-only mounts and fail"));
@@ -1163,7 +1168,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     if !ll || abi < 5 {
         if let Some(n) = ns.filter(|n| n.private_dev) {
             v.push(prot(ProtectionId::FsDeviceIoctl, Enforced, "private /dev",
-                format!("only {} and a private devpts exist in /dev", n.dev_nodes.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))));
+                format!("only {} and a private devpts exist in /dev", path_list(&n.dev_nodes))));
         }
     }
     v.push(match ns {
@@ -1199,10 +1204,10 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
             format!("/tmp and /dev/shm are private tmpfs mounts{}, discarded after the run{}",
                 n.tmpfs_size_bytes.map(|b| format!(" of at most {} MiB and {} inodes each", b >> 20, n.tmpfs_inodes.unwrap_or(0))).unwrap_or_default(),
                 if n.tmpfs_rw_binds.is_empty() { String::new() } else {
-                    format!("; only the granted {} of the host's are bound into them", n.tmpfs_rw_binds.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))
+                    format!("; only the granted {} of the host's are bound into them", path_list(&n.tmpfs_rw_binds))
                 })),
         Some(n) if plan.mode == SandboxMode::WorkspaceWrite => prot(ProtectionId::TmpPrivate, Degraded, "mount namespace",
-            format!("a writable path lies under /tmp, so /tmp stays the host's (read-write); private: {}", n.tmpfs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))),
+            format!("a writable path lies under /tmp, so /tmp stays the host's (read-write); private: {}", path_list(&n.tmpfs))),
         Some(_) => prot(ProtectionId::TmpPrivate, Enforced, "read-only mounts", "/tmp and /dev/shm are read-only in read-only mode"),
         None => prot(ProtectionId::TmpPrivate, Degraded, "none", "/tmp and /dev/shm are shared with the host (read-write); Full level gives a private /tmp"),
     });
@@ -1469,7 +1474,7 @@ fn warnings(plan: &Plan, caps: &Capabilities, policy: &SandboxPolicy) -> Vec<Str
     if let Some(n) = plan.namespaces().filter(|n| plan.landlock().is_none() && !n.unmaskable.is_empty()) {
         w.push(format!(
             "without Landlock, these denied paths are not hidden if the command creates them (absent at launch, inside a writable grant; a mount can only mask what exists): {}",
-            n.unmaskable.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            path_list(&n.unmaskable)
         ));
     }
     if let Some(ll) = plan.landlock() {
