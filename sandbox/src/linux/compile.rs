@@ -214,17 +214,11 @@ fn confine_reads_by_mounts(ns: &mut mounts::NamespacePlan, ll: Option<&mut Landl
         return;
     }
     let special = ["/dev", "/proc", "/sys"].map(PathBuf::from);
+    // The policy's grants, as it names them.
+    let grants = || policy.read_only_paths.iter().chain(&policy.writable_paths).chain(&policy.device_paths).chain(std::iter::once(&policy.workspace_path));
     let granted: Vec<PathBuf> = match &ll {
         Some(ll) => ll.rules.iter().map(|r| r.path.clone()).collect(),
-        None => policy
-            .read_only_paths
-            .iter()
-            .chain(&policy.writable_paths)
-            .chain(&policy.device_paths)
-            .chain(config_reads)
-            .chain(std::iter::once(&policy.workspace_path))
-            .filter_map(|p| resolver.canonicalize(p).ok().map(|r| r.path))
-            .collect(),
+        None => grants().chain(config_reads).filter_map(|p| resolver.canonicalize(p).ok().map(|r| r.path)).collect(),
     };
     let kept = granted
         .into_iter()
@@ -232,16 +226,7 @@ fn confine_reads_by_mounts(ns: &mut mounts::NamespacePlan, ll: Option<&mut Landl
         .chain(ns.tmpfs.iter().cloned())
         .chain(ns.home_view.as_ref().map(|h| h.home.clone()))
         .chain(special.iter().cloned());
-    let named: Vec<PathBuf> = policy
-        .read_only_paths
-        .iter()
-        .chain(&policy.writable_paths)
-        .chain(&policy.device_paths)
-        .chain(std::iter::once(&policy.workspace_path))
-        .chain(policy.home.as_ref())
-        .chain(special.iter())
-        .cloned()
-        .collect();
+    let named: Vec<PathBuf> = grants().chain(policy.home.as_ref()).chain(special.iter()).cloned().collect();
     let Some(root) = mounts::fresh_root(resolver, kept, &named) else { return };
     ns.fresh_root = Some(root);
     if let Some(ll) = ll.filter(|ll| ll.expanded.is_empty()) {
