@@ -6,9 +6,8 @@
 //! every entry of that directory except the denied one (recursively), computed at launch: a file
 //! created later directly inside such an expanded directory is not covered by any rule.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -277,8 +276,9 @@ pub fn resolve_rules_with(
 /// paths are equal exactly when their bytes are, and their ancestors are byte prefixes.
 #[derive(Debug, Default)]
 pub struct PathSet {
-    /// In `Path` order (component by component): the order results are reported in.
-    sorted: BTreeSet<PathBuf>,
+    /// In `Path` order (component by component, see [`path_order`]), without repeats: the order
+    /// results are reported in.
+    sorted: Vec<PathBuf>,
     /// The same paths, for exact lookups by bytes.
     bytes: HashSet<OsString>,
     /// `lengths[n]`: some path of the set is `n` bytes long (most ancestors need no lookup).
@@ -304,10 +304,26 @@ fn prefix_at(b: &[u8], end: usize) -> &OsStr {
     unsafe { OsStr::from_encoded_bytes_unchecked(&b[..end]) }
 }
 
+/// `Path`'s order (component by component) of two normalised paths, from their bytes: a
+/// separator sorts before every other byte, which is where a component that is a prefix of
+/// another ends. `Path::cmp` splits both paths into components at every comparison; sorting the
+/// deny set with it cost ~0.1 ms of each plan.
+fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
+    let (x, y) = (a.as_os_str().as_encoded_bytes(), b.as_os_str().as_encoded_bytes());
+    let same = x.iter().zip(y).take_while(|(p, q)| p == q).count();
+    let key = |c: u8| if c == b'/' { 0 } else { u16::from(c) + 1 };
+    match (x.get(same), y.get(same)) {
+        (Some(&p), Some(&q)) => key(p).cmp(&key(q)),
+        (a, b) => a.is_some().cmp(&b.is_some()),
+    }
+}
+
 impl PathSet {
     /// The set of `paths`, each normalised.
     pub fn new(paths: impl IntoIterator<Item = PathBuf>) -> Self {
-        let sorted: BTreeSet<PathBuf> = paths.into_iter().map(|p| normalize(&p)).collect();
+        let mut sorted: Vec<PathBuf> = paths.into_iter().map(|p| normalize(&p)).collect();
+        sorted.sort_unstable_by(|a, b| path_order(a, b));
+        sorted.dedup_by(|a, b| a.as_os_str() == b.as_os_str());
         let bytes = sorted.iter().map(|p| p.as_os_str().to_os_string()).collect();
         let mut lengths = Vec::new();
         for p in &sorted {
@@ -350,7 +366,7 @@ impl PathSet {
         for end in ancestor_ends(b).filter(|&end| self.lengths.get(end) == Some(&true)) {
             let a = prefix_at(b, end);
             if self.bytes.contains(a) {
-                return self.sorted.get(Path::new(a));
+                return self.sorted.binary_search_by(|x| path_order(x, Path::new(a))).ok().map(|i| &self.sorted[i]);
             }
         }
         None
@@ -363,7 +379,7 @@ impl PathSet {
         debug_assert_eq!(normalize(p).as_os_str(), p.as_os_str());
         // Most paths are no ancestor of anything in the set: one lookup instead of a search.
         let any = self.ancestors.contains(p.as_os_str());
-        any.then(|| self.sorted.range::<Path, _>((Bound::Included(p), Bound::Unbounded)).take_while(move |d| d.starts_with(p)))
+        any.then(|| self.sorted[self.sorted.partition_point(|x| path_order(x, p).is_lt())..].iter().take_while(move |d| d.starts_with(p)))
             .into_iter()
             .flatten()
     }
@@ -446,6 +462,7 @@ impl Expand<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     fn grant(p: &Path, access: u64) -> Grant {
         Grant { path: p.to_path_buf(), access, reason: "test".into(), must_exist: false }
@@ -677,6 +694,22 @@ mod tests {
         let creds: Vec<PathBuf> = crate::defaults::HOME_CREDENTIALS.iter().map(|c| home.join(c)).collect();
         assert_same(&sys, &creds, &[]);
         assert_same(&sys, &creds, &creds);
+    }
+
+    /// The byte order of normalised paths is `Path`'s order.
+    #[test]
+    fn path_order_is_the_component_order() {
+        let names = [
+            "", "/", "/a", "/a/b", "/a/b/c", "/a-b", "/a-b/c", "/a.b", "/a/b-c", "/a/b.c", "/a/bc", "/a/b c", "/a/b\u{e9}", "/a0",
+            "/ab", "/a/\u{ff}", "/b", "/b/a", "a", "a/b", "a-b", "a.b", "/.a", "/a/.b", "/a/b/..c", "/z", "/a/b!", "/a!/b", "/a/b/c/d",
+        ];
+        for a in names {
+            for b in names {
+                let (a, b) = (Path::new(a), Path::new(b));
+                assert_eq!(normalize(a).as_os_str(), a.as_os_str());
+                assert_eq!(path_order(a, b), a.cmp(b), "{a:?} {b:?}");
+            }
+        }
     }
 
     /// The ordered-set queries agree with the linear scans they replace.

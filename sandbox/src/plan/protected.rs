@@ -323,9 +323,13 @@ fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, 
             }
         }
     }
-    // A path inside another protected one is covered by it.
-    let all: Vec<PathBuf> = out.iter().map(|p| p.path.clone()).collect();
-    out.retain(|p| !all.iter().any(|q| q != &p.path && p.path.starts_with(q)));
+    // A path inside another protected one is covered by it: `p` is dropped when some `q` other
+    // than it is its ancestor (`p.starts_with(q) && p != q`, compared on components split once:
+    // `Path::starts_with` splits both paths again at each of the n² comparisons).
+    let all: Vec<Vec<std::path::Component<'_>>> = out.iter().map(|p| p.path.components().collect()).collect();
+    let covered: Vec<bool> = all.iter().map(|p| all.iter().any(|q| q.len() < p.len() && p.starts_with(q))).collect();
+    let mut covered = covered.into_iter();
+    out.retain(|_| !covered.next().unwrap_or(false));
     (out, bad)
 }
 
@@ -364,6 +368,24 @@ mod tests {
         std::fs::create_dir_all(ws.join(".husky")).unwrap();
         let (p, _, _) = protected_paths(&mut PathResolver::new(), &policy);
         assert!(p.iter().any(|x| x.path == ws.join(".husky/_") && x.absent && x.reason.contains("hooksPath")));
+    }
+
+    #[test]
+    fn a_protected_path_inside_another_is_covered_by_it() {
+        let d = crate::test_dir();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let (home, ws) = (root.join("home"), root.join("ws"));
+        std::fs::create_dir_all(ws.join(".vscode/sub")).unwrap();
+        std::fs::create_dir_all(ws.join(".vscode-x")).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let names = [".vscode/sub", ".vscode", ".vscode-x", "./.vscode", ".git/hooks"];
+        let s = SandboxSettings { home: Some(home), protected_workspace_paths: names.map(String::from).to_vec(), ..Default::default() };
+        let policy = build_sandbox_policy(&ws, &s).unwrap();
+        let (p, _, _) = protected_paths(&mut PathResolver::new(), &policy);
+        let got: Vec<String> = p.iter().map(|x| x.path.strip_prefix(&ws).unwrap().display().to_string()).collect();
+        // `.vscode/sub` lies in `.vscode`; `.vscode-x` only shares its bytes; `./.vscode` is
+        // the same path as `.vscode` (equal paths do not cover each other); `.git/hooks` is `.git`.
+        assert_eq!(got, [".vscode", ".vscode-x", ".vscode", ".git"]);
     }
 
     #[test]
