@@ -277,10 +277,8 @@ pub fn resolve_rules_with(
 #[derive(Debug, Default)]
 pub struct PathSet {
     /// In `Path` order (component by component, see [`path_order`]), without repeats: the order
-    /// results are reported in.
+    /// results are reported in, and binary-searched for exact lookups ([`PathSet::get`]).
     sorted: Vec<PathBuf>,
-    /// The same paths, for exact lookups by bytes.
-    bytes: HashSet<OsString>,
     /// `lengths[n]`: some path of the set is `n` bytes long (most ancestors need no lookup).
     lengths: Vec<bool>,
     /// The paths and all their ancestors: a path not in here has nothing of the set inside it.
@@ -324,7 +322,6 @@ impl PathSet {
         let mut sorted: Vec<PathBuf> = paths.into_iter().map(|p| normalize(&p)).collect();
         sorted.sort_unstable_by(|a, b| path_order(a, b));
         sorted.dedup_by(|a, b| a.as_os_str() == b.as_os_str());
-        let bytes = sorted.iter().map(|p| p.as_os_str().to_os_string()).collect();
         let mut lengths = Vec::new();
         for p in &sorted {
             let n = p.as_os_str().len();
@@ -340,7 +337,12 @@ impl PathSet {
                 ancestor_ends(b).map(move |end| prefix_at(b, end).to_os_string())
             })
             .collect();
-        PathSet { sorted, bytes, lengths, ancestors }
+        PathSet { sorted, lengths, ancestors }
+    }
+
+    /// The path of the set equal to `p` (normalised).
+    fn get(&self, p: &Path) -> Option<&PathBuf> {
+        self.sorted.binary_search_by(|x| path_order(x, p)).ok().map(|i| &self.sorted[i])
     }
 
     /// The paths, in `Path` order.
@@ -352,7 +354,7 @@ impl PathSet {
     #[must_use]
     pub fn contains(&self, p: &Path) -> bool {
         debug_assert_eq!(normalize(p).as_os_str(), p.as_os_str());
-        self.bytes.contains(p.as_os_str())
+        self.get(p).is_some()
     }
 
     /// The first path of the set, in order, that `p` (normalised, e.g. canonical) lies inside or
@@ -364,9 +366,8 @@ impl PathSet {
         let b = p.as_os_str().as_encoded_bytes();
         // `p.starts_with("")` holds for every path: "" is looked up too.
         for end in ancestor_ends(b).filter(|&end| self.lengths.get(end) == Some(&true)) {
-            let a = prefix_at(b, end);
-            if self.bytes.contains(a) {
-                return self.sorted.binary_search_by(|x| path_order(x, Path::new(a))).ok().map(|i| &self.sorted[i]);
+            if let Some(d) = self.get(Path::new(prefix_at(b, end))) {
+                return Some(d);
             }
         }
         None
