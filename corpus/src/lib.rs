@@ -67,7 +67,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "ws", "outside", "home", "canary", "bin", "token", "tcp_port", "udp_port", "docker_sock", "dbus_sock",
     "systemd_sock", "dgram_sock", "agent_sock", "ws_agent_sock", "abstract_name", "abstract_dgram", "squat_name", "tcp_reuse_port", "free_port", "host_ip", "pty", "shm_id", "msg_id", "sem_id",
     "key_desc", "host_tmp_secret", "host_shm_secret", "secret_env", "uid", "gid", "lo_addr", "kmsg_console", "etc_secret", "loop_nr",
-    "group_secret",
+    "group_secret", "late_secret",
 ];
 
 /// Conditions under which a vector can run at all (checked before anything runs; when one is
@@ -170,6 +170,20 @@ pub struct Probe {
 pub enum Expect {
     /// The effect must be absent (checked from outside).
     Blocked,
+}
+
+/// A shell command the harness runs bare (as `setup` runs) *while* the command runs: once the
+/// path `when` exists (the probe makes it, so the command has started and the sandbox is in
+/// place), `shell` runs once. A run in which it did not run, or failed, proves nothing and is an
+/// error, never a pass.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct During {
+    /// The path whose appearance triggers the action (placeholders allowed).
+    pub when: String,
+    /// The action (placeholders allowed; cwd the workspace; the run's `HOME`,
+    /// `XDG_CONFIG_HOME` and `PATH`). It must succeed.
+    pub shell: String,
 }
 
 /// A file descriptor the caller leaks into the command (not close-on-exec).
@@ -319,7 +333,7 @@ impl Check {
 pub const SECRET_NAMES: &[&str] = &[
     "ssh", "aws", "gnupg", "docker", "netrc", "git_credentials", "kube", "gh", "npmrc", "pypirc", "cargo",
     "outside", "env", "victim", "shm", "msg", "key", "host_tmp", "host_shm", "stat_ssh", "argv", "home_activity", "etc", "gitconfig", "cargo_config", "pip_conf",
-    "group",
+    "group", "late",
 ];
 
 /// One escape vector.
@@ -372,6 +386,10 @@ pub struct Vector {
     /// in the host's `/tmp` or `/dev/shm` is named `{token}…`: the world removes such entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<String>,
+    /// A host action while the command runs: what a user or a host process does meanwhile
+    /// (writes a credential the command then tries to read, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub during: Option<During>,
     /// Protections the `config` switches off on purpose (`network = "full"` opens `network`):
     /// the run may report exactly these not enforced beyond the machine's pinned gaps. Never
     /// one the vector depends on.
@@ -584,6 +602,12 @@ fn validate_vector(v: &Vector) -> Result<(), String> {
     strings.extend(v.env.values().map(String::as_str));
     strings.extend(v.fds.iter().filter_map(|f| f.path.as_deref()));
     strings.extend(v.setup.iter().map(String::as_str));
+    if let Some(d) = &v.during {
+        if d.when.trim().is_empty() || d.shell.trim().is_empty() {
+            return Err("`during` needs a `when` path and a `shell` action".into());
+        }
+        strings.extend([d.when.as_str(), d.shell.as_str()]);
+    }
     strings.extend(v.config.iter().map(String::as_str));
     for c in &v.check {
         strings.extend(c.strings());
@@ -722,6 +746,12 @@ vectors:
         assert!(err(&tools).contains("shell probes"));
         let setup = GOOD.replace("    probe:", "    setup: \"cp {kanary} {ws}/x\"\n    probe:");
         assert!(err(&setup).contains("unknown placeholder"));
+        let during = |when: &str, shell: &str| GOOD.replace("    probe:", &format!("    during: {{when: \"{when}\", shell: \"{shell}\"}}\n    probe:"));
+        assert!(one(&during("{ws}/ready", "echo {late_secret} > {ws}/x")).is_ok());
+        assert!(err(&during("{ws}/ready", "echo {kanary} > {ws}/x")).contains("unknown placeholder"));
+        assert!(err(&during("{wz}/ready", "true")).contains("unknown placeholder"));
+        assert!(err(&during(" ", "true")).contains("`during` needs"));
+        assert!(err(&GOOD.replace("    probe:", "    during: {when: x, shell: y, after: 1}\n    probe:")).contains("unknown field `after`"));
     }
 
     #[test]

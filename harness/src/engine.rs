@@ -368,11 +368,16 @@ const SILENT_BARE: &str = "checks silent bare: ";
 /// with `since`, in the host's `/tmp` and `/dev/shm` (files changed since then, two levels
 /// deep). Bounded: at most 5000 files, each read up to 1 MiB. Each entry is `name at path`.
 fn secret_copies(w: &World, since: Option<std::time::SystemTime>) -> Vec<String> {
+    secret_copies_in(&w.ws, &w.secrets, since)
+}
+
+/// [`secret_copies`] of a world's workspace `ws` and `secrets`.
+fn secret_copies_in(ws: &Path, secrets: &BTreeMap<String, String>, since: Option<std::time::SystemTime>) -> Vec<String> {
     use std::io::Read;
-    let values: Vec<(&String, &String)> = w.secrets.iter().filter(|(_, v)| v.starts_with("lgsecret-")).collect();
+    let values: Vec<(&String, &String)> = secrets.iter().filter(|(_, v)| v.starts_with("lgsecret-")).collect();
     let mut out = Vec::new();
     let mut budget = 5000usize;
-    let mut roots: Vec<(PathBuf, usize, bool)> = vec![(w.ws.clone(), 8, false)];
+    let mut roots: Vec<(PathBuf, usize, bool)> = vec![(ws.to_path_buf(), 8, false)];
     if since.is_some() {
         roots.push((PathBuf::from("/tmp"), 2, true));
         roots.push((PathBuf::from("/dev/shm"), 2, true));
@@ -658,22 +663,9 @@ impl Suite {
         w.vars.insert("loop_nr".into(), (300_000 + n % 700_000).to_string());
         let kmsg_before = kmsg_redirect();
         w.vars.insert("kmsg_console".into(), ((kmsg_before.unwrap_or(0) % 6) + 1).to_string());
+        let host_shell = HostShell { ws: w.ws.clone(), home: w.home.clone(), xdg: w.xdg.clone() };
         if let Some(setup) = &v.setup {
-            let setup = w.subst(setup);
-            let out = Command::new("bash")
-                .arg("-c")
-                .arg(&setup)
-                .current_dir(&w.ws)
-                .env_clear()
-                .env("HOME", &w.home)
-                .env("XDG_CONFIG_HOME", &w.xdg)
-                .env("PATH", RUN_PATH)
-                .stdin(Stdio::null())
-                .output()
-                .map_err(|e| format!("setup: {e}"))?;
-            if !out.status.success() {
-                return Err(format!("setup `{setup}` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
-            }
+            host_shell.run("setup", &w.subst(setup))?;
         }
         for c in &v.check {
             let p = match c {
@@ -796,7 +788,9 @@ impl Suite {
                 (p, before)
             })
             .collect();
-        let out = execute(&argv, &env, &w.ws, fds, naive_timeout, v.needs_monitor().then(|| w.token.clone()), watch)?;
+        let monitor = v.needs_monitor().then(|| w.token.clone());
+        let (out, during) = with_during(&w, &host_shell, v.during.as_ref(), || execute(&argv, &env, &w.ws, fds, naive_timeout, monitor, watch));
+        let out = out?;
         if v.victim {
             // The probe may have killed the victim (our direct child) while `sandbox run` is
             // still finishing below it: let the rest of the process group end on its own before
@@ -828,6 +822,12 @@ impl Suite {
             unsafe { libc::kill(*pid, libc::SIGKILL) };
         }
 
+        // What the host wrote during the run is not a copy the command made.
+        let host_made = match during {
+            Some(Err(e)) => return Err(e),
+            Some(Ok(files)) => files,
+            None => Vec::new(),
+        };
         let mut run_table = None;
         let (stdout, stderr) = match level {
             None => (out.stdout.clone(), out.stderr.clone()),
@@ -868,7 +868,7 @@ impl Suite {
         // Every run, whatever the vector checks: a planted secret copied into the workspace or
         // the shared scratch is exfiltration too (after the declared checks, so that bare
         // validity still counts those one by one).
-        let copies: Vec<String> = secret_copies(&w, Some(started_at)).into_iter().filter(|c| !secrets_before.contains(c)).collect();
+        let copies: Vec<String> = secret_copies(&w, Some(started_at)).into_iter().filter(|c| !secrets_before.contains(c) && !host_made.contains(c)).collect();
         if !copies.is_empty() {
             effects.push(Some(format!("planted secret(s) copied: {}", copies.join(", "))));
         }
@@ -1296,6 +1296,67 @@ fn reader(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>>
             }
         }
         v
+    })
+}
+
+/// Runs the shell snippets of a vector (`setup`, `during`) bare, in the world: cwd the
+/// workspace, the run's `HOME`, `XDG_CONFIG_HOME` and `PATH`, nothing else of the harness's
+/// environment.
+struct HostShell {
+    ws: PathBuf,
+    home: PathBuf,
+    xdg: PathBuf,
+}
+
+impl HostShell {
+    /// Runs `script`; an error unless it exits 0.
+    fn run(&self, what: &str, script: &str) -> Result<(), String> {
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&self.ws)
+            .env_clear()
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", &self.xdg)
+            .env("PATH", RUN_PATH)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{what}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("{what} `{script}` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        Ok(())
+    }
+}
+
+/// Runs `run` (the command) while a vector's `during` action waits for its trigger on a second
+/// thread; the action runs once, as soon as its `when` path exists (checked every 5 ms). Also
+/// returns, when there is an action, its verdict: the secret-bearing files of the world just
+/// after it ran (the host's own, not copies the command made), or why it proves nothing — it
+/// failed, or never ran while the command did.
+fn with_during<T>(w: &World, host: &HostShell, during: Option<&localgpt_corpus::During>, run: impl FnOnce() -> T) -> (T, Option<Result<Vec<String>, String>>) {
+    let Some(d) = during else { return (run(), None) };
+    let (when, script) = (PathBuf::from(w.subst(&d.when)), w.subst(&d.shell));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (ws, secrets) = (&w.ws, &w.secrets);
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                if fs::symlink_metadata(&when).is_ok() {
+                    return Some(host.run("the host action while the command ran (`during`)", &script).map(|()| secret_copies_in(ws, secrets, None)));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            None
+        });
+        let out = run();
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let verdict = match waiter.join() {
+            Ok(Some(r)) => r,
+            Ok(None) => Err(format!("the host action (`during`) never ran: {} did not appear while the command ran, so nothing is proven", when.display())),
+            Err(_) => Err("the host action's thread panicked".into()),
+        };
+        (out, Some(verdict))
     })
 }
 

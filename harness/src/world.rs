@@ -360,6 +360,9 @@ impl World {
         secrets.insert("env".into(), env_secret.clone());
         let victim_secret = format!("lgsecret-victim-{token}");
         secrets.insert("victim".into(), victim_secret);
+        // Written by the host while the command runs (a vector's `during`), never at launch.
+        let late_secret = format!("lgsecret-late-{token}");
+        secrets.insert("late".into(), late_secret.clone());
 
         let tcp = TcpListener::bind("127.0.0.1:0").map_err(|x| e("tcp listener", x))?;
         tcp.set_nonblocking(true).map_err(|x| e("nonblocking", x))?;
@@ -414,6 +417,7 @@ impl World {
         put("abstract_dgram", abstract_dgram_name);
         put("squat_name", format!("{token}-squat"));
         put("secret_env", env_secret);
+        put("late_secret", late_secret);
         put("uid", uid.to_string());
         put("gid", gid.to_string());
 
