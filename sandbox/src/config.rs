@@ -4,7 +4,7 @@
 //! The config file is shared with the rest of LocalGPT, so only the `[sandbox]` table is read;
 //! inside it every key is checked and an unknown key is an error that names it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -635,11 +635,8 @@ fn context_reads(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, String)> {
         // Tool configs up to $HOME (included), or up to / outside $HOME; inside a granted
         // repository they are covered already.
         if repo.as_deref().is_none_or(|r| !d.starts_with(r) || too_wide(r)) && d != Path::new("/") {
-            for name in crate::defaults::UPWARD_CONFIGS {
-                let f = d.join(name);
-                if std::fs::metadata(&f).is_ok_and(|m| m.is_file()) {
-                    out.push((f, "a tool config in an ancestor of the workspace (read-only)".into()));
-                }
+            for f in upward_configs_in(d, small_dir(d)) {
+                out.push((f, "a tool config in an ancestor of the workspace (read-only)".into()));
             }
         }
         if home.is_some_and(|h| d == h) {
@@ -647,6 +644,26 @@ fn context_reads(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, String)> {
         }
     }
     out
+}
+
+/// Whether listing `d` is cheaper than looking up each of the ~50 config names in it: a
+/// directory of at most 8 KiB (a few hundred entries on ext4, tmpfs, btrfs or XFS).
+fn small_dir(d: &Path) -> bool {
+    std::fs::metadata(d).is_ok_and(|m| m.len() <= 8192)
+}
+
+/// The tool configs ([`crate::defaults::UPWARD_CONFIGS`]) that are files (symlinks followed) in
+/// `d`, in that list's order: found by listing `d` once when `list` (and it can be listed),
+/// else by looking each name up. Both ways give the same paths.
+fn upward_configs_in(d: &Path, list: bool) -> Vec<PathBuf> {
+    let names: Vec<&str> = match std::fs::read_dir(d).ok().filter(|_| list) {
+        Some(rd) => {
+            let present: HashSet<std::ffi::OsString> = rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect();
+            crate::defaults::UPWARD_CONFIGS.iter().copied().filter(|n| present.contains(std::ffi::OsStr::new(n))).collect()
+        }
+        None => crate::defaults::UPWARD_CONFIGS.to_vec(),
+    };
+    names.into_iter().map(|n| d.join(n)).filter(|f| std::fs::metadata(f).is_ok_and(|m| m.is_file())).collect()
 }
 
 /// An explicit writable grant inside a protected workspace path (`--allow-write .git/config`)
@@ -714,6 +731,27 @@ fn refuse_linked_denies(denies: &[PathBuf]) -> Result<(), SandboxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn upward_configs_are_the_same_listed_or_looked_up() {
+        let d = crate::test_dir();
+        let p = d.path();
+        std::fs::write(p.join("Cargo.toml"), "[workspace]").unwrap();
+        std::fs::write(p.join(".editorconfig"), "root = true").unwrap();
+        std::fs::write(p.join("real-tsconfig"), "{}").unwrap();
+        std::os::unix::fs::symlink("real-tsconfig", p.join("tsconfig.json")).unwrap();
+        std::os::unix::fs::symlink("missing", p.join("go.mod")).unwrap();
+        std::fs::create_dir(p.join("package.json")).unwrap();
+        std::fs::write(p.join("unrelated.toml"), "").unwrap();
+        std::fs::write(p.join("CARGO.TOML"), "").unwrap();
+        let want: Vec<PathBuf> = [".editorconfig", "Cargo.toml", "tsconfig.json"].iter().map(|n| p.join(n)).collect();
+        assert_eq!(upward_configs_in(p, true), want);
+        assert_eq!(upward_configs_in(p, false), want);
+        assert!(small_dir(p));
+        // A directory that cannot be listed (or does not exist) is looked up name by name.
+        assert_eq!(upward_configs_in(&p.join("absent"), true), Vec::<PathBuf>::new());
+    }
 
     #[test]
     fn context_reads_the_repository_around_but_never_home() {
