@@ -184,6 +184,10 @@ pub struct During {
     /// The action (placeholders allowed; cwd the workspace; the run's `HOME`,
     /// `XDG_CONFIG_HOME` and `PATH`). It must succeed.
     pub shell: String,
+    /// The files the action writes (placeholders allowed): a planted secret found there after
+    /// the run is the host's own, not a copy the command made. Only these paths are exempt.
+    #[serde(default)]
+    pub writes: Vec<String>,
 }
 
 /// A file descriptor the caller leaks into the command (not close-on-exec).
@@ -607,6 +611,7 @@ fn validate_vector(v: &Vector) -> Result<(), String> {
             return Err("`during` needs a `when` path and a `shell` action".into());
         }
         strings.extend([d.when.as_str(), d.shell.as_str()]);
+        strings.extend(d.writes.iter().map(String::as_str));
     }
     strings.extend(v.config.iter().map(String::as_str));
     for c in &v.check {
@@ -750,6 +755,7 @@ vectors:
         assert!(one(&during("{ws}/ready", "echo {late_secret} > {ws}/x")).is_ok());
         assert!(err(&during("{ws}/ready", "echo {kanary} > {ws}/x")).contains("unknown placeholder"));
         assert!(err(&during("{wz}/ready", "true")).contains("unknown placeholder"));
+        assert!(err(&GOOD.replace("    probe:", "    during: {when: x, shell: y, writes: [\"{kanary}\"]}\n    probe:")).contains("unknown placeholder"));
         assert!(err(&during(" ", "true")).contains("`during` needs"));
         assert!(err(&GOOD.replace("    probe:", "    during: {when: x, shell: y, after: 1}\n    probe:")).contains("unknown field `after`"));
     }

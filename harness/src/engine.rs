@@ -368,16 +368,11 @@ const SILENT_BARE: &str = "checks silent bare: ";
 /// with `since`, in the host's `/tmp` and `/dev/shm` (files changed since then, two levels
 /// deep). Bounded: at most 5000 files, each read up to 1 MiB. Each entry is `name at path`.
 fn secret_copies(w: &World, since: Option<std::time::SystemTime>) -> Vec<String> {
-    secret_copies_in(&w.ws, &w.secrets, since)
-}
-
-/// [`secret_copies`] of a world's workspace `ws` and `secrets`.
-fn secret_copies_in(ws: &Path, secrets: &BTreeMap<String, String>, since: Option<std::time::SystemTime>) -> Vec<String> {
     use std::io::Read;
-    let values: Vec<(&String, &String)> = secrets.iter().filter(|(_, v)| v.starts_with("lgsecret-")).collect();
+    let values: Vec<(&String, &String)> = w.secrets.iter().filter(|(_, v)| v.starts_with("lgsecret-")).collect();
     let mut out = Vec::new();
     let mut budget = 5000usize;
-    let mut roots: Vec<(PathBuf, usize, bool)> = vec![(ws.to_path_buf(), 8, false)];
+    let mut roots: Vec<(PathBuf, usize, bool)> = vec![(w.ws.clone(), 8, false)];
     if since.is_some() {
         roots.push((PathBuf::from("/tmp"), 2, true));
         roots.push((PathBuf::from("/dev/shm"), 2, true));
@@ -822,7 +817,8 @@ impl Suite {
             unsafe { libc::kill(*pid, libc::SIGKILL) };
         }
 
-        // What the host wrote during the run is not a copy the command made.
+        // What the host wrote during the run (the files its action declares) is not a copy the
+        // command made.
         let host_made = match during {
             Some(Err(e)) => return Err(e),
             Some(Ok(files)) => files,
@@ -868,7 +864,10 @@ impl Suite {
         // Every run, whatever the vector checks: a planted secret copied into the workspace or
         // the shared scratch is exfiltration too (after the declared checks, so that bare
         // validity still counts those one by one).
-        let copies: Vec<String> = secret_copies(&w, Some(started_at)).into_iter().filter(|c| !secrets_before.contains(c) && !host_made.contains(c)).collect();
+        let copies: Vec<String> = secret_copies(&w, Some(started_at))
+            .into_iter()
+            .filter(|c| !secrets_before.contains(c) && !host_made.iter().any(|p| c.ends_with(&format!(" at {}", p.display()))))
+            .collect();
         if !copies.is_empty() {
             effects.push(Some(format!("planted secret(s) copied: {}", copies.join(", "))));
         }
@@ -1331,19 +1330,19 @@ impl HostShell {
 
 /// Runs `run` (the command) while a vector's `during` action waits for its trigger on a second
 /// thread; the action runs once, as soon as its `when` path exists (checked every 5 ms). Also
-/// returns, when there is an action, its verdict: the secret-bearing files of the world just
-/// after it ran (the host's own, not copies the command made), or why it proves nothing — it
-/// failed, or never ran while the command did.
-fn with_during<T>(w: &World, host: &HostShell, during: Option<&localgpt_corpus::During>, run: impl FnOnce() -> T) -> (T, Option<Result<Vec<String>, String>>) {
+/// returns, when there is an action, its verdict: the files it declares it writes (the host's
+/// own: a secret there is not a copy the command made), or why it proves nothing — it failed,
+/// or never ran while the command did.
+fn with_during<T>(w: &World, host: &HostShell, during: Option<&localgpt_corpus::During>, run: impl FnOnce() -> T) -> (T, Option<Result<Vec<PathBuf>, String>>) {
     let Some(d) = during else { return (run(), None) };
     let (when, script) = (PathBuf::from(w.subst(&d.when)), w.subst(&d.shell));
+    let writes: Vec<PathBuf> = d.writes.iter().map(|p| PathBuf::from(w.subst(p))).collect();
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let (ws, secrets) = (&w.ws, &w.secrets);
     std::thread::scope(|s| {
         let waiter = s.spawn(|| {
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 if fs::symlink_metadata(&when).is_ok() {
-                    return Some(host.run("the host action while the command ran (`during`)", &script).map(|()| secret_copies_in(ws, secrets, None)));
+                    return Some(host.run("the host action while the command ran (`during`)", &script).map(|()| writes));
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
