@@ -656,7 +656,7 @@ fn small_dir(d: &Path) -> bool {
 /// `d`, in that list's order: found by listing `d` once when `list` (and it can be listed),
 /// else by looking each name up. Both ways give the same paths.
 fn upward_configs_in(d: &Path, list: bool) -> Vec<PathBuf> {
-    let names: Vec<&str> = match std::fs::read_dir(d).ok().filter(|_| list) {
+    let names: Vec<&str> = match list.then(|| std::fs::read_dir(d).ok()).flatten() {
         Some(rd) => {
             let present: HashSet<std::ffi::OsString> = rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect();
             crate::defaults::UPWARD_CONFIGS.iter().copied().filter(|n| present.contains(std::ffi::OsStr::new(n))).collect()
