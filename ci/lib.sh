@@ -47,3 +47,13 @@ try_packages() {
             || echo "== $who: could not install $p; the report says what is missing" >&2
     done
 }
+
+# failure_digest LOG: prints what failed in a test log (nextest's FAIL/TIMEOUT lines, a test
+# binary's "... FAILED" lines, ci/test's "-- ... FAILED" and "== FAILED" lines, and each panic
+# with the lines after it), at most 120 lines, so that the end of a long CI log says what broke.
+failure_digest() {
+    local log=$1
+    [ -f "$log" ] || { echo "(no log at $log)"; return 0; }
+    grep -a -n -A6 -E '^[[:space:]]+(FAIL|TIMEOUT|SIGSEGV|SIGABRT|SIGKILL|LEAK)[[:space:]]+\[|^-- .* FAILED|^test .* \.\.\. FAILED$|^== (FAILED|RELEASE GATE FAILED)|panicked at|: FAILED|^error(\[|:)' "$log" \
+        | awk '!seen[$0]++' | head -120
+}
