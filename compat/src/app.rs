@@ -55,6 +55,12 @@ enum Cmd {
         /// Keep the run directories of failing commands under `<work-root>/failed`.
         #[arg(long)]
         keep_failed: bool,
+        /// Wait this long (ms) before each sandboxed run, so that every run falls in another
+        /// second than the bare one: a command whose workspace or output depends on the clock
+        /// (an archive's member times, a log's start time) then fails every time instead of now
+        /// and then, and can be fixed or declared `unstable`. Off by default (and in CI).
+        #[arg(long, default_value_t = 0)]
+        clock_gap_ms: u64,
         /// Progress bar on (default: when stderr is a terminal).
         #[arg(long, conflicts_with = "no_progress")]
         progress: bool,
@@ -116,7 +122,7 @@ fn real_main() -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Run { corpus, localgpt, work_root, levels, jobs, filter, keep_failed, progress, no_progress, out } => {
+        Cmd::Run { corpus, localgpt, work_root, levels, jobs, filter, keep_failed, clock_gap_ms, progress, no_progress, out } => {
             let c = load_corpus(&corpus).map_err(|e| e.to_string())?;
             let localgpt = localgpt
                 .or_else(|| std::env::var_os("LOCALGPT_BIN").filter(|v| !v.is_empty()).map(PathBuf::from))
@@ -135,6 +141,7 @@ fn real_main() -> Result<ExitCode, String> {
                 jobs,
                 filter,
                 keep_failed,
+                clock_gap: std::time::Duration::from_millis(clock_gap_ms),
                 progress: if progress { Some(true) } else if no_progress { Some(false) } else { None },
                 command_line: std::env::args().collect::<Vec<_>>().join(" "),
             };

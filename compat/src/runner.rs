@@ -74,6 +74,9 @@ pub struct RunConfig {
     pub filter: Option<Regex>,
     /// Keep the run directories of failed commands.
     pub keep_failed: bool,
+    /// Wait before each sandboxed run (`--clock-gap-ms`; zero in CI): exposes commands whose
+    /// results depend on the clock.
+    pub clock_gap: std::time::Duration,
     /// Draw a progress bar (default: when stderr is a terminal).
     pub progress: Option<bool>,
     /// The command line, recorded in the results.
@@ -639,6 +642,9 @@ fn run_command(sh: &Shared, idx: usize, cmd: &Command) -> Vec<CaseRecord> {
         if let Err(e) = fresh_run_dir(&template, &run_dir) {
             records.push(record(cmd, level, Verdict { outcome: Outcome::Fail, cause: format!("could not prepare the run directory: {e}"), diff: String::new() }, Some(&bare), None));
             continue;
+        }
+        if !sh.cfg.clock_gap.is_zero() {
+            std::thread::sleep(sh.cfg.clock_gap);
         }
         let token = format!("tok-{idx}-{level}-{}", std::process::id());
         let sbx = sandboxed_run(sh, cmd, &run_dir, level, &substitute(&cmd.run, &outside, &sh.listeners, &token));
