@@ -38,6 +38,14 @@ pub const GROUP_READABLE_SECRETS: &[&str] = &[
 /// How long a cached scan is trusted even when no directory changed.
 pub const CACHE_TTL_SECS: u64 = 600;
 
+/// A directory whose time is this close to the scan's start (or later) may change again without
+/// its time changing: file times come from a clock that ticks every few milliseconds (and, on
+/// filesystems that keep whole seconds, every second or two), so a file created in the same
+/// tick as the directory's last change, after it was stamped, leaves the stamp as it was. A
+/// scan with such a directory is used for the run that made it but never kept (see
+/// [`Scan::racy`]).
+const RACY_WINDOW_NS: i128 = 2_000_000_000;
+
 /// Where root's scan is cached.
 const CACHE_DIR: &str = "/run/localgpt-sandbox";
 const CACHE_FILE: &str = "/run/localgpt-sandbox/etc-secrets-v2";
@@ -125,10 +133,22 @@ fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+fn now_ns() -> i128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
+}
+
 impl Scan {
     /// Still describes the tree: young enough, and no walked directory changed.
     fn fresh(&self, ttl: u64) -> bool {
         now().saturating_sub(self.at) <= ttl && !self.dirs.is_empty() && self.dirs.iter().all(DirStamp::unchanged)
+    }
+
+    /// Whether a directory of the scan changed within [`RACY_WINDOW_NS`] of `started_ns` (when
+    /// the scan began) or after it: its stamp cannot show a change made in the same clock tick,
+    /// so the scan must not be kept for later runs (git's "racily clean" index entries, the same
+    /// problem).
+    fn racy(&self, started_ns: i128) -> bool {
+        self.dirs.iter().any(|d| d.mtime_ns.max(d.ctime_ns) >= started_ns - RACY_WINDOW_NS)
     }
 
     /// The cache file's bytes: the header line (magic, time), then one record per directory
@@ -192,7 +212,13 @@ fn root_scan() -> Vec<PathBuf> {
     let s = match std::fs::read(CACHE_FILE).ok().and_then(|b| Scan::decode(&b)).filter(|c| c.fresh(CACHE_TTL_SECS)) {
         Some(c) => c,
         None => {
+            let started = now_ns();
             let s = scan(Path::new("/etc"));
+            if s.racy(started) {
+                // Good for this run; the next one scans again.
+                *last = None;
+                return s.hidden;
+            }
             store(&s);
             s
         }
@@ -314,6 +340,25 @@ mod tests {
         let mut old = scan(&etc);
         old.at -= CACHE_TTL_SECS + 1;
         assert!(!old.fresh(CACHE_TTL_SECS));
+    }
+
+    #[test]
+    fn a_scan_of_directories_changed_in_the_last_ticks_is_not_kept() {
+        // Directories made just now: a file created in the same tick would not change them.
+        let d = crate::test_dir();
+        std::fs::create_dir_all(d.path().join("etc/ssl")).unwrap();
+        let started = now_ns();
+        assert!(scan(&d.path().join("etc")).racy(started));
+        // Stamps from the scan's own times: older than the window is kept, anything within it
+        // (or later: a clock set back) is not; mtime and ctime alike.
+        let t = 1_700_000_000_000_000_000_i128;
+        let stamp = |m: i128, c: i128| DirStamp { path: PathBuf::from("/etc"), dev: 1, ino: 2, mtime_ns: m, ctime_ns: c };
+        let with = |dirs: Vec<DirStamp>| Scan { dirs, ..Scan::default() };
+        let old = t - RACY_WINDOW_NS - 1;
+        assert!(!with(vec![stamp(old, old), stamp(old - 5, old)]).racy(t));
+        assert!(with(vec![stamp(old, old), stamp(t - RACY_WINDOW_NS, old)]).racy(t));
+        assert!(with(vec![stamp(old, t - 1)]).racy(t));
+        assert!(with(vec![stamp(t + 1_000_000_000, old)]).racy(t));
     }
 
     #[test]
