@@ -209,10 +209,34 @@ fn walk_upper(upper: &Path) -> Vec<(PathBuf, Upper)> {
     out
 }
 
-/// A real path changed by someone else after the run started (its inode changed state then).
+/// How far before the run's start a change time still counts as "during the run": file times
+/// come from a coarse clock that lags the one `start` was read from by up to a tick (1 to 10 ms),
+/// so a change made right after the start can carry a time just before it.
+const CLOCK_TICK_MARGIN_NS: i128 = 20_000_000;
+
+/// A real path changed by someone else after the run started (its inode changed state then):
+/// a conflict with the command's private copy. A change within a clock tick of the start can be
+/// missed; counting those too would also keep aside every change to files the host wrote just
+/// before the run (a checkout copied, `git status` refreshing the index).
 fn changed_since(p: &Path, start: SystemTime) -> bool {
     let since = start.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     std::fs::symlink_metadata(p).is_ok_and(|m| m.ctime() > since || (m.ctime() == since && m.ctime_nsec() > 0 && start.duration_since(std::time::UNIX_EPOCH).is_ok_and(|d| i64::from(d.subsec_nanos()) < m.ctime_nsec())))
+}
+
+/// A protected path reviewed in place (the command wrote the real file) may have been changed
+/// by the command: in doubt, changed — a hook the command rewrote in its first milliseconds must
+/// not pass for the one the snapshot saw.
+fn maybe_changed_since(p: &Path, start: SystemTime) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| changed_after(m.ctime(), m.ctime_nsec(), start))
+}
+
+/// Whether an inode whose ctime is `secs`.`nsecs` may have changed after `start`: its ctime is
+/// no earlier than a clock tick before it, or, on a filesystem that keeps whole seconds (no
+/// nanoseconds), in the second `start` fell in or the one before.
+fn changed_after(secs: i64, nsecs: i64, start: SystemTime) -> bool {
+    let start = start.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
+    let ctime = i128::from(secs) * 1_000_000_000 + i128::from(nsecs);
+    ctime >= start - CLOCK_TICK_MARGIN_NS || (nsecs == 0 && i128::from(secs) >= start / 1_000_000_000 - 1)
 }
 
 /// No component between `base` and `p` is a symbolic link (so a write lands where it says).
@@ -819,7 +843,7 @@ impl Reviewer<'_> {
             let (old, new) = (find(&snap.entries, &rel), find(&now, &rel));
             let same = match (&old, &new) {
                 (Some(State::File(_, Some(a))), Some(State::File(_, Some(b)))) => a == b,
-                (Some(State::File(m1, None)), Some(State::File(m2, _))) => m1 == m2 && !changed_since(&root.join(&rel), self.start),
+                (Some(State::File(m1, None)), Some(State::File(m2, _))) => m1 == m2 && !maybe_changed_since(&root.join(&rel), self.start),
                 (a, b) => a == b,
             };
             if same {
@@ -962,4 +986,31 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         }
     }
     *out = r.out;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_change_a_clock_tick_before_the_start_counts_as_during_the_run() {
+        let start = std::time::UNIX_EPOCH + Duration::new(1_700_000_000, 500_000_000);
+        // After the start, or just before it (the coarse clock's lag): changed.
+        assert!(changed_after(1_700_000_000, 500_000_001, start));
+        assert!(changed_after(1_700_000_000, 500_000_000, start));
+        assert!(changed_after(1_700_000_000, 490_000_000, start));
+        assert!(changed_after(1_700_000_001, 1, start));
+        // Well before: not (the old code's answer too).
+        assert!(!changed_after(1_700_000_000, 400_000_000, start));
+        assert!(!changed_after(1_699_999_999, 999_999_999, start));
+        // Whole seconds only: the start's second and the one before are in doubt.
+        assert!(changed_after(1_700_000_000, 0, start));
+        assert!(changed_after(1_699_999_999, 0, start));
+        assert!(!changed_after(1_699_999_998, 0, start));
+        // A start just after a second boundary, the change in the previous second.
+        let early = std::time::UNIX_EPOCH + Duration::new(1_700_000_000, 5_000_000);
+        assert!(changed_after(1_699_999_999, 990_000_000, early));
+        assert!(!changed_after(1_699_999_999, 900_000_000, early));
+    }
 }
