@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use localgpt_corpus::{Check, FdKind, Require, Vector};
 use serde::{Deserialize, Serialize};
 
-use crate::probes::STARTED;
+use crate::probes::{self, STARTED};
 use crate::world::{snapshot, world_base, World};
 
 /// Hard bound on any single process the harness runs (a hung run is an error, never a pass).
@@ -1198,6 +1198,10 @@ pub struct MonitorStats {
     pub max_rss_kb: u64,
     /// Watched files seen with content other than at launch while the run went on.
     pub live_changes: Vec<PathBuf>,
+    /// A probe process was seen under [`probes::HELD_COMM`]: its effect was complete.
+    pub held: bool,
+    /// The monitor ended the run (killed the probe's processes) one full sample after `held`.
+    pub released: bool,
 }
 
 /// `Shmem` of /proc/meminfo, kB.
@@ -1211,6 +1215,20 @@ fn shmem_kb() -> u64 {
 fn is_probe_cmdline(c: &[u8], token: &str) -> bool {
     let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
     args.len() > 3 && args[1] == b"sandbox" && args[2] == b"probe" && String::from_utf8_lossy(c).contains(token)
+}
+
+/// SIGKILLs this world's probe processes (never the `sandbox run` CLI, whose JSON result the
+/// harness still reads, nor a victim wrapper): the monitor has seen their effect complete.
+fn kill_held_probes(token: &str) {
+    let Ok(rd) = fs::read_dir("/proc") else { return };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|x| x.parse::<i32>().ok()) else { continue };
+        let Ok(c) = fs::read(e.path().join("cmdline")) else { continue };
+        if is_probe_cmdline(&c, token) && c.split(|&b| b == 0).nth(3) != Some(b"__victim".as_slice()) {
+            // SAFETY: killing a process that carries this world's unique token.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
 }
 
 fn monitor_sample(token: &str, s: &mut MonitorStats) {
@@ -1238,6 +1256,9 @@ fn monitor_sample(token: &str, s: &mut MonitorStats) {
         probes.insert(pid, (ppid, ns("user"), ns("mnt")));
         let fds = fs::read_dir(e.path().join("fd")).map(|d| d.count()).unwrap_or(0);
         s.max_fds = s.max_fds.max(fds);
+        if fs::read_to_string(e.path().join("comm")).is_ok_and(|n| n.trim_end() == probes::HELD_COMM) {
+            s.held = true;
+        }
         if let Ok(mi) = fs::read_to_string(e.path().join("mountinfo")) {
             if mi.contains(&format!("lgmnt-{token}")) {
                 let m = format!("a mount carrying the token exists in pid {pid}'s mount namespace");
@@ -1405,7 +1426,15 @@ pub fn execute(
         std::thread::spawn(move || {
             while !done.load(Ordering::SeqCst) {
                 let mut s = stats.lock().map(|s| s.clone()).unwrap_or_default();
+                let held_before = s.held;
                 monitor_sample(&tok, &mut s);
+                // The probe's effect was complete in the previous sample, and this one, taken
+                // entirely after it, has counted it too: end the run now rather than at the
+                // vector's timeout (see `probes::HELD_COMM`).
+                if held_before && !s.released {
+                    s.released = true;
+                    kill_held_probes(&tok);
+                }
                 for (p, before) in &watch {
                     if fs::read(p).ok() != *before && !s.live_changes.contains(p) {
                         s.live_changes.push(p.clone());
