@@ -1198,10 +1198,6 @@ pub struct MonitorStats {
     pub max_rss_kb: u64,
     /// Watched files seen with content other than at launch while the run went on.
     pub live_changes: Vec<PathBuf>,
-    /// A probe process was seen under [`probes::HELD_COMM`]: its effect was complete.
-    pub held: bool,
-    /// The monitor ended the run (killed the probe's processes) one full sample after `held`.
-    pub released: bool,
 }
 
 /// `Shmem` of /proc/meminfo, kB.
@@ -1217,22 +1213,19 @@ fn is_probe_cmdline(c: &[u8], token: &str) -> bool {
     args.len() > 3 && args[1] == b"sandbox" && args[2] == b"probe" && String::from_utf8_lossy(c).contains(token)
 }
 
-/// SIGKILLs this world's probe processes (never the `sandbox run` CLI, whose JSON result the
-/// harness still reads, nor a victim wrapper): the monitor has seen their effect complete.
-fn kill_held_probes(token: &str) {
-    let Ok(rd) = fs::read_dir("/proc") else { return };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|x| x.parse::<i32>().ok()) else { continue };
-        let Ok(c) = fs::read(e.path().join("cmdline")) else { continue };
-        if is_probe_cmdline(&c, token) && c.split(|&b| b == 0).nth(3) != Some(b"__victim".as_slice()) {
-            // SAFETY: killing a process that carries this world's unique token.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    }
+/// What one monitor sample saw besides the maxima it folds into [`MonitorStats`].
+#[derive(Default)]
+struct Sample {
+    /// This world's probe processes, victim wrappers excluded (the `sandbox run` CLI, whose JSON
+    /// result the harness reads, is never one).
+    probes: Vec<i32>,
+    /// One of them had taken the name [`probes::HELD_COMM`]: its effect was complete.
+    held: bool,
 }
 
-fn monitor_sample(token: &str, s: &mut MonitorStats) {
-    let Ok(rd) = fs::read_dir("/proc") else { return };
+fn monitor_sample(token: &str, s: &mut MonitorStats) -> Sample {
+    let mut sample = Sample::default();
+    let Ok(rd) = fs::read_dir("/proc") else { return sample };
     let mut probes: BTreeMap<i32, (i32, String, String)> = BTreeMap::new();
     let mut rss = 0u64;
     for e in rd.flatten() {
@@ -1254,10 +1247,13 @@ fn monitor_sample(token: &str, s: &mut MonitorStats) {
         let ppid = stat.rsplit_once(')').and_then(|x| x.1.split_whitespace().nth(1)).and_then(|x| x.parse().ok()).unwrap_or(0);
         let ns = |n: &str| fs::read_link(e.path().join("ns").join(n)).map(|p| p.display().to_string()).unwrap_or_default();
         probes.insert(pid, (ppid, ns("user"), ns("mnt")));
+        if args.get(3) != Some(&b"__victim".as_slice()) {
+            sample.probes.push(pid);
+        }
         let fds = fs::read_dir(e.path().join("fd")).map(|d| d.count()).unwrap_or(0);
         s.max_fds = s.max_fds.max(fds);
         if fs::read_to_string(e.path().join("comm")).is_ok_and(|n| n.trim_end() == probes::HELD_COMM) {
-            s.held = true;
+            sample.held = true;
         }
         if let Ok(mi) = fs::read_to_string(e.path().join("mountinfo")) {
             if mi.contains(&format!("lgmnt-{token}")) {
@@ -1281,6 +1277,7 @@ fn monitor_sample(token: &str, s: &mut MonitorStats) {
             }
         }
     }
+    sample
 }
 
 /// The raw outcome of one process run.
@@ -1424,17 +1421,21 @@ pub fn execute(
         let done = Arc::clone(&done);
         let stats = Arc::clone(&stats);
         std::thread::spawn(move || {
+            let (mut held_before, mut released) = (false, false);
             while !done.load(Ordering::SeqCst) {
                 let mut s = stats.lock().map(|s| s.clone()).unwrap_or_default();
-                let held_before = s.held;
-                monitor_sample(&tok, &mut s);
+                let sample = monitor_sample(&tok, &mut s);
                 // The probe's effect was complete in the previous sample, and this one, taken
                 // entirely after it, has counted it too: end the run now rather than at the
                 // vector's timeout (see `probes::HELD_COMM`).
-                if held_before && !s.released {
-                    s.released = true;
-                    kill_held_probes(&tok);
+                if held_before && !released {
+                    released = true;
+                    for pid in &sample.probes {
+                        // SAFETY: killing a process that carries this world's unique token.
+                        unsafe { libc::kill(*pid, libc::SIGKILL) };
+                    }
                 }
+                held_before |= sample.held;
                 for (p, before) in &watch {
                     if fs::read(p).ok() != *before && !s.live_changes.contains(p) {
                         s.live_changes.push(p.clone());
