@@ -792,8 +792,7 @@ impl Suite {
             // looking for survivors (bounded; what is left afterwards is killed below).
             let pgid = out.pid;
             for _ in 0..3000 {
-                // SAFETY: probing our own child's process group.
-                if unsafe { libc::kill(-pgid, 0) } != 0 {
+                if !group_running(pgid) {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(10));
@@ -1164,6 +1163,27 @@ pub fn token_pids(token: &str) -> Vec<i32> {
         }
     }
     v
+}
+
+/// Whether process group `pgid` still has a member that has not ended. A zombie has ended: it only
+/// waits to be reaped, which for one orphaned by the run's end (a zygote killed with the `sandbox
+/// run` CLI that started it) is up to `init`, and some container inits reap only every second or
+/// two. Where `/proc` cannot be read, any member counts.
+fn group_running(pgid: i32) -> bool {
+    // SAFETY: probing a process group of ours.
+    if unsafe { libc::kill(-pgid, 0) } != 0 {
+        return false;
+    }
+    let Ok(rd) = fs::read_dir("/proc") else { return true };
+    rd.flatten().any(|e| {
+        e.file_name().to_str().is_some_and(|n| n.parse::<i32>().is_ok())
+            && fs::read_to_string(e.path().join("stat")).ok().is_some_and(|st| {
+                // pid (comm) state ppid pgrp …
+                let mut f = st.rsplit_once(')').map_or("", |x| x.1).split_whitespace();
+                let (state, pgrp) = (f.next(), f.nth(1).and_then(|g| g.parse::<i32>().ok()));
+                pgrp == Some(pgid) && !matches!(state, Some("Z" | "X"))
+            })
+    })
 }
 
 /// Removes loop device `nr` (`LOOP_CTL_REMOVE` on `/dev/loop-control`).
