@@ -1,7 +1,9 @@
 //! `release-report`: the release report tool.
 //!
 //! ```text
-//! release-report security [--dir DIR] RESULTS.json…   write DIR/sections/security.json
+//! release-report security [--dir DIR] [--note TEXT] RESULTS.json…
+//!                                                      write DIR/sections/security.json (TEXT: a
+//!                                                      paragraph on how the corpus was run)
 //! release-report merge [--dir DIR]                    DIR/sections/*.json → report.json + report.md;
 //!                                                      exit 1 when a gate failed
 //! ```
@@ -22,6 +24,13 @@ fn main() {
             args.remove(i);
         }
     }
+    let mut note = None;
+    if let Some(i) = args.iter().position(|a| a == "--note") {
+        if i + 1 < args.len() {
+            note = Some(args.remove(i + 1));
+            args.remove(i);
+        }
+    }
     let code = match args.first().map(String::as_str) {
         Some("security") => {
             let files: Vec<PathBuf> = args[1..].iter().map(PathBuf::from).collect();
@@ -39,7 +48,10 @@ fn main() {
                                 std::process::exit(1);
                             }
                         };
-                        let s = report::security_section(&rs, &expected);
+                        let mut s = report::security_section(&rs, &expected);
+                        if let Some(n) = &note {
+                            s.markdown = format!("{n}\n\n{}", s.markdown);
+                        }
                         match report::write_section(&dir, &s) {
                             Ok(p) => {
                                 println!("{}: {}", p.display(), s.gate.as_ref().map_or(String::new(), |g| g.summary.clone()));
@@ -73,7 +85,7 @@ fn main() {
             }
         },
         _ => {
-            eprintln!("usage: release-report security [--dir DIR] RESULTS.json… | merge [--dir DIR]");
+            eprintln!("usage: release-report security [--dir DIR] [--note TEXT] RESULTS.json… | merge [--dir DIR]");
             2
         }
     };
