@@ -1165,6 +1165,12 @@ pub fn token_pids(token: &str) -> Vec<i32> {
     v
 }
 
+/// The fields of a `/proc/PID/stat` line after the command name (state, ppid, pgrp, …): the name
+/// is in parentheses and may itself hold spaces and parentheses, so the split is after the last `)`.
+pub(crate) fn stat_fields(stat: &str) -> std::str::SplitWhitespace<'_> {
+    stat.rsplit_once(')').map_or("", |x| x.1).split_whitespace()
+}
+
 /// Whether process group `pgid` still has a member that has not ended. A zombie has ended: it only
 /// waits to be reaped, which for one orphaned by the run's end (a zygote killed with the `sandbox
 /// run` CLI that started it) is up to `init`, and some container inits reap only every second or
@@ -1178,8 +1184,7 @@ fn group_running(pgid: i32) -> bool {
     rd.flatten().any(|e| {
         e.file_name().to_str().is_some_and(|n| n.parse::<i32>().is_ok())
             && fs::read_to_string(e.path().join("stat")).ok().is_some_and(|st| {
-                // pid (comm) state ppid pgrp …
-                let mut f = st.rsplit_once(')').map_or("", |x| x.1).split_whitespace();
+                let mut f = stat_fields(&st);
                 let (state, pgrp) = (f.next(), f.nth(1).and_then(|g| g.parse::<i32>().ok()));
                 pgrp == Some(pgid) && !matches!(state, Some("Z" | "X"))
             })
@@ -1264,7 +1269,7 @@ fn monitor_sample(token: &str, s: &mut MonitorStats) -> Sample {
             continue;
         }
         let stat = fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let ppid = stat.rsplit_once(')').and_then(|x| x.1.split_whitespace().nth(1)).and_then(|x| x.parse().ok()).unwrap_or(0);
+        let ppid = stat_fields(&stat).nth(1).and_then(|x| x.parse().ok()).unwrap_or(0);
         let ns = |n: &str| fs::read_link(e.path().join("ns").join(n)).map(|p| p.display().to_string()).unwrap_or_default();
         probes.insert(pid, (ppid, ns("user"), ns("mnt")));
         if args.get(3) != Some(&b"__victim".as_slice()) {

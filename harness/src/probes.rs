@@ -1239,8 +1239,7 @@ fn read_ancestors_environ() -> i32 {
             Err(e) => say(&format!("pid {pid}: environ: {e}")),
         }
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let after = stat.rsplit_once(')').map_or("", |x| x.1);
-        pid = after.split_whitespace().nth(1).and_then(|x| x.parse().ok()).unwrap_or(0);
+        pid = crate::engine::stat_fields(&stat).nth(1).and_then(|x| x.parse().ok()).unwrap_or(0);
     }
     i32::from(!found)
 }

@@ -17,20 +17,8 @@ use localgpt_harness::report;
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mut dir = report::report_dir();
-    if let Some(i) = args.iter().position(|a| a == "--dir") {
-        if i + 1 < args.len() {
-            dir = PathBuf::from(args.remove(i + 1));
-            args.remove(i);
-        }
-    }
-    let mut note = None;
-    if let Some(i) = args.iter().position(|a| a == "--note") {
-        if i + 1 < args.len() {
-            note = Some(args.remove(i + 1));
-            args.remove(i);
-        }
-    }
+    let dir = take_opt(&mut args, "--dir").map_or_else(report::report_dir, PathBuf::from);
+    let note = take_opt(&mut args, "--note");
     let code = match args.first().map(String::as_str) {
         Some("security") => {
             let files: Vec<PathBuf> = args[1..].iter().map(PathBuf::from).collect();
@@ -90,4 +78,12 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// Removes `NAME VALUE` from `args` and returns VALUE (a trailing `NAME` without a value stays).
+fn take_opt(args: &mut Vec<String>, name: &str) -> Option<String> {
+    let i = args.iter().position(|a| a == name).filter(|i| i + 1 < args.len())?;
+    let v = args.remove(i + 1);
+    args.remove(i);
+    Some(v)
 }
