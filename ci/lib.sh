@@ -57,3 +57,65 @@ failure_digest() {
     grep -a -n -A6 -E '^[[:space:]]+(FAIL|TIMEOUT|SIGSEGV|SIGABRT|SIGKILL|LEAK)[[:space:]]+\[|^-- .* FAILED|^test .* \.\.\. FAILED$|^== (FAILED|RELEASE GATE FAILED)|panicked at|: FAILED|^error(\[|:)' "$log" \
         | awk '!seen[$0]++' | head -120
 }
+
+# --- the release gate's builds -------------------------------------------------------------------
+# Each suite runs its own build with these, and so does ci/prebuild, which .ci/run starts to warm
+# them while ci/test runs: the same flags, so that a suite finds the lane's output fresh (or builds
+# what the lane did not get to, or failed at). Run from the repository's root.
+
+# build_static_x86 CARGO_ARGS…: release, static-pie, x86_64 (`crt-static` needs an explicit
+# --target: proc-macros are built for the host without it).
+build_static_x86() {
+    RUSTFLAGS="-C target-feature=+crt-static" cargo build --quiet --release -j"${BENCH_JOBS:-2}" \
+        --target x86_64-unknown-linux-gnu "$@" </dev/null
+}
+
+# build_static_aarch64 CARGO_ARGS…: the same for aarch64-unknown-linux-gnu, by Debian's rustc-web
+# (-Zbuild-std: rustup has only the x86_64 target here), linked by gcc-aarch64-linux-gnu, into
+# target/debian-cross.
+build_static_aarch64() {
+    env PATH=/usr/bin:/bin RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$PWD/target/debian-cross" \
+        CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc RUSTFLAGS="-C target-feature=+crt-static" \
+        /usr/bin/cargo build --quiet --release -j"${BENCH_JOBS:-2}" -Zbuild-std=std,panic_abort \
+        --target aarch64-unknown-linux-gnu "$@" </dev/null
+}
+
+# build_ablation: the test-only ablation binary (`--features ablation`, its own target dir, never
+# shipped) and localgpt-ablation.
+build_ablation() {
+    cargo build --quiet --release -j"${BENCH_JOBS:-2}" --features ablation --target-dir target/ablation -p localgpt </dev/null \
+        && cargo build --quiet --release -j"${BENCH_JOBS:-2}" -p localgpt-harness --bin localgpt-ablation </dev/null
+}
+
+# build_release_benches: the release localgpt (the macro and proxy benches measure it) and the
+# benches' binaries.
+build_release_benches() {
+    cargo build --quiet --release -j"${BENCH_JOBS:-2}" --bin localgpt </dev/null \
+        && cargo build --quiet --release -j"${BENCH_JOBS:-2}" -p localgpt-bench </dev/null
+}
+
+# install_sandlock: Sandlock's CLI (the latency bench's second peer) from its public source on
+# crates.io, into target/peers.
+SANDLOCK_VERSION=0.9.0
+install_sandlock() {
+    cargo install --quiet --locked sandlock-cli --version "$SANDLOCK_VERSION" --root "$PWD/target/peers" \
+        -j"${BENCH_JOBS:-2}" </dev/null
+}
+
+# wait_prebuild WHO: when .ci/run started ci/prebuild (LGCI_PREBUILD names its files), waits until
+# it has ended, so that a benchmark does not measure a busy machine and a build does not queue
+# behind the lane's; then prints what the lane did. Does nothing otherwise.
+wait_prebuild() {
+    local f=${LGCI_PREBUILD:-} pid
+    [ -n "$f" ] && [ -s "$f.pid" ] || return 0
+    pid=$(cat "$f.pid")
+    if [ ! -e "$f.status" ]; then
+        echo "== $1: waiting for ci/prebuild (pid $pid) to end"
+        # A zombie (state Z) has ended too: it only waits for its parent.
+        while [ ! -e "$f.status" ] && kill -0 "$pid" 2>/dev/null \
+            && ! sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | grep -q '^Z'; do
+            sleep 2
+        done
+    fi
+    echo "== ci/prebuild: $(cat "$f.status" 2>/dev/null || echo "ended without a status (see $f.log)")"
+}

@@ -1271,8 +1271,9 @@ unsafe fn hold() -> ! {
     linger();
 }
 
-/// Forks a child that tries `f`; when `f` succeeds the child lingers (so the monitor sees it);
-/// the parent waits for the child.
+/// Forks a child that tries `f`; when `f` succeeds the child holds (lingers under
+/// [`HELD_COMM`], so the monitor sees it and ends the run one sample later); the parent waits for
+/// the child.
 #[cfg(target_os = "linux")]
 unsafe fn in_child_linger_on_success(what: &str, f: impl FnOnce() -> bool) -> i32 {
     let pid = libc::fork();
@@ -1281,7 +1282,7 @@ unsafe fn in_child_linger_on_success(what: &str, f: impl FnOnce() -> bool) -> i3
         say(&format!("{what}: {}", if ok { "succeeded".to_string() } else { errno().to_string() }));
         if ok {
             detach_stdio();
-            linger();
+            hold();
         }
         libc::_exit(1);
     }
