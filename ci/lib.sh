@@ -80,6 +80,15 @@ build_static_aarch64() {
         --target aarch64-unknown-linux-gnu "$@" </dev/null
 }
 
+# build_matrix_bins amd64|arm64: the kernel matrix's guest binaries, localgpt and lgmatrix, static.
+build_matrix_bins() {
+    case $1 in
+        amd64) build_static_x86 --bin localgpt && build_static_x86 --manifest-path matrix/Cargo.toml --target-dir "$PWD/target" ;;
+        arm64) build_static_aarch64 --bin localgpt && build_static_aarch64 --manifest-path matrix/Cargo.toml ;;
+        *) echo "build_matrix_bins: unknown architecture $1" >&2; return 1 ;;
+    esac
+}
+
 # build_ablation: the test-only ablation binary (`--features ablation`, its own target dir, never
 # shipped) and localgpt-ablation.
 build_ablation() {

@@ -1275,7 +1275,7 @@ unsafe fn hold() -> ! {
 /// [`HELD_COMM`], so the monitor sees it and ends the run one sample later); the parent waits for
 /// the child.
 #[cfg(target_os = "linux")]
-unsafe fn in_child_linger_on_success(what: &str, f: impl FnOnce() -> bool) -> i32 {
+unsafe fn in_child_hold_on_success(what: &str, f: impl FnOnce() -> bool) -> i32 {
     let pid = libc::fork();
     if pid == 0 {
         let ok = f();
@@ -1349,7 +1349,7 @@ unsafe fn userns(mode: &str) -> i32 {
     let src = c(&format!("lgmnt-{token}"));
     let tmpfs = c"tmpfs";
     match mode {
-        "unshare-mount" => in_child_linger_on_success("unshare(NEWUSER|NEWNS) + mount tmpfs", || {
+        "unshare-mount" => in_child_hold_on_success("unshare(NEWUSER|NEWNS) + mount tmpfs", || {
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
                 return false;
             }
@@ -1357,7 +1357,7 @@ unsafe fn userns(mode: &str) -> i32 {
             say(&format!("mount tmpfs: {}", if r == 0 { "ok".into() } else { errno().to_string() }));
             true
         }),
-        "clone-nested" => in_child_linger_on_success("clone(NEWUSER) + nested unshare(NEWUSER)", || {
+        "clone-nested" => in_child_hold_on_success("clone(NEWUSER) + nested unshare(NEWUSER)", || {
             let pid = libc::syscall(libc::SYS_clone, (libc::CLONE_NEWUSER | libc::SIGCHLD) as u64, 0usize, 0usize, 0usize, 0usize);
             if pid < 0 {
                 return false;
@@ -1370,7 +1370,7 @@ unsafe fn userns(mode: &str) -> i32 {
             }
             true
         }),
-        "clone3" => in_child_linger_on_success("clone3(CLONE_NEWUSER)", || {
+        "clone3" => in_child_hold_on_success("clone3(CLONE_NEWUSER)", || {
             let mut args = [0u64; 11];
             args[0] = libc::CLONE_NEWUSER as u64;
             args[4] = libc::SIGCHLD as u64;
@@ -1384,7 +1384,7 @@ unsafe fn userns(mode: &str) -> i32 {
             }
             true
         }),
-        "pivot-root" => in_child_linger_on_success("unshare + pivot_root", || {
+        "pivot-root" => in_child_hold_on_success("unshare + pivot_root", || {
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
                 return false;
             }
@@ -1396,7 +1396,7 @@ unsafe fn userns(mode: &str) -> i32 {
             say(&format!("mount {r}, pivot_root {p}"));
             true
         }),
-        "open-tree" => in_child_linger_on_success("unshare + open_tree + move_mount", || {
+        "open-tree" => in_child_hold_on_success("unshare + open_tree + move_mount", || {
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
                 return false;
             }
