@@ -333,6 +333,15 @@ impl Check {
     }
 }
 
+/// The line a probe prints once the process it means to leave behind exists, detached as the
+/// vector says (its own session, or a background job of a shell that has not exited). A vector
+/// that checks [`Check::NoSurvivor`] is judged only on runs that printed it: without it, a run
+/// whose timeout or exit came before the survivor was made would pass as "blocked" with nothing
+/// tried (the sandbox's start can eat most of a 1-second timeout in a slow guest, while the bare
+/// run, started at once, still escapes). Builtin `survivor` probes print it themselves; a shell
+/// probe prints it after waiting for its survivor (see the process-lifetime family).
+pub const DETACHED: &str = "LGPROBE-DETACHED";
+
 /// Secret names usable in [`Check::SecretNotInOutput`].
 pub const SECRET_NAMES: &[&str] = &[
     "ssh", "aws", "gnupg", "docker", "netrc", "git_credentials", "kube", "gh", "npmrc", "pypirc", "cargo",
@@ -587,6 +596,9 @@ fn validate_vector(v: &Vector) -> Result<(), String> {
     if v.check.is_empty() {
         return Err("`check` needs at least one outside check".into());
     }
+    if v.check.contains(&Check::NoSurvivor) && v.probe.builtin.as_deref() != Some("survivor") && !v.probe.shell.as_deref().is_some_and(|s| s.contains(DETACHED)) {
+        return Err(format!("`no_survivor` needs a probe that proves its survivor was made: the builtin `survivor`, or a shell probe that prints {DETACHED} once it exists"));
+    }
     if v.requires.contains(&Require::Root) && v.requires.contains(&Require::NonRoot) {
         return Err("requires both root and non_root".into());
     }
@@ -724,6 +736,16 @@ vectors:
     fn requires_a_source() {
         assert!(err(&GOOD.replace("    source: \"spec 2.1 threat 1\"\n", "")).contains("missing field `source`"));
         assert!(err(&GOOD.replace("\"spec 2.1 threat 1\"", "\"\"")).contains("source"));
+    }
+
+    #[test]
+    fn a_survivor_check_needs_a_probe_that_proves_its_survivor_was_made() {
+        let survivor = GOOD.replace("      - tcp_silent\n", "      - no_survivor\n");
+        assert!(err(&survivor).contains("no_survivor"), "{}", err(&survivor));
+        let shell = |cmd: &str| survivor.replace(r#"{builtin: write-file, args: ["{canary}", "x"]}"#, &format!("{{shell: \"{cmd}\"}}"));
+        assert!(err(&shell("(setsid sleep 300 &)")).contains("no_survivor"));
+        one(&shell(&format!("(setsid sleep 300 &); echo {DETACHED}"))).unwrap();
+        one(&survivor.replace(r#"{builtin: write-file, args: ["{canary}", "x"]}"#, r#"{builtin: survivor, args: ["{token}", "setsid-exit"]}"#)).unwrap();
     }
 
     #[test]

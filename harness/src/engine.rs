@@ -853,6 +853,14 @@ impl Suite {
                 String::from_utf8_lossy(&stderr).chars().take(600).collect::<String>()
             ));
         }
+        if v.check.contains(&Check::NoSurvivor) && !String::from_utf8_lossy(&stdout).contains(localgpt_corpus::DETACHED) {
+            return Err(format!(
+                "the probe never made the process it meant to leave behind (no {} on stdout: the run ended first), so finding no survivor proves nothing; stdout: {}; stderr: {}",
+                localgpt_corpus::DETACHED,
+                String::from_utf8_lossy(&stdout).chars().take(400).collect::<String>(),
+                String::from_utf8_lossy(&stderr).chars().take(600).collect::<String>()
+            ));
+        }
         let mut all = stdout.clone();
         all.extend_from_slice(&stderr);
         let all = String::from_utf8_lossy(&all).into_owned();

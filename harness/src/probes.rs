@@ -1467,20 +1467,33 @@ unsafe fn survivor(mode: &str) -> i32 {
         linger();
     }
     say(&format!("survivor {mode}: child {pid}"));
+    if pid < 0 {
+        return result(false, "fork");
+    }
+    // The survivor exists, detached, once a double fork's first child has exited (the grandchild
+    // it forked is in the session it made), or once a setsid'd child leads its own group. Only
+    // then is the attempt made, and said (the harness judges no run without it).
+    let mut st = 0;
+    let detached = if mode.starts_with("double-fork") {
+        libc::waitpid(pid, &mut st, 0) == pid
+    } else {
+        (0..10_000).any(|i| {
+            if i > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            libc::getpgid(pid) == pid
+        })
+    };
+    if detached {
+        say(localgpt_corpus::DETACHED);
+    }
     #[cfg(target_os = "linux")]
     if mode == "group-kill" {
         // SIGKILL this process's whole process group through a pidfd of the group's leader with
         // PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9; the kernel signals the group the pidfd's process
         // leads): bare, the harness started the probe in a group of its own; in a sandbox the
         // group is the one the command started in, which may be the supervisor's, which would
-        // otherwise kill the child above at the command's exit.
-        // The child must have left the group (its setsid) first.
-        for _ in 0..1000 {
-            if libc::getpgid(pid) != libc::getpgrp() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        // otherwise kill the child above at the command's exit. The child left the group above.
         let leader = libc::getpgrp();
         say(&format!("process group {leader}"));
         let fd = libc::syscall(libc::SYS_pidfd_open, leader, 0);
@@ -1489,10 +1502,6 @@ unsafe fn survivor(mode: &str) -> i32 {
     }
     if mode.ends_with("timeout") {
         linger();
-    }
-    let mut st = 0;
-    if mode.starts_with("double-fork") {
-        libc::waitpid(pid, &mut st, 0);
     }
     0
 }
