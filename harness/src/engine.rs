@@ -824,6 +824,7 @@ impl Suite {
             None => Vec::new(),
         };
         let mut run_table = None;
+        let mut timed_out = false;
         let (stdout, stderr) = match level {
             None => (out.stdout.clone(), out.stderr.clone()),
             Some(l) => {
@@ -841,6 +842,7 @@ impl Suite {
                     return Err(format!("asked for level {l}, the run reports level {got}"));
                 }
                 run_table = Some(table(j.get("protections").unwrap_or(&serde_json::Value::Null)));
+                timed_out = j.get("timed_out").and_then(serde_json::Value::as_bool) == Some(true);
                 let so = j.get("stdout").and_then(|x| x.as_str()).unwrap_or("").as_bytes().to_vec();
                 let se = j.get("stderr").and_then(|x| x.as_str()).unwrap_or("").as_bytes().to_vec();
                 (so, se)
@@ -849,14 +851,6 @@ impl Suite {
         if !String::from_utf8_lossy(&stdout).contains(STARTED) {
             return Err(format!(
                 "the command did not start (no {STARTED} on stdout), so nothing is proven; stdout: {}; stderr: {}",
-                String::from_utf8_lossy(&stdout).chars().take(400).collect::<String>(),
-                String::from_utf8_lossy(&stderr).chars().take(600).collect::<String>()
-            ));
-        }
-        if v.check.contains(&Check::NoSurvivor) && !String::from_utf8_lossy(&stdout).contains(localgpt_corpus::DETACHED) {
-            return Err(format!(
-                "the probe never made the process it meant to leave behind (no {} on stdout: the run ended first), so finding no survivor proves nothing; stdout: {}; stderr: {}",
-                localgpt_corpus::DETACHED,
                 String::from_utf8_lossy(&stdout).chars().take(400).collect::<String>(),
                 String::from_utf8_lossy(&stderr).chars().take(600).collect::<String>()
             ));
@@ -877,6 +871,29 @@ impl Suite {
             .collect();
         if !copies.is_empty() {
             effects.push(Some(format!("planted secret(s) copied: {}", copies.join(", "))));
+        }
+        // A run that shows no effect is judged only when its probe got to make its attempt: a
+        // slow start (a TCG guest) can leave a probe no time to try before the timeout, and the
+        // checks would then see nothing and call it blocked. An effect is an effect whenever it
+        // came, so these two rules never hide one. (A bare run without an effect is an invalid
+        // probe already.)
+        if level.is_some() && effects.iter().all(Option::is_none) {
+            let said = |what: String| {
+                format!(
+                    "{what}, so nothing is proven; stdout: {}; stderr: {}",
+                    String::from_utf8_lossy(&stdout).chars().take(400).collect::<String>(),
+                    String::from_utf8_lossy(&stderr).chars().take(600).collect::<String>()
+                )
+            };
+            if v.check.contains(&Check::NoSurvivor) {
+                // Its survivor, detached, existed before the run ended.
+                if !String::from_utf8_lossy(&stdout).contains(localgpt_corpus::DETACHED) {
+                    return Err(said(format!("the probe never made the process it meant to leave behind (no {} on stdout: the run ended first)", localgpt_corpus::DETACHED)));
+                }
+            } else if timed_out && !out.monitor.held {
+                // Other probes end by themselves, or hold once their effect is complete.
+                return Err(said(format!("the sandboxed run was ended by its timeout ({} s) before the probe said its attempt was complete", v.timeout.unwrap_or(DEFAULT_TIMEOUT))));
+            }
         }
         Ok((effects, run_table))
     }
@@ -1231,6 +1248,8 @@ pub struct MonitorStats {
     pub max_rss_kb: u64,
     /// Watched files seen with content other than at launch while the run went on.
     pub live_changes: Vec<PathBuf>,
+    /// A probe was seen under the name [`probes::HELD_COMM`]: its effect was complete.
+    pub held: bool,
 }
 
 /// `Shmem` of /proc/meminfo, kB.
@@ -1469,6 +1488,7 @@ pub fn execute(
                     }
                 }
                 held_before |= sample.held;
+                s.held |= sample.held;
                 for (p, before) in &watch {
                     if fs::read(p).ok() != *before && !s.live_changes.contains(p) {
                         s.live_changes.push(p.clone());
