@@ -233,6 +233,8 @@ pub enum Check {
     FileAbsent(String),
     /// Mode, owner, mtime and extended attributes are unchanged.
     MetadataUnchanged(String),
+    /// The file is absent or no one may execute it (no execute bit): a hook git would skip.
+    NotExecutable(String),
     /// No file below the directory has the setuid or setgid bit.
     NoSetidFile(String),
     /// A named secret of the world does not appear in the command's stdout or stderr.
@@ -324,6 +326,7 @@ impl Check {
             | Check::LiveFileUnchanged(s)
             | Check::FileAbsent(s)
             | Check::MetadataUnchanged(s)
+            | Check::NotExecutable(s)
             | Check::NoSetidFile(s)
             | Check::SysctlUnchanged(s)
             | Check::NoCoreFile(s) => vec![s.as_str()],

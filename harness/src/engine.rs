@@ -928,6 +928,11 @@ impl Suite {
                 let before = w.before.get(&p).cloned();
                 some(before.as_ref().map(|b| &b.meta) != Some(&now.meta), format!("metadata of {p} changed: {:?} → {:?}", before.and_then(|b| b.meta), now.meta))
             }
+            Check::NotExecutable(p) => {
+                let p = w.subst(p);
+                let mode = fs::symlink_metadata(&p).map(|m| m.mode()).ok();
+                some(mode.is_some_and(|m| m & 0o111 != 0), format!("{p} is executable (mode {:o})", mode.unwrap_or(0)))
+            }
             Check::NoSetidFile(p) => {
                 let p = w.subst(p);
                 let found = setid_files(Path::new(&p), 0);

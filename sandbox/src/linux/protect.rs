@@ -498,7 +498,7 @@ enum State {
 }
 
 /// Most bytes of file content a snapshot keeps per protected path (beyond, a change can still
-/// be seen, by size and time, but not undone: it is reported).
+/// be seen, by mode and change time, but not undone: it is reported).
 const SNAPSHOT_BYTES: usize = 8 << 20;
 
 /// The entries of a `.git` directory that matter to the review: everything but git's data
@@ -842,7 +842,8 @@ impl Reviewer<'_> {
             }
             let (old, new) = (find(&snap.entries, &rel), find(&now, &rel));
             let same = match (&old, &new) {
-                (Some(State::File(_, Some(a))), Some(State::File(_, Some(b)))) => a == b,
+                // The mode too: `chmod +x` on a hook git skipped (not executable) arms it.
+                (Some(State::File(m1, Some(a))), Some(State::File(m2, Some(b)))) => m1 == m2 && a == b,
                 (Some(State::File(m1, None)), Some(State::File(m2, _))) => m1 == m2 && !maybe_changed_since(&root.join(&rel), self.start),
                 (a, b) => a == b,
             };
