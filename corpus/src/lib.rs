@@ -235,6 +235,9 @@ pub enum Check {
     MetadataUnchanged(String),
     /// The file is absent or no one may execute it (no execute bit): a hook git would skip.
     NotExecutable(String),
+    /// The file is absent or has no other hard link (through another name it could be changed
+    /// where no review looks).
+    NoOtherLinks(String),
     /// No file below the directory has the setuid or setgid bit.
     NoSetidFile(String),
     /// A named secret of the world does not appear in the command's stdout or stderr.
@@ -327,6 +330,7 @@ impl Check {
             | Check::FileAbsent(s)
             | Check::MetadataUnchanged(s)
             | Check::NotExecutable(s)
+            | Check::NoOtherLinks(s)
             | Check::NoSetidFile(s)
             | Check::SysctlUnchanged(s)
             | Check::NoCoreFile(s) => vec![s.as_str()],

@@ -933,6 +933,11 @@ impl Suite {
                 let mode = fs::symlink_metadata(&p).map(|m| m.mode()).ok();
                 some(mode.is_some_and(|m| m & 0o111 != 0), format!("{p} is executable (mode {:o})", mode.unwrap_or(0)))
             }
+            Check::NoOtherLinks(p) => {
+                let p = w.subst(p);
+                let links = fs::symlink_metadata(&p).map(|m| m.nlink()).unwrap_or(0);
+                some(links > 1, format!("{p} has {links} hard links"))
+            }
             Check::NoSetidFile(p) => {
                 let p = w.subst(p);
                 let found = setid_files(Path::new(&p), 0);

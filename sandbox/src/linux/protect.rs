@@ -489,8 +489,10 @@ pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, sna
 /// What a path was (or is).
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum State {
-    /// A regular file: mode, and content when kept (`None`: too large to keep).
-    File(u32, Option<Vec<u8>>),
+    /// A regular file: mode, content when kept (`None`: too large to keep), and whether it has
+    /// other hard links (then it can be changed through another name, unreviewed: a link made
+    /// during the run counts as a change).
+    File(u32, Option<Vec<u8>>, bool),
     /// A symbolic link and its target.
     Link(PathBuf),
     /// A directory.
@@ -552,14 +554,14 @@ fn state_of(path: &Path, m: &std::fs::Metadata, keep: bool, budget: &mut usize) 
     }
     // A FIFO, socket or device: its type is in the mode, so it never compares equal to a file.
     if !m.is_file() {
-        return State::File(m.mode(), None);
+        return State::File(m.mode(), None, false);
     }
     let content = if keep && (m.len() as usize) <= *budget {
         read_regular(path).ok().inspect(|c| *budget -= c.len())
     } else {
         None
     };
-    State::File(m.mode() & 0o7777, content)
+    State::File(m.mode() & 0o7777, content, m.nlink() > 1)
 }
 
 /// Why a change to a protected file is pending.
@@ -656,8 +658,8 @@ impl Reviewer<'_> {
     fn restore(&mut self, target: &Path, old: Option<&State>) {
         let r = safe_parent(target).and_then(|()| match old {
             None => remove_any(target),
-            Some(State::File(mode, Some(content))) => pending::write_atomic(target, content, *mode).map_err(|e| std::io::Error::other(e.to_string())),
-            Some(State::File(_, None)) => Err(std::io::Error::other("its content before the run was too large to keep")),
+            Some(State::File(mode, Some(content), _)) => pending::write_atomic(target, content, *mode).map_err(|e| std::io::Error::other(e.to_string())),
+            Some(State::File(_, None, _)) => Err(std::io::Error::other("its content before the run was too large to keep")),
             Some(State::Link(to)) => remove_any(target).and_then(|()| std::os::unix::fs::symlink(to, target)),
             Some(State::Dir) => match std::fs::symlink_metadata(target) {
                 Ok(m) if m.is_dir() => Ok(()),
@@ -678,7 +680,7 @@ impl Reviewer<'_> {
             return;
         }
         match new {
-            Some(State::File(mode, _)) => match read_regular(target) {
+            Some(State::File(mode, ..)) => match read_regular(target) {
                 Ok(d) => self.keep(target, PendingAction::Write { mode: *mode }, why, Some(&d)),
                 Err(e) => self.out.notes.push(format!("{}: unreadable ({e})", self.rel(target))),
             },
@@ -842,9 +844,10 @@ impl Reviewer<'_> {
             }
             let (old, new) = (find(&snap.entries, &rel), find(&now, &rel));
             let same = match (&old, &new) {
-                // The mode too: `chmod +x` on a hook git skipped (not executable) arms it.
-                (Some(State::File(m1, Some(a))), Some(State::File(m2, Some(b)))) => m1 == m2 && a == b,
-                (Some(State::File(m1, None)), Some(State::File(m2, _))) => m1 == m2 && !maybe_changed_since(&root.join(&rel), self.start),
+                // The mode too (`chmod +x` on a hook git skipped arms it), and a new hard link
+                // (the file could then be changed through its other name, unreviewed).
+                (Some(State::File(m1, Some(a), l1)), Some(State::File(m2, Some(b), l2))) => m1 == m2 && a == b && l1 == l2,
+                (Some(State::File(m1, None, l1)), Some(State::File(m2, _, l2))) => m1 == m2 && l1 == l2 && !maybe_changed_since(&root.join(&rel), self.start),
                 (a, b) => a == b,
             };
             if same {
@@ -855,7 +858,7 @@ impl Reviewer<'_> {
                 // A new directory of .vscode and the like goes whole (its files with it).
                 if matches!(new, Some(State::Dir)) && old.is_none() {
                     for (r, st) in now.iter().filter(|(r, _)| r.starts_with(&rel) && *r != rel) {
-                        if let State::File(mode, _) = st {
+                        if let State::File(mode, ..) = st {
                             if let Ok(d) = read_regular(&root.join(r)) {
                                 self.keep(&root.join(r), PendingAction::Write { mode: *mode }, &format!("a file in {} (its files can run code later, outside the sandbox)", self.rel(&p.path)), Some(&d));
                             }
@@ -874,7 +877,7 @@ impl Reviewer<'_> {
                 continue;
             }
             let text = match &new {
-                Some(State::File(_, Some(c))) => std::str::from_utf8(c).ok().map(str::to_string),
+                Some(State::File(_, Some(c), _)) => std::str::from_utf8(c).ok().map(str::to_string),
                 _ => None,
             };
             match review::git_verdict(&rel, matches!(new, Some(State::Link(_))), new.is_none(), old.is_some(), text.as_deref()) {
@@ -882,11 +885,11 @@ impl Reviewer<'_> {
                 Verdict::Pending(why) => self.take_back(&target, old.as_ref(), new.as_ref(), why),
                 Verdict::Config => {
                     let old_text = match &old {
-                        Some(State::File(_, Some(c))) => String::from_utf8_lossy(c).into_owned(),
+                        Some(State::File(_, Some(c), _)) => String::from_utf8_lossy(c).into_owned(),
                         _ => String::new(),
                     };
                     let mode = match &new {
-                        Some(State::File(m, _)) => *m,
+                        Some(State::File(m, ..)) => *m,
                         _ => 0o644,
                     };
                     match review::diff_config(&old_text, text.as_deref().unwrap_or("")) {
