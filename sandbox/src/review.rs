@@ -355,6 +355,15 @@ mod tests {
         assert!(executable_key("includeIf", Some("gitdir:/x/"), "path", Some("y")).is_some());
         assert!(executable_key("submodule", Some("lib"), "update", Some("!rm -rf ~")).is_some());
         assert!(executable_key("submodule", Some("lib"), "update", Some("rebase")).is_none());
+        // The ext transport runs its URL as a command once a protocol key allows it.
+        assert!(executable_key("protocol", Some("ext"), "allow", Some("always")).is_some());
+        assert!(executable_key("protocol", None, "allow", Some("always")).is_some());
+        assert!(executable_key("remote", Some("origin"), "url", Some("ext::sh -c id")).is_some());
+        assert!(executable_key("remote", Some("origin"), "pushUrl", Some("ext::sh -c id")).is_some());
+        assert!(executable_key("url", Some("ext::sh -c id"), "insteadOf", Some("https://x/")).is_some());
+        assert!(executable_key("submodule", Some("lib"), "url", Some("ext::sh -c id")).is_some());
+        assert!(executable_key("submodule", Some("lib"), "url", Some("../lib.git")).is_none());
+        assert!(executable_key("remote", Some("origin"), "url", Some("https://example.com/x.git")).is_none());
         for (s, sub, k) in [("user", None, "name"), ("branch", Some("main"), "remote"), ("remote", Some("o"), "url"), ("core", None, "bare"), ("init", None, "defaultbranch")] {
             assert!(executable_key(s, sub, k, Some("x")).is_none(), "{s}.{k}");
         }
