@@ -363,6 +363,8 @@ mod tests {
         assert!(executable_key("url", Some("ext::sh -c id"), "insteadOf", Some("https://x/")).is_some());
         assert!(executable_key("submodule", Some("lib"), "url", Some("ext::sh -c id")).is_some());
         assert!(executable_key("submodule", Some("lib"), "url", Some("../lib.git")).is_none());
+        assert!(executable_key("init", None, "templateDir", Some("./tpl")).is_some());
+        assert!(executable_key("guitool", Some("x"), "cmd", Some("id")).is_some());
         assert!(executable_key("remote", Some("origin"), "url", Some("https://example.com/x.git")).is_none());
         for (s, sub, k) in [("user", None, "name"), ("branch", Some("main"), "remote"), ("remote", Some("o"), "url"), ("core", None, "bare"), ("init", None, "defaultbranch")] {
             assert!(executable_key(s, sub, k, Some("x")).is_none(), "{s}.{k}");
