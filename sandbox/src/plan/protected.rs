@@ -260,7 +260,63 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
     if let Some(dir) = stopped {
         bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {NESTED_ENTRIES} entries: protected names deeper in the workspace were not looked for") });
     }
+    // The submodules `.gitmodules` registers, wherever they are (`vendor/lib`, deeper than the
+    // walk goes): git runs in each of them for the superproject's `git status`, through its
+    // `.git` file, which could otherwise be pointed at a git directory the command made under
+    // another name, with its own `core.fsmonitor`.
+    if names.contains(&".git") {
+        for rel in submodule_paths(&policy.workspace_path) {
+            let path = policy.workspace_path.join(&rel).join(".git");
+            if out.iter().any(|p: &ProtectedPath| p.path == path) {
+                continue;
+            }
+            let reason = format!("a submodule's git link (.gitmodules: path = {}): {}", rel.display(), table_why(Path::new(".git")));
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.file_type().is_symlink() => bad.push(Unprotectable { path, why: SYMLINK_WHY.into() }),
+                Ok(m) if m.is_dir() => out.push(ProtectedPath { path, kind: ProtectedKind::GitDir, absent: false, private: false, reason }),
+                Ok(m) if m.is_file() => out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, private: false, reason }),
+                Ok(_) => {}
+                // Not checked out: made during the run, it is taken out.
+                Err(_) if policy.workspace_path.join(&rel).is_dir() => out.push(ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }),
+                Err(_) => {}
+            }
+        }
+    }
     (out, bad, dirs)
+}
+
+/// The `path` of every submodule in the workspace's `.gitmodules` (relative, normalised; a path
+/// that is absolute, climbs with `..` or passes through a symbolic link is left out).
+fn submodule_paths(ws: &Path) -> Vec<PathBuf> {
+    let f = ws.join(".gitmodules");
+    let Ok(m) = std::fs::symlink_metadata(&f) else { return Vec::new() };
+    if !m.is_file() || m.len() > 1 << 20 {
+        return Vec::new();
+    }
+    let Ok(text) = std::fs::read_to_string(&f) else { return Vec::new() };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once('=') else { continue };
+        if !k.trim().eq_ignore_ascii_case("path") {
+            continue;
+        }
+        let v = v.trim();
+        let v = v.strip_prefix('"').and_then(|x| x.strip_suffix('"')).unwrap_or(v);
+        let rel = Path::new(v);
+        if v.is_empty() || !rel.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir)) {
+            continue;
+        }
+        let rel: PathBuf = rel.components().filter(|c| matches!(c, std::path::Component::Normal(_))).collect();
+        let mut at = ws.to_path_buf();
+        let plain = rel.components().all(|c| {
+            at.push(c);
+            std::fs::symlink_metadata(&at).is_ok_and(|m| !m.file_type().is_symlink())
+        });
+        if plain && !out.contains(&rel) {
+            out.push(rel);
+        }
+    }
+    out
 }
 
 /// Why a protected path that is a symbolic link cannot be protected.
@@ -337,6 +393,31 @@ fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, 
 mod tests {
     use super::*;
     use crate::config::{build_sandbox_policy, SandboxSettings};
+
+    #[test]
+    fn submodules_from_gitmodules_wherever_they_are() {
+        let d = crate::test_dir();
+        let ws = d.path();
+        for dir in ["vendor/lib", "a/b/c/d/e/deep", "real"] {
+            std::fs::create_dir_all(ws.join(dir)).unwrap();
+        }
+        std::os::unix::fs::symlink(ws.join("real"), ws.join("linked")).unwrap();
+        std::fs::write(
+            ws.join(".gitmodules"),
+            "[submodule \"lib\"]\n\tpath = vendor/lib\n\turl = ../lib\n[submodule \"deep\"]\n\tPath = \"a/b/c/d/e/deep\"\n\
+             [submodule \"up\"]\n\tpath = ../up\n[submodule \"abs\"]\n\tpath = /etc\n[submodule \"l\"]\n\tpath = linked\n",
+        )
+        .unwrap();
+        assert_eq!(submodule_paths(ws), [PathBuf::from("vendor/lib"), PathBuf::from("a/b/c/d/e/deep")]);
+        // Checked out (a .git file) and not (no .git yet): both protected.
+        std::fs::write(ws.join("vendor/lib/.git"), "gitdir: ../../.git/modules/lib\n").unwrap();
+        let policy = build_sandbox_policy(ws, &SandboxSettings::default()).unwrap();
+        let (found, _, _) = nested_protected(&policy);
+        let got = |rel: &str| found.iter().find(|p| p.path == ws.join(rel)).map(|p| (p.kind, p.absent));
+        assert_eq!(got("vendor/lib/.git"), Some((ProtectedKind::File, false)));
+        assert_eq!(got("a/b/c/d/e/deep/.git"), Some((ProtectedKind::GitDir, true)));
+        assert_eq!(got("linked/.git"), None);
+    }
 
     #[test]
     fn protected_paths_present_absent_and_hooks_path() {
