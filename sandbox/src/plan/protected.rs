@@ -265,7 +265,11 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
     // `.git` file, which could otherwise be pointed at a git directory the command made under
     // another name, with its own `core.fsmonitor`.
     if names.contains(&".git") {
-        for rel in submodule_paths(&policy.workspace_path) {
+        let (plain, linked) = submodule_paths(&policy.workspace_path);
+        for rel in linked {
+            bad.push(Unprotectable { path: policy.workspace_path.join(rel).join(".git"), why: format!("a submodule under a symbolic link: {SYMLINK_WHY}") });
+        }
+        for rel in plain {
             let path = policy.workspace_path.join(&rel).join(".git");
             if out.iter().any(|p: &ProtectedPath| p.path == path) {
                 continue;
@@ -276,9 +280,9 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
                 Ok(m) if m.is_dir() => out.push(ProtectedPath { path, kind: ProtectedKind::GitDir, absent: false, private: false, reason }),
                 Ok(m) if m.is_file() => out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, private: false, reason }),
                 Ok(_) => {}
-                // Not checked out: made during the run, it is taken out.
-                Err(_) if policy.workspace_path.join(&rel).is_dir() => out.push(ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }),
-                Err(_) => {}
+                // Not checked out (or its directory not there): made during the run, it is
+                // taken out.
+                Err(_) => out.push(ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }),
             }
         }
     }
@@ -286,15 +290,16 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
 }
 
 /// The `path` of every submodule in the workspace's `.gitmodules` (relative, normalised; a path
-/// that is absolute, climbs with `..` or passes through a symbolic link is left out).
-fn submodule_paths(ws: &Path) -> Vec<PathBuf> {
+/// that is absolute or climbs with `..` is left out, git refuses it too), then those that pass
+/// through a symbolic link.
+fn submodule_paths(ws: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let f = ws.join(".gitmodules");
-    let Ok(m) = std::fs::symlink_metadata(&f) else { return Vec::new() };
+    let Ok(m) = std::fs::symlink_metadata(&f) else { return (Vec::new(), Vec::new()) };
     if !m.is_file() || m.len() > 1 << 20 {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
-    let Ok(text) = std::fs::read_to_string(&f) else { return Vec::new() };
-    let mut out: Vec<PathBuf> = Vec::new();
+    let Ok(text) = std::fs::read_to_string(&f) else { return (Vec::new(), Vec::new()) };
+    let (mut out, mut linked): (Vec<PathBuf>, Vec<PathBuf>) = (Vec::new(), Vec::new());
     for line in text.lines() {
         let Some((k, v)) = line.split_once('=') else { continue };
         if !k.trim().eq_ignore_ascii_case("path") {
@@ -310,13 +315,16 @@ fn submodule_paths(ws: &Path) -> Vec<PathBuf> {
         let mut at = ws.to_path_buf();
         let plain = rel.components().all(|c| {
             at.push(c);
-            std::fs::symlink_metadata(&at).is_ok_and(|m| !m.file_type().is_symlink())
+            std::fs::symlink_metadata(&at).map_or(true, |m| !m.file_type().is_symlink())
         });
+        let link = !plain && at.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink());
         if plain && !out.contains(&rel) {
             out.push(rel);
+        } else if link && !linked.contains(&rel) {
+            linked.push(rel);
         }
     }
-    out
+    (out, linked)
 }
 
 /// Why a protected path that is a symbolic link cannot be protected.
@@ -398,25 +406,28 @@ mod tests {
     fn submodules_from_gitmodules_wherever_they_are() {
         let d = crate::test_dir();
         let ws = d.path();
-        for dir in ["vendor/lib", "a/b/c/d/e/deep", "real"] {
+        for dir in ["vendor/lib", "a/b/c/d/e/deep", "real/x"] {
             std::fs::create_dir_all(ws.join(dir)).unwrap();
         }
         std::os::unix::fs::symlink(ws.join("real"), ws.join("linked")).unwrap();
         std::fs::write(
             ws.join(".gitmodules"),
             "[submodule \"lib\"]\n\tpath = vendor/lib\n\turl = ../lib\n[submodule \"deep\"]\n\tPath = \"a/b/c/d/e/deep\"\n\
-             [submodule \"up\"]\n\tpath = ../up\n[submodule \"abs\"]\n\tpath = /etc\n[submodule \"l\"]\n\tpath = linked\n",
+             [submodule \"up\"]\n\tpath = ../up\n[submodule \"abs\"]\n\tpath = /etc\n[submodule \"l\"]\n\tpath = linked/x\n\
+             [submodule \"gone\"]\n\tpath = removed/lib\n",
         )
         .unwrap();
-        assert_eq!(submodule_paths(ws), [PathBuf::from("vendor/lib"), PathBuf::from("a/b/c/d/e/deep")]);
+        assert_eq!(submodule_paths(ws), (vec![PathBuf::from("vendor/lib"), PathBuf::from("a/b/c/d/e/deep"), PathBuf::from("removed/lib")], vec![PathBuf::from("linked/x")]));
         // Checked out (a .git file) and not (no .git yet): both protected.
         std::fs::write(ws.join("vendor/lib/.git"), "gitdir: ../../.git/modules/lib\n").unwrap();
         let policy = build_sandbox_policy(ws, &SandboxSettings::default()).unwrap();
-        let (found, _, _) = nested_protected(&policy);
+        let (found, bad, _) = nested_protected(&policy);
+        assert!(bad.iter().any(|b| b.path == ws.join("linked/x/.git") && b.why.contains("symbolic link")), "{bad:?}");
         let got = |rel: &str| found.iter().find(|p| p.path == ws.join(rel)).map(|p| (p.kind, p.absent));
         assert_eq!(got("vendor/lib/.git"), Some((ProtectedKind::File, false)));
         assert_eq!(got("a/b/c/d/e/deep/.git"), Some((ProtectedKind::GitDir, true)));
-        assert_eq!(got("linked/.git"), None);
+        assert_eq!(got("removed/lib/.git"), Some((ProtectedKind::GitDir, true)));
+        assert_eq!(got("linked/x/.git"), None);
     }
 
     #[test]
