@@ -848,12 +848,16 @@ impl Suite {
                 (so, se)
             }
         };
-        if !String::from_utf8_lossy(&stdout).contains(STARTED) {
-            return Err(format!(
-                "the command did not start (no {STARTED} on stdout), so nothing is proven; stdout: {}; stderr: {}",
+        // Why a run proves nothing, with the start of what it printed.
+        let unproven = |why: String| {
+            format!(
+                "{why}, so nothing is proven; stdout: {}; stderr: {}",
                 String::from_utf8_lossy(&stdout).chars().take(400).collect::<String>(),
                 String::from_utf8_lossy(&stderr).chars().take(600).collect::<String>()
-            ));
+            )
+        };
+        if !String::from_utf8_lossy(&stdout).contains(STARTED) {
+            return Err(unproven(format!("the command did not start (no {STARTED} on stdout)")));
         }
         let mut all = stdout.clone();
         all.extend_from_slice(&stderr);
@@ -878,21 +882,14 @@ impl Suite {
         // came, so these two rules never hide one. (A bare run without an effect is an invalid
         // probe already.)
         if level.is_some() && effects.iter().all(Option::is_none) {
-            let said = |what: String| {
-                format!(
-                    "{what}, so nothing is proven; stdout: {}; stderr: {}",
-                    String::from_utf8_lossy(&stdout).chars().take(400).collect::<String>(),
-                    String::from_utf8_lossy(&stderr).chars().take(600).collect::<String>()
-                )
-            };
             if v.check.contains(&Check::NoSurvivor) {
                 // Its survivor, detached, existed before the run ended.
                 if !String::from_utf8_lossy(&stdout).contains(localgpt_corpus::DETACHED) {
-                    return Err(said(format!("the probe never made the process it meant to leave behind (no {} on stdout: the run ended first)", localgpt_corpus::DETACHED)));
+                    return Err(unproven(format!("the probe never made the process it meant to leave behind (no {} on stdout: the run ended first)", localgpt_corpus::DETACHED)));
                 }
             } else if timed_out && !out.monitor.held {
                 // Other probes end by themselves, or hold once their effect is complete.
-                return Err(said(format!("the sandboxed run was ended by its timeout ({} s) before the probe said its attempt was complete", v.timeout.unwrap_or(DEFAULT_TIMEOUT))));
+                return Err(unproven(format!("the sandboxed run was ended by its timeout ({} s) before the probe said its attempt was complete", v.timeout.unwrap_or(DEFAULT_TIMEOUT))));
             }
         }
         Ok((effects, run_table))
