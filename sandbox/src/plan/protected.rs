@@ -298,15 +298,12 @@ fn submodule_paths(ws: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     if !m.is_file() || m.len() > 1 << 20 {
         return (Vec::new(), Vec::new());
     }
-    let Ok(text) = std::fs::read_to_string(&f) else { return (Vec::new(), Vec::new()) };
+    // Parsed as git parses it (comments, quotes, escapes, continuation lines); a file git
+    // refuses registers no submodule for git either.
+    let Ok(c) = std::fs::read_to_string(&f).map_err(|_| ()).and_then(|t| gitconfig::parse(&t).map_err(|_| ())) else { return (Vec::new(), Vec::new()) };
     let (mut out, mut linked): (Vec<PathBuf>, Vec<PathBuf>) = (Vec::new(), Vec::new());
-    for line in text.lines() {
-        let Some((k, v)) = line.split_once('=') else { continue };
-        if !k.trim().eq_ignore_ascii_case("path") {
-            continue;
-        }
-        let v = v.trim();
-        let v = v.strip_prefix('"').and_then(|x| x.strip_suffix('"')).unwrap_or(v);
+    for e in c.entries.iter().filter(|e| e.section == "submodule" && e.subsection.is_some() && e.key == "path") {
+        let v = e.value.as_deref().unwrap_or("");
         let rel = Path::new(v);
         if v.is_empty() || !rel.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir)) {
             continue;
@@ -412,7 +409,7 @@ mod tests {
         std::os::unix::fs::symlink(ws.join("real"), ws.join("linked")).unwrap();
         std::fs::write(
             ws.join(".gitmodules"),
-            "[submodule \"lib\"]\n\tpath = vendor/lib\n\turl = ../lib\n[submodule \"deep\"]\n\tPath = \"a/b/c/d/e/deep\"\n\
+            "[submodule \"lib\"]\n\tpath = vendor/lib ; checked out by make\n\turl = ../lib\n[submodule \"deep\"]\n\tPath = \"a/b/c/d/e/deep\"\n\
              [submodule \"up\"]\n\tpath = ../up\n[submodule \"abs\"]\n\tpath = /etc\n[submodule \"l\"]\n\tpath = linked/x\n\
              [submodule \"gone\"]\n\tpath = removed/lib\n",
         )
