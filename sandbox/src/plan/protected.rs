@@ -249,13 +249,7 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
     for (path, ft) in found {
         let n = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let reason = format!("nested copy: {}", table_why(Path::new(&n)));
-        if ft.is_symlink() {
-            bad.push(Unprotectable { path, why: SYMLINK_WHY.into() });
-        } else if ft.is_dir() {
-            out.push(ProtectedPath { path, kind: nested_kind(&n, ft), absent: false, private: false, reason });
-        } else if ft.is_file() {
-            out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, private: false, reason });
-        }
+        protect_present(path, ft, reason, &mut out, &mut bad);
     }
     if let Some(dir) = stopped {
         bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {NESTED_ENTRIES} entries: protected names deeper in the workspace were not looked for") });
@@ -276,10 +270,7 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
             }
             let reason = format!("a submodule's git link (.gitmodules: path = {}): {}", rel.display(), table_why(Path::new(".git")));
             match std::fs::symlink_metadata(&path) {
-                Ok(m) if m.file_type().is_symlink() => bad.push(Unprotectable { path, why: SYMLINK_WHY.into() }),
-                Ok(m) if m.is_dir() => out.push(ProtectedPath { path, kind: ProtectedKind::GitDir, absent: false, private: false, reason }),
-                Ok(m) if m.is_file() => out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, private: false, reason }),
-                Ok(_) => {}
+                Ok(m) => protect_present(path, m.file_type(), reason, &mut out, &mut bad),
                 // Not checked out (or its directory not there): made during the run, it is
                 // taken out.
                 Err(_) => out.push(ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }),
@@ -287,6 +278,19 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
         }
     }
     (out, bad, dirs)
+}
+
+/// A protected name present in the workspace, protected as what it is (a directory as
+/// [`nested_kind`] says, a file as a file); a symbolic link cannot be, and is reported.
+fn protect_present(path: PathBuf, ft: std::fs::FileType, reason: String, out: &mut Vec<ProtectedPath>, bad: &mut Vec<Unprotectable>) {
+    let n = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    if ft.is_symlink() {
+        bad.push(Unprotectable { path, why: SYMLINK_WHY.into() });
+    } else if ft.is_dir() {
+        out.push(ProtectedPath { path, kind: nested_kind(&n, ft), absent: false, private: false, reason });
+    } else if ft.is_file() {
+        out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, private: false, reason });
+    }
 }
 
 /// The `path` of every submodule in the workspace's `.gitmodules` (relative, normalised; a path
