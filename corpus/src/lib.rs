@@ -410,6 +410,13 @@ pub struct Vector {
     /// (writes a credential the command then tries to read, say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub during: Option<During>,
+    /// What the user does next on the host, once the run returned (`git status` in the
+    /// workspace): run bare as `setup` is, after the run's leftovers were killed and before the
+    /// checks look (placeholders allowed); it must succeed. A check then sees what the user's own
+    /// command ran outside the sandbox because of what the run left (a planted `core.fsmonitor`
+    /// touching a file under `{outside}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub afterwards: Option<String>,
     /// Protections the `config` switches off on purpose (`network = "full"` opens `network`):
     /// the run may report exactly these not enforced beyond the machine's pinned gaps. Never
     /// one the vector depends on.
@@ -625,6 +632,7 @@ fn validate_vector(v: &Vector) -> Result<(), String> {
     strings.extend(v.env.values().map(String::as_str));
     strings.extend(v.fds.iter().filter_map(|f| f.path.as_deref()));
     strings.extend(v.setup.iter().map(String::as_str));
+    strings.extend(v.afterwards.iter().map(String::as_str));
     if let Some(d) = &v.during {
         if d.when.trim().is_empty() || d.shell.trim().is_empty() {
             return Err("`during` needs a `when` path and a `shell` action".into());
@@ -780,6 +788,8 @@ vectors:
         assert!(err(&tools).contains("shell probes"));
         let setup = GOOD.replace("    probe:", "    setup: \"cp {kanary} {ws}/x\"\n    probe:");
         assert!(err(&setup).contains("unknown placeholder"));
+        assert!(err(&GOOD.replace("    probe:", "    afterwards: \"cat {kanary}\"\n    probe:")).contains("unknown placeholder"));
+        assert!(one(&GOOD.replace("    probe:", "    afterwards: \"git -C {ws} status\"\n    probe:")).is_ok());
         let during = |when: &str, shell: &str| GOOD.replace("    probe:", &format!("    during: {{when: \"{when}\", shell: \"{shell}\"}}\n    probe:"));
         assert!(one(&during("{ws}/ready", "echo {late_secret} > {ws}/x")).is_ok());
         assert!(err(&during("{ws}/ready", "echo {kanary} > {ws}/x")).contains("unknown placeholder"));

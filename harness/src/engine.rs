@@ -815,6 +815,11 @@ impl Suite {
             // SAFETY: killing processes that carry this world's unique token.
             unsafe { libc::kill(*pid, libc::SIGKILL) };
         }
+        // The user's next command on the host (bare, after the run): what it runs because of
+        // what the run left is an effect the checks below see.
+        if let Some(a) = &v.afterwards {
+            host_shell.run("the user's next command after the run (`afterwards`)", &w.subst(a))?;
+        }
 
         // What the host wrote during the run (the files its action declares) is not a copy the
         // command made.

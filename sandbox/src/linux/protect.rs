@@ -764,7 +764,7 @@ impl Reviewer<'_> {
             let why = if snap.id.is_some() {
                 format!("it stood where the protected {what} was (the command replaced or renamed {what} during the run)")
             } else {
-                format!("made where the protected {what} (absent at launch) would be: only a real directory is reviewed there")
+                format!("made where the protected {what} (absent at launch: {}) would be: only a real directory is reviewed there", p.reason)
             };
             self.quarantine(&p.path, &m, &why);
         }
@@ -988,6 +988,47 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         if kind == ProtectedKind::Dir {
             let _ = std::fs::remove_dir(&snap.p.path);
         }
+    }
+    *out = r.out;
+}
+
+/// After the run: the submodules the command registered (a gitlink added to an index, a path
+/// added to `.gitmodules`), wherever they are ([`crate::plan::protected::submodule_gits`]: the
+/// nested walk skips `build/` and stops at depth 4; git enters every gitlink with a `.git` for the
+/// superproject's `git status`). The `.git` of each one that was not protected at launch is
+/// reviewed as created during the run: a `.git` file is taken out, a git directory's hooks and
+/// executable config keys are. A symbolic link on the way to one is taken out (git would enter
+/// the repository behind it). An index that cannot be read is noted.
+pub fn review_new_submodules(plan: &crate::plan::Plan, start: SystemTime, out: &mut ProtectedReview) {
+    use crate::plan::protected::submodule_gits;
+    let ws = &plan.workspace;
+    let is_git = |p: &&PathBuf| p.file_name().is_some_and(|n| n == ".git");
+    let mut roots = vec![ws.join(".git")];
+    roots.extend(plan.protected.iter().map(|p| &p.path).chain(out.reviewed.iter()).filter(is_git).cloned());
+    let subs = submodule_gits(ws, &roots);
+    let mut r = Reviewer { ws, start, out: std::mem::take(out), recreated: Vec::new() };
+    let known = |p: &Path, r: &Reviewer<'_>| plan.protected.iter().any(|q| q.path == p) || plan.unprotectable.iter().any(|u| u.path == p) || r.out.reviewed.iter().any(|q| q == p);
+    for (index, e) in subs.unreadable {
+        if !plan.unprotectable.iter().any(|u| u.path == index) {
+            r.out.notes.push(format!("{}: {e}: submodules registered in it during the run were not reviewed", r.rel(&index)));
+        }
+    }
+    for (link, git) in subs.linked {
+        if known(&git, &r) {
+            continue;
+        }
+        if let Ok(m) = std::fs::symlink_metadata(&link) {
+            let why = format!("a symbolic link on the way to a submodule registered during the run ({}): git would enter the repository behind it", r.rel(&git));
+            r.quarantine(&link, &m, &why);
+        }
+    }
+    for (path, why) in subs.plain {
+        if known(&path, &r) || std::fs::symlink_metadata(&path).is_err() {
+            continue;
+        }
+        let reason = format!("registered as a submodule during the run ({why}): git enters it for the superproject's git status");
+        let snap = Snap { p: ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new() };
+        r.in_place(&snap);
     }
     *out = r.out;
 }

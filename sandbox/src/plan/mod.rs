@@ -5,6 +5,7 @@
 pub mod configs;
 pub mod env;
 pub mod gitconfig;
+pub mod gitindex;
 pub mod protected;
 pub mod resolve;
 #[cfg(unix)]

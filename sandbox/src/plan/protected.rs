@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::gitconfig;
+use super::{gitconfig, gitindex};
 use super::resolve::{FileKind, PathResolver};
 use crate::policy::SandboxPolicy;
 
@@ -254,21 +254,35 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
     if let Some(dir) = stopped {
         bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {NESTED_ENTRIES} entries: protected names deeper in the workspace were not looked for") });
     }
-    // The submodules `.gitmodules` registers, wherever they are (`vendor/lib`, deeper than the
-    // walk goes): git runs in each of them for the superproject's `git status`, through its
-    // `.git` file, which could otherwise be pointed at a git directory the command made under
-    // another name, with its own `core.fsmonitor`.
+    // The submodules git would enter, wherever they are (`vendor/lib`, deeper than the walk
+    // goes): those `.gitmodules` registers and every gitlink of the repositories' indexes. git
+    // runs in each of them for the superproject's `git status`, through its `.git`, which could
+    // otherwise be pointed at a git directory the command made under another name, with its own
+    // `core.fsmonitor`.
     if names.contains(&".git") {
-        let (plain, linked) = submodule_paths(&policy.workspace_path);
-        for rel in linked {
-            bad.push(Unprotectable { path: policy.workspace_path.join(rel).join(".git"), why: format!("a submodule under a symbolic link: {SYMLINK_WHY}") });
+        let mut roots = vec![policy.workspace_path.join(".git")];
+        roots.extend(out.iter().filter(|p| p.path.file_name().is_some_and(|n| n == ".git")).map(|p| p.path.clone()));
+        let subs = submodule_gits(&policy.workspace_path, &roots);
+        for (_, path) in subs.linked {
+            bad.push(Unprotectable { path, why: format!("a submodule under a symbolic link: {SYMLINK_WHY}") });
         }
-        for rel in plain {
-            let path = policy.workspace_path.join(&rel).join(".git");
+        for (index, e) in subs.unreadable {
+            bad.push(Unprotectable { path: index, why: format!("{INDEX_UNREAD}: {e}") });
+        }
+        let mut count = 0usize;
+        for (path, reason) in subs.plain {
             if out.iter().any(|p: &ProtectedPath| p.path == path) {
                 continue;
             }
-            let reason = format!("a submodule's git link (.gitmodules: path = {}): {}", rel.display(), table_why(Path::new(".git")));
+            // Each one is a private copy at Full (a mount): bounded. The review after the run
+            // takes the `.git` of every one beyond as made during the run.
+            if count == SUBMODULE_REPOS {
+                let why = format!("more than {SUBMODULE_REPOS} submodules: from {} on they are not protected during the run, and their .git is taken out after it", path.display());
+                bad.push(Unprotectable { path: policy.workspace_path.clone(), why });
+                break;
+            }
+            count += 1;
+            let reason = format!("{reason}: {}", table_why(Path::new(".git")));
             match std::fs::symlink_metadata(&path) {
                 Ok(m) => protect_present(path, m.file_type(), reason, &mut out, &mut bad),
                 // Not checked out (or its directory not there): made during the run, it is
@@ -293,19 +307,99 @@ fn protect_present(path: PathBuf, ft: std::fs::FileType, reason: String, out: &m
     }
 }
 
+/// What [`INDEX_UNREAD`] starts with: a repository's index could not be read, so the submodules
+/// it registers are not known.
+pub const INDEX_UNREAD: &str = "a git index that could not be read (the submodules it registers are not protected)";
+
+/// How many repositories [`submodule_gits`] reads the index of at most.
+pub const SUBMODULE_REPOS: usize = 1000;
+
+/// Where git would enter a submodule (what [`submodule_gits`] found).
+#[derive(Default, Debug)]
+pub struct SubmoduleGits {
+    /// The `.git` of each submodule with no symbolic link on the way, and what registers it.
+    pub plain: Vec<(PathBuf, String)>,
+    /// Each submodule whose directory is reached through a symbolic link: the first link on the
+    /// way, and the `.git` behind it.
+    pub linked: Vec<(PathBuf, PathBuf)>,
+    /// Each index that could not be read (or the repository where the count ran out), and why.
+    pub unreadable: Vec<(PathBuf, String)>,
+}
+
+/// The submodules git would enter in the repositories whose `.git` entries are `dotgits`: each
+/// gitlink of their indexes ([`gitindex::gitlinks`]), and of the submodules' own indexes in
+/// turn, plus the `path`s of the workspace's `.gitmodules`. Paths that are absolute or climb with
+/// `..` are left out (git refuses them too). Reads at most [`SUBMODULE_REPOS`] indexes.
+#[must_use]
+pub fn submodule_gits(ws: &Path, dotgits: &[PathBuf]) -> SubmoduleGits {
+    let mut out = SubmoduleGits::default();
+    let mut queue: Vec<PathBuf> = Vec::new();
+    let add = |root: &Path, rel: &Path, why: String, out: &mut SubmoduleGits, queue: &mut Vec<PathBuf>| {
+        let mut at = root.to_path_buf();
+        let mut link = None;
+        for c in rel.components() {
+            at.push(c);
+            if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+                link = Some(at.clone());
+                break;
+            }
+        }
+        let git = root.join(rel).join(".git");
+        match link {
+            Some(l) => {
+                if !out.linked.iter().any(|(_, g)| *g == git) {
+                    out.linked.push((l, git));
+                }
+            }
+            None => {
+                if !out.plain.iter().any(|(g, _)| *g == git) {
+                    queue.push(git.clone());
+                    out.plain.push((git, why));
+                }
+            }
+        }
+    };
+    for rel in gitmodules_paths(ws) {
+        let why = format!("a submodule's git link (.gitmodules: path = {})", rel.display());
+        add(ws, &rel, why, &mut out, &mut queue);
+    }
+    queue.extend(dotgits.iter().rev().cloned());
+    let mut read: Vec<PathBuf> = Vec::new();
+    while let Some(dotgit) = queue.pop() {
+        let (Some(root), Some(gitdir)) = (dotgit.parent(), gitindex::git_dir(&dotgit)) else { continue };
+        if read.contains(&gitdir) {
+            continue;
+        }
+        if read.len() == SUBMODULE_REPOS {
+            out.unreadable.push((gitdir.join("index"), format!("more than {SUBMODULE_REPOS} repositories: the rest were not read")));
+            break;
+        }
+        read.push(gitdir.clone());
+        match gitindex::gitlinks(&gitdir) {
+            Ok(rels) => {
+                for rel in rels {
+                    let why = format!("a submodule's git link (a gitlink in {}: {})", gitdir.join("index").display(), rel.display());
+                    add(root, &rel, why, &mut out, &mut queue);
+                }
+            }
+            Err(e) => out.unreadable.push((gitdir.join("index"), e)),
+        }
+    }
+    out
+}
+
 /// The `path` of every submodule in the workspace's `.gitmodules` (relative, normalised; a path
-/// that is absolute or climbs with `..` is left out, git refuses it too), then those that pass
-/// through a symbolic link.
-fn submodule_paths(ws: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+/// that is absolute or climbs with `..` is left out, git refuses it too).
+fn gitmodules_paths(ws: &Path) -> Vec<PathBuf> {
     let f = ws.join(".gitmodules");
-    let Ok(m) = std::fs::symlink_metadata(&f) else { return (Vec::new(), Vec::new()) };
+    let Ok(m) = std::fs::symlink_metadata(&f) else { return Vec::new() };
     if !m.is_file() || m.len() > 1 << 20 {
-        return (Vec::new(), Vec::new());
+        return Vec::new();
     }
     // Parsed as git parses it (comments, quotes, escapes, continuation lines); a file git
     // refuses registers no submodule for git either.
-    let Ok(c) = std::fs::read_to_string(&f).map_err(|_| ()).and_then(|t| gitconfig::parse(&t).map_err(|_| ())) else { return (Vec::new(), Vec::new()) };
-    let (mut out, mut linked): (Vec<PathBuf>, Vec<PathBuf>) = (Vec::new(), Vec::new());
+    let Ok(c) = std::fs::read_to_string(&f).map_err(|_| ()).and_then(|t| gitconfig::parse(&t).map_err(|_| ())) else { return Vec::new() };
+    let mut out: Vec<PathBuf> = Vec::new();
     for e in c.entries.iter().filter(|e| e.section == "submodule" && e.subsection.is_some() && e.key == "path") {
         let v = e.value.as_deref().unwrap_or("");
         let rel = Path::new(v);
@@ -313,19 +407,11 @@ fn submodule_paths(ws: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
             continue;
         }
         let rel: PathBuf = rel.components().filter(|c| matches!(c, std::path::Component::Normal(_))).collect();
-        let mut at = ws.to_path_buf();
-        let plain = rel.components().all(|c| {
-            at.push(c);
-            std::fs::symlink_metadata(&at).map_or(true, |m| !m.file_type().is_symlink())
-        });
-        let link = !plain && at.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink());
-        if plain && !out.contains(&rel) {
+        if !out.contains(&rel) {
             out.push(rel);
-        } else if link && !linked.contains(&rel) {
-            linked.push(rel);
         }
     }
-    (out, linked)
+    out
 }
 
 /// Why a protected path that is a symbolic link cannot be protected.
@@ -418,7 +504,11 @@ mod tests {
              [submodule \"gone\"]\n\tpath = removed/lib\n",
         )
         .unwrap();
-        assert_eq!(submodule_paths(ws), (vec![PathBuf::from("vendor/lib"), PathBuf::from("a/b/c/d/e/deep"), PathBuf::from("removed/lib")], vec![PathBuf::from("linked/x")]));
+        let subs = submodule_gits(ws, &[ws.join(".git")]);
+        let plain: Vec<PathBuf> = subs.plain.iter().map(|(g, _)| g.clone()).collect();
+        assert_eq!(plain, ["vendor/lib/.git", "a/b/c/d/e/deep/.git", "removed/lib/.git"].map(|r| ws.join(r)));
+        assert_eq!(subs.linked, vec![(ws.join("linked"), ws.join("linked/x/.git"))]);
+        assert!(subs.unreadable.is_empty());
         // Checked out (a .git file) and not (no .git yet): both protected.
         std::fs::write(ws.join("vendor/lib/.git"), "gitdir: ../../.git/modules/lib\n").unwrap();
         let policy = build_sandbox_policy(ws, &SandboxSettings::default()).unwrap();
@@ -429,6 +519,47 @@ mod tests {
         assert_eq!(got("a/b/c/d/e/deep/.git"), Some((ProtectedKind::GitDir, true)));
         assert_eq!(got("removed/lib/.git"), Some((ProtectedKind::GitDir, true)));
         assert_eq!(got("linked/x/.git"), None);
+    }
+
+    #[test]
+    fn gitlinks_of_the_index_wherever_they_are() {
+        if std::process::Command::new("git").arg("--version").output().is_err() {
+            eprintln!("skipped: no git");
+            return;
+        }
+        let d = crate::test_dir();
+        let ws = d.path();
+        let git = |dir: &Path, args: &[&str]| {
+            let ok = std::process::Command::new("git").arg("-C").arg(dir).args(args).output().is_ok_and(|o| o.status.success());
+            assert!(ok, "git {args:?}");
+        };
+        git(ws, &["init", "-q", "."]);
+        let head = "0123456789abcdef0123456789abcdef01234567";
+        // Registered in the index only (no .gitmodules), in a tree the nested walk skips, deeper
+        // than it goes, under a link; one checked out as a repository of its own, whose index
+        // registers one more.
+        for rel in ["build/x", "a/b/c/d/e/f", "lnk/y", "node_modules/m"] {
+            git(ws, &["update-index", "--add", "--cacheinfo", &format!("160000,{head},{rel}")]);
+        }
+        std::fs::create_dir_all(ws.join("build/x")).unwrap();
+        std::fs::write(ws.join("build/x/.git"), "gitdir: ../../gd\n").unwrap();
+        std::fs::create_dir_all(ws.join("real")).unwrap();
+        std::os::unix::fs::symlink(ws.join("real"), ws.join("lnk")).unwrap();
+        std::fs::create_dir_all(ws.join("node_modules/m")).unwrap();
+        git(&ws.join("node_modules/m"), &["init", "-q", "."]);
+        git(&ws.join("node_modules/m"), &["update-index", "--add", "--cacheinfo", &format!("160000,{head},inner")]);
+        let policy = build_sandbox_policy(ws, &SandboxSettings::default()).unwrap();
+        let (found, bad, _) = nested_protected(&policy);
+        let got = |rel: &str| found.iter().find(|p| p.path == ws.join(rel)).map(|p| (p.kind, p.absent));
+        assert_eq!(got("build/x/.git"), Some((ProtectedKind::File, false)));
+        assert_eq!(got("a/b/c/d/e/f/.git"), Some((ProtectedKind::GitDir, true)));
+        assert_eq!(got("node_modules/m/.git"), Some((ProtectedKind::GitDir, false)));
+        assert_eq!(got("node_modules/m/inner/.git"), Some((ProtectedKind::GitDir, true)));
+        assert!(bad.iter().any(|b| b.path == ws.join("lnk/y/.git") && b.why.contains("symbolic link")), "{bad:?}");
+        // An index that does not parse is reported, not passed over.
+        std::fs::write(ws.join("node_modules/m/.git/index"), "DIRC junk").unwrap();
+        let (_, bad, _) = nested_protected(&policy);
+        assert!(bad.iter().any(|b| b.path == ws.join("node_modules/m/.git/index") && b.why.starts_with(INDEX_UNREAD)), "{bad:?}");
     }
 
     #[test]

@@ -634,6 +634,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
         };
         crate::linux::protect::review_in_place(&plan.workspace, &snapshot, started, &mut review);
         crate::linux::protect::review_new_nested(plan, started, &mut review);
+        crate::linux::protect::review_new_submodules(plan, started, &mut review);
         if !read_only.is_empty() {
             // Read-only instead of a private copy: stricter (git commits inside fail), so the
             // row stays as it was and says so.
