@@ -854,6 +854,10 @@ impl Reviewer<'_> {
                 continue;
             }
             let target = root.join(&rel);
+            // Content and mode unchanged, only another name gained: said so (the change kept
+            // pending is the file as it is, which has no other name once written back).
+            let link_only = matches!((&old, &new), (Some(State::File(m1, Some(a), false)), Some(State::File(m2, Some(b), true))) if m1 == m2 && a == b);
+            let said = |why: &str| if link_only { format!("{why}; it only gained another name (a hard link), through which it could be changed where no review looks") } else { why.to_string() };
             if !git {
                 // A new directory of .vscode and the like goes whole (its files with it).
                 if matches!(new, Some(State::Dir)) && old.is_none() {
@@ -868,7 +872,7 @@ impl Reviewer<'_> {
                     taken_dirs.push(rel);
                     continue;
                 }
-                self.take_back(&target, old.as_ref(), new.as_ref(), &format!("a file in {} (its files can run code later, outside the sandbox)", self.rel(&p.path)));
+                self.take_back(&target, old.as_ref(), new.as_ref(), &said(&format!("a file in {} (its files can run code later, outside the sandbox)", self.rel(&p.path))));
                 continue;
             }
             // A new directory in git's: its files are reviewed one by one (a new `hooks` of a
@@ -882,7 +886,7 @@ impl Reviewer<'_> {
             };
             match review::git_verdict(&rel, matches!(new, Some(State::Link(_))), new.is_none(), old.is_some(), text.as_deref()) {
                 Verdict::Accept | Verdict::Drop => {}
-                Verdict::Pending(why) => self.take_back(&target, old.as_ref(), new.as_ref(), why),
+                Verdict::Pending(why) => self.take_back(&target, old.as_ref(), new.as_ref(), &said(why)),
                 Verdict::Config => {
                     let old_text = match &old {
                         Some(State::File(_, Some(c), _)) => String::from_utf8_lossy(c).into_owned(),
