@@ -594,6 +594,10 @@ struct Snap {
     /// Mode and times of its directories (relative path, mode, atime, mtime), to put back on one
     /// the review has to re-create.
     dirs: Vec<(PathBuf, u32, libc::timespec, libc::timespec)>,
+    /// The change time (seconds, nanoseconds) of each file whose content was not kept (beyond
+    /// the snapshot's budget): any change moves it, whatever the clock of the filesystem's
+    /// server (NFS, FUSE) says.
+    ctimes: Vec<(PathBuf, i64, i64)>,
 }
 
 /// A directory's mode and access and modification times.
@@ -614,6 +618,7 @@ impl Snapshot {
         for p in plan.protected.iter().filter(|p| !p.private) {
             let mut budget = SNAPSHOT_BYTES;
             let mut dirs = Vec::new();
+            let mut ctimes = Vec::new();
             let mut id = None;
             let (entries, file) = if p.absent {
                 (Vec::new(), None)
@@ -634,12 +639,15 @@ impl Snapshot {
                         }
                         let keep = worth_keeping(p.kind, &r);
                         let st = state_of(&p.path.join(&r), &m, keep, &mut budget);
+                        if m.is_file() && matches!(st, State::File(_, None, _)) {
+                            ctimes.push((r.clone(), m.ctime(), m.ctime_nsec()));
+                        }
                         (r, st)
                     })
                     .collect();
                 (e, None)
             };
-            v.push(Snap { p: p.clone(), entries, file, id, dirs });
+            v.push(Snap { p: p.clone(), entries, file, id, dirs, ctimes });
         }
         Snapshot(v, ids)
     }
@@ -656,10 +664,13 @@ impl Reviewer<'_> {
     /// written through a symbolic link ([`safe_parent`]): the command may have left one on the
     /// way to lead the (unconfined) runner elsewhere.
     fn restore(&mut self, target: &Path, old: Option<&State>) {
+        let mut unknown_before = false;
         let r = safe_parent(target).and_then(|()| match old {
             None => remove_any(target),
             Some(State::File(mode, Some(content), _)) => pending::write_atomic(target, content, *mode).map_err(|e| std::io::Error::other(e.to_string())),
-            Some(State::File(_, None, _)) => Err(std::io::Error::other("its content before the run was too large to keep")),
+            // Its content before the run was beyond the snapshot's budget: the command's version
+            // (kept pending by the caller) does not stay live; the file is taken out.
+            Some(State::File(_, None, _)) => remove_any(target).inspect(|()| unknown_before = true),
             Some(State::Link(to)) => remove_any(target).and_then(|()| std::os::unix::fs::symlink(to, target)),
             Some(State::Dir) => match std::fs::symlink_metadata(target) {
                 Ok(m) if m.is_dir() => Ok(()),
@@ -668,8 +679,10 @@ impl Reviewer<'_> {
                 _ => remove_any(target).and_then(|()| std::fs::create_dir(target)).inspect(|()| self.recreated.push(target.to_path_buf())),
             },
         });
-        if let Err(e) = r {
-            self.out.notes.push(format!("{}: could not be restored ({e}): the command's version is live", self.rel(target)));
+        match r {
+            Err(e) => self.out.notes.push(format!("{}: could not be restored ({e}): the command's version is live", self.rel(target))),
+            Ok(()) if unknown_before => self.out.notes.push(format!("{}: its content before the run was too large to keep, so it could not be put back: removed (the command's version is pending)", self.rel(target))),
+            Ok(()) => {}
         }
     }
 
@@ -847,7 +860,12 @@ impl Reviewer<'_> {
                 // The mode too (`chmod +x` on a hook git skipped arms it), and a new hard link
                 // (the file could then be changed through its other name, unreviewed).
                 (Some(State::File(m1, Some(a), l1)), Some(State::File(m2, Some(b), l2))) => m1 == m2 && a == b && l1 == l2,
-                (Some(State::File(m1, None, l1)), Some(State::File(m2, _, l2))) => m1 == m2 && l1 == l2 && !maybe_changed_since(&root.join(&rel), self.start),
+                (Some(State::File(m1, None, l1)), Some(State::File(m2, _, l2))) => {
+                    let at = root.join(&rel);
+                    // (A FIFO or device has no entry: its type and mode are what counts.)
+                    let ctime_kept = snap.ctimes.iter().find(|(r, ..)| *r == rel).is_none_or(|(_, s, ns)| std::fs::symlink_metadata(&at).is_ok_and(|m| m.ctime() == *s && m.ctime_nsec() == *ns));
+                    m1 == m2 && l1 == l2 && ctime_kept && !maybe_changed_since(&at, self.start)
+                }
                 (a, b) => a == b,
             };
             if same {
@@ -987,7 +1005,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let kind = nested_kind(&name, ft);
         let reason = format!("created during the run: {}", crate::defaults::protected_table().iter().find(|e| e.name == name).map_or("configured", |e| e.why.as_str()));
-        let snap = Snap { p: ProtectedPath { path, kind, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new() };
+        let snap = Snap { p: ProtectedPath { path, kind, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new() };
         r.in_place(&snap);
         if kind == ProtectedKind::Dir {
             let _ = std::fs::remove_dir(&snap.p.path);
@@ -1031,7 +1049,7 @@ pub fn review_new_submodules(plan: &crate::plan::Plan, start: SystemTime, out: &
             continue;
         }
         let reason = format!("registered as a submodule during the run ({why}): git enters it for the superproject's git status");
-        let snap = Snap { p: ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new() };
+        let snap = Snap { p: ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new() };
         r.in_place(&snap);
     }
     *out = r.out;
