@@ -312,9 +312,23 @@ struct Reviewer<'a> {
     out: ProtectedReview,
     /// Directories the in-place review re-created (a link or file stood there).
     recreated: Vec<PathBuf>,
+    /// Files in a git directory that git's configuration includes: config files, whatever
+    /// their names.
+    includes: &'a [PathBuf],
 }
 
 impl Reviewer<'_> {
+    /// The verdict on a change to `target` (`rel` in its git directory): [`review::git_verdict`],
+    /// except for a file git's configuration includes, which is a config file whatever its
+    /// name (a link put in its place is pending: git would read the file it points to).
+    fn verdict(&self, target: &Path, rel: &Path, link: bool, deleted: bool, existed: bool, text: Option<&str>) -> Verdict {
+        match (self.includes.iter().any(|i| i == target), link, deleted) {
+            (true, true, _) => Verdict::Pending("a symbolic link where a file git's configuration includes was: git would read the settings of the file it points to"),
+            (true, false, false) => Verdict::Config,
+            _ => review::git_verdict(rel, link, deleted, existed, text),
+        }
+    }
+
     fn rel(&self, p: &Path) -> String {
         p.strip_prefix(self.ws).unwrap_or(p).display().to_string()
     }
@@ -420,7 +434,7 @@ impl Reviewer<'_> {
                 _ => None,
             };
             let existed = std::fs::symlink_metadata(&target).is_ok();
-            match review::git_verdict(rel, matches!(u, Upper::Symlink(_)), matches!(u, Upper::Deleted), existed, text.as_deref()) {
+            match self.verdict(&target, rel, matches!(u, Upper::Symlink(_)), matches!(u, Upper::Deleted), existed, text.as_deref()) {
                 Verdict::Drop => {}
                 _ if conflict => self.keep_upper(&target, u, "changed on the host during the run too: kept aside instead of overwriting it"),
                 Verdict::Accept => self.apply(root, &target, u),
@@ -435,7 +449,7 @@ impl Reviewer<'_> {
 /// indexes of protected paths that were bound read-only instead (nothing to review).
 #[must_use]
 pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, snapshot: &Snapshot, read_only: &[usize], start: SystemTime) -> ProtectedReview {
-    let mut r = Reviewer { ws, start, out: ProtectedReview::default(), recreated: Vec::new() };
+    let mut r = Reviewer { ws, start, out: ProtectedReview::default(), recreated: Vec::new(), includes: &snapshot.2 };
     for (i, p) in protected.iter().enumerate() {
         if read_only.contains(&i) {
             r.out.read_only.push(r.rel(&p.path));
@@ -607,7 +621,7 @@ fn dir_meta(rel: PathBuf, m: &std::fs::Metadata) -> (PathBuf, u32, libc::timespe
 
 /// Snapshots of the protected paths reviewed in place, taken before the run, and the device and
 /// inode of each private directory (to find it after the run if the command moved a parent).
-pub struct Snapshot(Vec<Snap>, Vec<(PathBuf, u64, u64)>);
+pub struct Snapshot(Vec<Snap>, Vec<(PathBuf, u64, u64)>, Vec<PathBuf>);
 
 impl Snapshot {
     /// Takes the snapshot of every protected path of `plan` that is not private for the run.
@@ -637,7 +651,7 @@ impl Snapshot {
                         if m.is_dir() {
                             dirs.push(dir_meta(r.clone(), &m));
                         }
-                        let keep = worth_keeping(p.kind, &r);
+                        let keep = worth_keeping(p.kind, &r) || plan.git_config_files.contains(&p.path.join(&r));
                         let st = state_of(&p.path.join(&r), &m, keep, &mut budget);
                         if m.is_file() && matches!(st, State::File(_, None, _)) {
                             ctimes.push((r.clone(), m.ctime(), m.ctime_nsec()));
@@ -649,7 +663,7 @@ impl Snapshot {
             };
             v.push(Snap { p: p.clone(), entries, file, id, dirs, ctimes });
         }
-        Snapshot(v, ids)
+        Snapshot(v, ids, plan.git_config_files.clone())
     }
 
     /// Nothing to review.
@@ -842,7 +856,7 @@ impl Reviewer<'_> {
         let git = p.kind == ProtectedKind::GitDir;
         let mut budget = usize::MAX;
         let now: Vec<(PathBuf, State)> = walk_review(root, git).into_iter().map(|(r, m)| {
-            let keep = worth_keeping(p.kind, &r) && !m.is_dir();
+            let keep = (worth_keeping(p.kind, &r) || self.includes.contains(&root.join(&r))) && !m.is_dir();
             let st = state_of(&root.join(&r), &m, keep, &mut budget);
             (r, st)
         }).collect();
@@ -902,7 +916,7 @@ impl Reviewer<'_> {
                 Some(State::File(_, Some(c), _)) => std::str::from_utf8(c).ok().map(str::to_string),
                 _ => None,
             };
-            match review::git_verdict(&rel, matches!(new, Some(State::Link(_))), new.is_none(), old.is_some(), text.as_deref()) {
+            match self.verdict(&target, &rel, matches!(new, Some(State::Link(_))), new.is_none(), old.is_some(), text.as_deref()) {
                 Verdict::Accept | Verdict::Drop => {}
                 Verdict::Pending(why) => self.take_back(&target, old.as_ref(), new.as_ref(), &said(why)),
                 Verdict::Config => {
@@ -948,7 +962,7 @@ impl Reviewer<'_> {
 /// Reviews the protected paths of `snapshot` in place after the run (see above), adding to
 /// `out`.
 pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &mut ProtectedReview) {
-    let mut r = Reviewer { ws, start, out: std::mem::take(out), recreated: Vec::new() };
+    let mut r = Reviewer { ws, start, out: std::mem::take(out), recreated: Vec::new(), includes: &snapshot.2 };
     for s in &snapshot.0 {
         r.in_place(s);
         // An absent directory the command created, now emptied by the review, goes too (git's
@@ -996,7 +1010,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
             d.strip_prefix(ws).unwrap_or(&d).display()
         ));
     }
-    let mut r = Reviewer { ws, start, out: std::mem::take(out), recreated: Vec::new() };
+    let mut r = Reviewer { ws, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[] };
     for (path, ft) in found {
         // Reviewed already: at its own path, or where a protected directory moved to.
         if plan.protected.iter().any(|p| p.path == path) || plan.unprotectable.iter().any(|u| u.path == path) || r.out.reviewed.contains(&path) {
@@ -1028,7 +1042,7 @@ pub fn review_new_submodules(plan: &crate::plan::Plan, start: SystemTime, out: &
     let mut roots = vec![ws.join(".git")];
     roots.extend(plan.protected.iter().map(|p| &p.path).chain(out.reviewed.iter()).filter(is_git).cloned());
     let subs = submodule_gits(ws, &roots);
-    let mut r = Reviewer { ws, start, out: std::mem::take(out), recreated: Vec::new() };
+    let mut r = Reviewer { ws, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[] };
     let known = |p: &Path, r: &Reviewer<'_>| plan.protected.iter().any(|q| q.path == p) || plan.unprotectable.iter().any(|u| u.path == p) || r.out.reviewed.iter().any(|q| q == p);
     for (index, e) in subs.unreadable {
         if !plan.unprotectable.iter().any(|u| u.path == index) {

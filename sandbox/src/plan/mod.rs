@@ -391,6 +391,11 @@ pub struct Plan {
     /// (the walk after the run reads only those changed since; not serialised).
     #[serde(skip)]
     pub nested_dirs: Vec<(PathBuf, usize)>,
+    /// Files inside a protected git directory that git's configuration includes
+    /// ([`protected::git_config_targets`]): reviewed as config files, key by key, not as git's
+    /// state (runner only; not serialised).
+    #[serde(skip)]
+    pub git_config_files: Vec<PathBuf>,
     /// Toolchain config files and the credential keys removed from the command's copy of each.
     #[serde(default)]
     pub configs: Vec<(PathBuf, Vec<String>)>,
@@ -819,6 +824,15 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         let bindable = p.kind != protected::ProtectedKind::File || p.path.file_name().is_some_and(|n| n == ".git");
         p.private = level == SandboxLevel::Full && overlays && !p.absent && bindable;
     }
+    let git_config_files: Vec<PathBuf> = if protected.iter().any(|p| p.kind == protected::ProtectedKind::GitDir) {
+        protected::git_config_targets(&policy.workspace_path, policy.home.as_deref())
+            .into_iter()
+            .map(|(p, _)| p)
+            .filter(|f| protected.iter().any(|p| p.kind == protected::ProtectedKind::GitDir && f.starts_with(&p.path)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     #[cfg(unix)]
     crate::timing::stamp("plan_protected");
     // The backend's artefacts.
@@ -960,6 +974,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         protected,
         unprotectable,
         nested_dirs,
+        git_config_files,
         configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
         config_copies,
         network_allowlist: if confined { policy.network_allowlist.clone() } else { None },

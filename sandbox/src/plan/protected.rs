@@ -89,6 +89,61 @@ pub fn hooks_path(ws: &Path, home: Option<&Path>) -> Option<PathBuf> {
     Some(if p.is_absolute() { p } else { ws.join(p) })
 }
 
+/// How many configuration files [`git_config_targets`] reads at most (git stops including at a
+/// depth of 10).
+const CONFIG_FILES: usize = 64;
+
+/// What git's configuration (system, global, and the workspace repository's own) makes git read
+/// code-bearing settings from: the files `include.path` and `includeIf.<condition>.path` name,
+/// followed through their own includes (every condition taken as met), and `init.templateDir`
+/// (whose hooks `git init` and `git clone` copy). A command that can write one of them inside a
+/// writable root plants `core.fsmonitor` (or a hook) for the user's next git command — a
+/// dotfiles workspace whose `git/config` the global `~/.gitconfig` includes, a repository that
+/// includes its committed `.gitconfig-shared`. Each with the reason it counts.
+#[must_use]
+pub fn git_config_targets(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, String)> {
+    let mut queue: Vec<PathBuf> = vec![PathBuf::from("/etc/gitconfig")];
+    if let Some(h) = home {
+        queue.push(std::env::var_os("XDG_CONFIG_HOME").map_or_else(|| h.join(".config"), PathBuf::from).join("git/config"));
+        queue.push(h.join(".gitconfig"));
+    }
+    queue.push(ws.join(".git/config"));
+    queue.reverse();
+    let mut read: Vec<PathBuf> = Vec::new();
+    let mut out: Vec<(PathBuf, String)> = Vec::new();
+    while let Some(f) = queue.pop() {
+        if read.contains(&f) || read.len() == CONFIG_FILES {
+            continue;
+        }
+        read.push(f.clone());
+        let Ok(m) = std::fs::metadata(&f) else { continue };
+        if !m.is_file() || m.len() > 1 << 20 {
+            continue;
+        }
+        let Ok(c) = std::fs::read_to_string(&f).map_err(|_| ()).and_then(|t| gitconfig::parse(&t).map_err(|_| ())) else { continue };
+        for e in &c.entries {
+            let include = e.key == "path" && (e.section == "include" || (e.section == "includeif" && e.subsection.is_some()));
+            let template = e.section == "init" && e.subsection.is_none() && e.key == "templatedir";
+            let Some(v) = e.value.as_deref().filter(|v| !v.is_empty() && (include || template)) else { continue };
+            let p = match (v.strip_prefix("~/"), home) {
+                (Some(rest), Some(h)) => h.join(rest),
+                _ => PathBuf::from(v),
+            };
+            // Relative to the including file's directory (git's rule for includes).
+            let p = crate::plan::resolve::normalize(&if p.is_absolute() { p } else { f.parent().unwrap_or(Path::new("/")).join(p) });
+            let key = if include { e.subsection.as_ref().map_or_else(|| "include.path".to_string(), |s| format!("includeIf.{s}.path")) } else { "init.templateDir".to_string() };
+            let why = format!("{key} in {}: git reads settings that run programs from it", f.display());
+            if include {
+                queue.insert(0, p.clone());
+            }
+            if !out.iter().any(|(q, _)| *q == p) {
+                out.push((p, why));
+            }
+        }
+    }
+    out
+}
+
 /// The protected paths of `policy`'s workspace and of every other writable root (workspace-write
 /// mode only), and the configured ones that cannot be protected.
 ///
@@ -446,6 +501,13 @@ fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, 
             }
         }
     }
+    for (p, why) in git_config_targets(&policy.workspace_path, policy.home.as_deref()) {
+        if let Ok(rel) = p.strip_prefix(ws) {
+            if !rel.as_os_str().is_empty() && !rel.starts_with(".git") {
+                add(rel.to_path_buf(), why, &mut names);
+            }
+        }
+    }
     let mut out = Vec::new();
     let mut bad = Vec::new();
     for (rel, reason) in names {
@@ -519,6 +581,30 @@ mod tests {
         assert_eq!(got("a/b/c/d/e/deep/.git"), Some((ProtectedKind::GitDir, true)));
         assert_eq!(got("removed/lib/.git"), Some((ProtectedKind::GitDir, true)));
         assert_eq!(got("linked/x/.git"), None);
+    }
+
+    #[test]
+    fn files_git_configuration_includes() {
+        let d = crate::test_dir();
+        let (ws, home) = (d.path().join("ws"), d.path().join("home"));
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        std::fs::create_dir_all(home.join("dotfiles/git")).unwrap();
+        std::fs::write(home.join(".gitconfig"), "[include]\n\tpath = ~/dotfiles/git/config\n[init]\n\ttemplateDir = ~/dotfiles/templates\n").unwrap();
+        // Relative to the including file; followed through includes; conditions taken as met.
+        std::fs::write(home.join("dotfiles/git/config"), "[includeIf \"gitdir:~/work/\"]\n\tpath = work.conf\n").unwrap();
+        std::fs::write(ws.join(".git/config"), "[include]\n\tpath = ../shared.gitconfig\n\tpath = extra.conf\n").unwrap();
+        let got: Vec<PathBuf> = git_config_targets(&ws, Some(&home)).into_iter().map(|(p, _)| p).collect();
+        for want in [home.join("dotfiles/git/config"), home.join("dotfiles/templates"), home.join("dotfiles/git/work.conf"), ws.join("shared.gitconfig"), ws.join(".git/extra.conf")] {
+            assert!(got.contains(&want), "{want:?} not in {got:?}");
+        }
+        // A workspace file one of them names is protected (a file: any change is pending).
+        std::fs::write(ws.join("shared.gitconfig"), "[user]\n").unwrap();
+        let mut policy = build_sandbox_policy(&ws, &SandboxSettings::default()).unwrap();
+        policy.home = Some(home.clone());
+        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, true);
+        let shared = out.iter().find(|p| p.path == ws.join("shared.gitconfig")).expect("protected");
+        assert_eq!(shared.kind, ProtectedKind::File);
+        assert!(shared.reason.starts_with("include.path in "), "{}", shared.reason);
     }
 
     #[test]
