@@ -283,11 +283,24 @@ pub fn xattrs(p: &Path) -> Vec<String> {
     v
 }
 
+/// The content of a regular file (following links), without blocking: a FIFO a probe left
+/// where a checked file was has none (opening it for reading would wait for a writer).
+fn read_regular(p: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(p).ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut v = Vec::new();
+    f.read_to_end(&mut v).ok()?;
+    Some(v)
+}
+
 /// Snapshot of a path.
 #[must_use]
 pub fn snapshot(p: &Path) -> Snapshot {
     Snapshot {
-        content: fs::read(p).ok(),
+        content: read_regular(p),
         meta: fs::symlink_metadata(p).ok().map(|m| (m.mode(), m.uid(), m.gid(), m.mtime(), m.mtime_nsec(), xattrs(p))),
     }
 }

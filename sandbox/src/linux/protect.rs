@@ -890,6 +890,15 @@ impl Reviewer<'_> {
             // pending is the file as it is, which has no other name once written back).
             let link_only = matches!((&old, &new), (Some(State::File(m1, Some(a), false)), Some(State::File(m2, Some(b), true))) if m1 == m2 && a == b);
             let said = |why: &str| if link_only { format!("{why}; it only gained another name (a hard link), through which it could be changed where no review looks") } else { why.to_string() };
+            // A FIFO, socket or device the command left where a file is (or made): git and
+            // editors would open it and hang (`.git/config` as a FIFO stops every git command
+            // and the next run's planning) or read a device. Taken out, the file of the launch
+            // put back.
+            if matches!(new, Some(State::File(m, None, _)) if m & 0o170_000 != 0) {
+                self.out.notes.push(format!("{}: a FIFO, socket or device made during the run: taken out", self.rel(&target)));
+                self.restore(&target, old.as_ref());
+                continue;
+            }
             if !git {
                 // A new directory of .vscode and the like goes whole (its files with it).
                 if matches!(new, Some(State::Dir)) && old.is_none() {

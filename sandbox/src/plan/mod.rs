@@ -23,6 +23,29 @@ use crate::linux::mounts::NamespacePlan;
 use crate::linux::seccomp::{PackedInsn, SeccompRuleSpec};
 use env::EnvPlan;
 
+/// Reads a configuration file (following links, as the programs that read it do) without
+/// blocking: a FIFO, a device or a file over `max` bytes left where one is expected is `None`,
+/// not read (a FIFO would wait for a writer: every later plan would hang).
+#[must_use]
+pub fn read_config_file(path: &std::path::Path, max: u64) -> Option<String> {
+    use std::io::Read;
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NONBLOCK);
+    }
+    let f = o.open(path).ok()?;
+    let m = f.metadata().ok()?;
+    if !m.is_file() || m.len() > max {
+        return None;
+    }
+    let mut s = String::new();
+    f.take(max).read_to_string(&mut s).ok()?;
+    Some(s)
+}
+
 /// Whether a protection holds.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]

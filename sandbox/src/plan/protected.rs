@@ -75,7 +75,7 @@ pub fn hooks_path(ws: &Path, home: Option<&Path>) -> Option<PathBuf> {
     files.push(ws.join(".git/config"));
     let mut found: Option<String> = None;
     for f in files {
-        let Ok(text) = std::fs::read_to_string(&f) else { continue };
+        let Some(text) = super::read_config_file(&f, 1 << 20) else { continue };
         let Ok(c) = gitconfig::parse(&text) else { continue };
         for e in c.entries.iter().filter(|e| e.section == "core" && e.subsection.is_none() && e.key == "hookspath") {
             found = e.value.clone();
@@ -116,11 +116,7 @@ pub fn git_config_targets(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, Strin
             continue;
         }
         read.push(f.clone());
-        let Ok(m) = std::fs::metadata(&f) else { continue };
-        if !m.is_file() || m.len() > 1 << 20 {
-            continue;
-        }
-        let Ok(c) = std::fs::read_to_string(&f).map_err(|_| ()).and_then(|t| gitconfig::parse(&t).map_err(|_| ())) else { continue };
+        let Some(c) = super::read_config_file(&f, 1 << 20).and_then(|t| gitconfig::parse(&t).ok()) else { continue };
         for e in &c.entries {
             let include = e.key == "path" && (e.section == "include" || (e.section == "includeif" && e.subsection.is_some()));
             let template = e.section == "init" && e.subsection.is_none() && e.key == "templatedir";
@@ -447,13 +443,12 @@ pub fn submodule_gits(ws: &Path, dotgits: &[PathBuf]) -> SubmoduleGits {
 /// that is absolute or climbs with `..` is left out, git refuses it too).
 fn gitmodules_paths(ws: &Path) -> Vec<PathBuf> {
     let f = ws.join(".gitmodules");
-    let Ok(m) = std::fs::symlink_metadata(&f) else { return Vec::new() };
-    if !m.is_file() || m.len() > 1 << 20 {
+    if !std::fs::symlink_metadata(&f).is_ok_and(|m| m.is_file()) {
         return Vec::new();
     }
     // Parsed as git parses it (comments, quotes, escapes, continuation lines); a file git
     // refuses registers no submodule for git either.
-    let Ok(c) = std::fs::read_to_string(&f).map_err(|_| ()).and_then(|t| gitconfig::parse(&t).map_err(|_| ())) else { return Vec::new() };
+    let Some(c) = super::read_config_file(&f, 1 << 20).and_then(|t| gitconfig::parse(&t).ok()) else { return Vec::new() };
     let mut out: Vec<PathBuf> = Vec::new();
     for e in c.entries.iter().filter(|e| e.section == "submodule" && e.subsection.is_some() && e.key == "path") {
         let v = e.value.as_deref().unwrap_or("");
