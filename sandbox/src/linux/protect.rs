@@ -751,6 +751,12 @@ impl Reviewer<'_> {
     fn locate(&mut self, snap: &Snap) -> Option<PathBuf> {
         let p = &snap.p;
         let cur = std::fs::symlink_metadata(&p.path).ok();
+        if cur.is_none() && snap.id.is_none() {
+            // Absent at launch and now: nothing to review, but a link the command put on the
+            // way (to a directory where the file may appear later) is taken out.
+            self.link_on_the_way(p);
+            return None;
+        }
         let same = match (&cur, snap.id) {
             (Some(m), Some((dev, ino))) => m.is_dir() && m.dev() == dev && m.ino() == ino,
             (Some(m), None) => m.is_dir(),
@@ -767,6 +773,15 @@ impl Reviewer<'_> {
                 Some(at) => {
                     self.out.notes.push(format!("{what} was moved with a parent directory during the run: reviewed where it is now, {}", self.rel(&at)));
                     Some(at)
+                }
+                None if snap.id.is_none() => {
+                    // Absent at launch, and now reached through a link the command put on the
+                    // way: the link is taken out (what stands behind it would be read as the
+                    // protected path).
+                    if !self.link_on_the_way(p) {
+                        self.out.notes.push(format!("{what}: a parent directory was replaced during the run: not reviewed"));
+                    }
+                    None
                 }
                 None => {
                     self.out.notes.push(format!("{what}: a parent directory was moved or replaced during the run, and the directory is not in the workspace any more: not reviewed"));
@@ -812,6 +827,17 @@ impl Reviewer<'_> {
                 None
             }
         }
+    }
+
+    /// Takes out the first symbolic link on the way from the workspace to `p` (absent at launch,
+    /// when its nearest existing ancestor was a real directory: a link there now is the
+    /// command's), if there is one.
+    fn link_on_the_way(&mut self, p: &ProtectedPath) -> bool {
+        let link = p.path.ancestors().skip(1).take_while(|a| a.starts_with(self.ws) && *a != self.ws).filter(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink())).last().map(Path::to_path_buf);
+        let Some((l, m)) = link.and_then(|l| std::fs::symlink_metadata(&l).ok().map(|m| (l, m))) else { return false };
+        let why = format!("a symbolic link on the way to the protected {} (absent at launch: {})", self.rel(&p.path), p.reason);
+        self.quarantine(&l, &m, &why);
+        true
     }
 
     /// Puts the mode and times of the snapshot back on the directories the review re-created

@@ -117,6 +117,13 @@ pub fn git_config_targets(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, Strin
         }
         read.push(f.clone());
         let Some(c) = super::read_config_file(&f, 1 << 20).and_then(|t| gitconfig::parse(&t).ok()) else { continue };
+        // A config file that is a symbolic link (`~/.gitconfig -> ~/dotfiles/gitconfig`): git
+        // reads its target.
+        if let Ok(real) = std::fs::canonicalize(&f) {
+            if real != f && !out.iter().any(|(q, _)| *q == real) {
+                out.push((real, format!("{} is a symbolic link to it: git reads its settings", f.display())));
+            }
+        }
         for e in &c.entries {
             let include = e.key == "path" && (e.section == "include" || (e.section == "includeif" && e.subsection.is_some()));
             let template = e.section == "init" && e.subsection.is_none() && e.key == "templatedir";
@@ -496,6 +503,26 @@ fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, 
             }
         }
     }
+    // A protected name in the home directory that is a symbolic link into this root (a dotfiles
+    // repository: `~/.bashrc -> ~/dotfiles/bashrc`): what the link's target holds runs in the
+    // user's next shell (or git, or agent session) as if it were the dotfile itself.
+    if let Some(home) = policy.home.as_deref() {
+        for name in policy.protected_workspace_paths.iter().filter(|n| !n.contains('/')) {
+            let link = home.join(name);
+            if !std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
+                continue;
+            }
+            // Its target resolved as far as it exists (a dangling link's target is where the
+            // command would create the file).
+            let Ok(to) = std::fs::read_link(&link) else { continue };
+            let target = resolver.canonicalize_lenient(&home.join(to)).path;
+            if let Ok(rel) = target.strip_prefix(ws) {
+                if !rel.as_os_str().is_empty() {
+                    add(rel.to_path_buf(), format!("{} is a symbolic link to it: {}", link.display(), table_why(Path::new(name))), &mut names);
+                }
+            }
+        }
+    }
     for (p, why) in git_config_targets(&policy.workspace_path, policy.home.as_deref()) {
         if let Ok(rel) = p.strip_prefix(ws) {
             if !rel.as_os_str().is_empty() && !rel.starts_with(".git") {
@@ -521,7 +548,11 @@ fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, 
                 // Absent: reviewed in place after the run, if its parent is a real directory
                 // inside the workspace (resolved, so a symlinked parent cannot lead the review
                 // elsewhere).
-                let parent_ok = path.parent().and_then(|p| resolver.canonicalize(p).ok()).is_some_and(|c| c.kind == FileKind::Dir && c.path.starts_with(ws) && Some(c.path.as_path()) == path.parent());
+                // A parent that does not exist yet (a link's target in a directory still to be
+                // made) counts by its nearest existing ancestor: the review after the run takes
+                // out a link the command puts on the way.
+                let existing = path.ancestors().skip(1).find(|a| std::fs::symlink_metadata(a).is_ok());
+                let parent_ok = existing.and_then(|p| resolver.canonicalize(p).ok().map(|c| (p, c))).is_some_and(|(p, c)| c.kind == FileKind::Dir && c.path.starts_with(ws) && c.path == p);
                 if parent_ok {
                     let kind = if git { ProtectedKind::GitDir } else { entry(&rel).map_or(ProtectedKind::Dir, |e| e.kind) };
                     out.push(ProtectedPath { path, kind, absent: true, private: false, reason });
@@ -600,6 +631,16 @@ mod tests {
         let shared = out.iter().find(|p| p.path == ws.join("shared.gitconfig")).expect("protected");
         assert_eq!(shared.kind, ProtectedKind::File);
         assert!(shared.reason.starts_with("include.path in "), "{}", shared.reason);
+        // A home dotfile that links into the workspace protects the link's target, present or
+        // not yet; a global config that is a link, its target.
+        std::os::unix::fs::symlink(ws.join("bashrc"), home.join(".bashrc")).unwrap();
+        std::fs::write(ws.join("gitconfig"), "[user]\n").unwrap();
+        std::fs::rename(home.join(".gitconfig"), home.join("real-gitconfig")).unwrap();
+        std::os::unix::fs::symlink(ws.join("gitconfig"), home.join(".gitconfig")).unwrap();
+        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, true);
+        let got = |rel: &str| out.iter().find(|p| p.path == ws.join(rel)).map(|p| (p.absent, p.reason.contains("is a symbolic link to it")));
+        assert_eq!(got("bashrc"), Some((true, true)));
+        assert_eq!(got("gitconfig"), Some((false, true)));
     }
 
     #[test]
@@ -663,16 +704,21 @@ mod tests {
             (".vscode".into(), ProtectedKind::Dir, false),
             (".localgpt".into(), ProtectedKind::Dir, true),
         ]);
-        // Every other name of the table, absent, as the table's kind (a file is reviewed as one).
-        assert_eq!(got.len(), crate::defaults::protected_table().len() - 1, "all but the linked .idea");
+        // Every other name of the table, absent, as the table's kind (a file is reviewed as one),
+        // and .husky/_.
+        assert_eq!(got.len(), crate::defaults::protected_table().len(), "all but the linked .idea, and .husky/_");
         assert!(got.contains(&(".bashrc".into(), ProtectedKind::File, true)) && got.contains(&(".claude".into(), ProtectedKind::Dir, true)));
         assert!(p.iter().find(|x| x.path.ends_with(".mcp.json")).unwrap().reason.contains("MCP"), "the table's why is the reason");
-        // .husky/_ has no parent directory yet: reported, not silently skipped; .idea is a link.
+        // .idea is a link: reported. .husky/_ has no parent directory yet: protected as absent
+        // all the same (its nearest existing ancestor, the workspace, is a real directory; the
+        // review after the run takes out what appears there, and a link put on the way).
         let bad: Vec<String> = bad.iter().map(|b| b.path.strip_prefix(&ws).unwrap().display().to_string()).collect();
-        assert_eq!(bad, vec![".idea", ".husky/_"]);
-        std::fs::create_dir_all(ws.join(".husky")).unwrap();
-        let (p, _, _) = protected_paths(&mut PathResolver::new(), &policy);
+        assert_eq!(bad, vec![".idea"]);
         assert!(p.iter().any(|x| x.path == ws.join(".husky/_") && x.absent && x.reason.contains("hooksPath")));
+        // Below a link, it is not: reported.
+        std::os::unix::fs::symlink("/tmp", ws.join(".husky")).unwrap();
+        let (_, bad, _) = protected_paths(&mut PathResolver::new(), &policy);
+        assert!(bad.iter().any(|b| b.path == ws.join(".husky/_")), "{bad:?}");
     }
 
     #[test]
