@@ -156,7 +156,9 @@ pub fn git_config_targets(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, Strin
 /// repository's config like any other.
 #[must_use]
 pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>, Vec<(PathBuf, usize)>) {
-    let (mut out, mut bad) = protected_in(resolver, policy, &policy.workspace_path, true);
+    // Read once for every root (system, global and repository config, followed through includes).
+    let configs = git_config_targets(&policy.workspace_path, policy.home.as_deref());
+    let (mut out, mut bad) = protected_in(resolver, policy, &policy.workspace_path, true, &configs);
     let scratch = crate::defaults::tables(policy.platform).scratch_write;
     let mut roots: Vec<PathBuf> = Vec::new();
     for w in &policy.writable_paths {
@@ -170,7 +172,7 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (
         roots.push(c.path);
     }
     for root in roots {
-        let (o, b) = protected_in(resolver, policy, &root, false);
+        let (o, b) = protected_in(resolver, policy, &root, false, &configs);
         let taken: Vec<PathBuf> = out.iter().map(|p| p.path.clone()).collect();
         out.extend(o.into_iter().filter(|p| !taken.iter().any(|q| p.path.starts_with(q) || q.starts_with(&p.path))));
         bad.extend(b);
@@ -481,7 +483,7 @@ fn table_why(rel: &Path) -> String {
 
 /// The protected names of one writable root (`hooks` adds `core.hooksPath`'s directory: the
 /// workspace's).
-fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, hooks: bool) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
+fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, hooks: bool, configs: &[(PathBuf, String)]) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
     let mut names: Vec<(PathBuf, String)> = Vec::new();
     let add = |rel: PathBuf, reason: String, names: &mut Vec<(PathBuf, String)>| {
         if !names.iter().any(|(r, _)| *r == rel) {
@@ -523,10 +525,10 @@ fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, 
             }
         }
     }
-    for (p, why) in git_config_targets(&policy.workspace_path, policy.home.as_deref()) {
+    for (p, why) in configs {
         if let Ok(rel) = p.strip_prefix(ws) {
             if !rel.as_os_str().is_empty() && !rel.starts_with(".git") {
-                add(rel.to_path_buf(), why, &mut names);
+                add(rel.to_path_buf(), why.clone(), &mut names);
             }
         }
     }
@@ -627,7 +629,7 @@ mod tests {
         std::fs::write(ws.join("shared.gitconfig"), "[user]\n").unwrap();
         let mut policy = build_sandbox_policy(&ws, &SandboxSettings::default()).unwrap();
         policy.home = Some(home.clone());
-        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, true);
+        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, true, &git_config_targets(&ws, Some(&home)));
         let shared = out.iter().find(|p| p.path == ws.join("shared.gitconfig")).expect("protected");
         assert_eq!(shared.kind, ProtectedKind::File);
         assert!(shared.reason.starts_with("include.path in "), "{}", shared.reason);
@@ -637,7 +639,7 @@ mod tests {
         std::fs::write(ws.join("gitconfig"), "[user]\n").unwrap();
         std::fs::rename(home.join(".gitconfig"), home.join("real-gitconfig")).unwrap();
         std::os::unix::fs::symlink(ws.join("gitconfig"), home.join(".gitconfig")).unwrap();
-        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, true);
+        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, true, &git_config_targets(&ws, Some(&home)));
         let got = |rel: &str| out.iter().find(|p| p.path == ws.join(rel)).map(|p| (p.absent, p.reason.contains("is a symbolic link to it")));
         assert_eq!(got("bashrc"), Some((true, true)));
         assert_eq!(got("gitconfig"), Some((false, true)));
