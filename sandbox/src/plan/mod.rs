@@ -415,7 +415,7 @@ pub struct Plan {
     #[serde(skip)]
     pub nested_dirs: Vec<(PathBuf, usize)>,
     /// Files inside a protected git directory that git's configuration includes
-    /// ([`protected::git_config_targets`]): reviewed as config files, key by key, not as git's
+    /// ([`protected::read_git_configs`]): reviewed as config files, key by key, not as git's
     /// state (runner only; not serialised).
     #[serde(skip)]
     pub git_config_files: Vec<PathBuf>,
@@ -831,11 +831,12 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     crate::timing::stamp("plan_configs");
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
-    let (mut protected, unprotectable, nested_dirs) = if confined && policy.mode == SandboxMode::WorkspaceWrite && !(crate::ablation::is(ProtectionId::WorkspacePersistence) || crate::ablation::is(ProtectionId::WorkspacePersistenceLive)) {
-        protected::protected_paths(&mut resolver, policy)
-    } else {
-        (Vec::new(), Vec::new(), Vec::new())
-    };
+    let protected::ProtectedSet { paths: mut protected, unprotectable, nested_dirs, git_config_files } =
+        if confined && policy.mode == SandboxMode::WorkspaceWrite && !(crate::ablation::is(ProtectionId::WorkspacePersistence) || crate::ablation::is(ProtectionId::WorkspacePersistenceLive)) {
+            protected::protected_paths(&mut resolver, policy)
+        } else {
+            protected::ProtectedSet::default()
+        };
     // Overlays in a user namespace from 5.11. Where overlayfs is not loaded (the sandbox cannot
     // load its module) the mount fails and the path is bound read-only for the run instead: the
     // protection table says so beforehand.
@@ -847,15 +848,6 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         let bindable = p.kind != protected::ProtectedKind::File || p.path.file_name().is_some_and(|n| n == ".git");
         p.private = level == SandboxLevel::Full && overlays && !p.absent && bindable;
     }
-    let git_config_files: Vec<PathBuf> = if protected.iter().any(|p| p.kind == protected::ProtectedKind::GitDir) {
-        protected::git_config_targets(&policy.workspace_path, policy.home.as_deref())
-            .into_iter()
-            .map(|(p, _)| p)
-            .filter(|f| protected.iter().any(|p| p.kind == protected::ProtectedKind::GitDir && f.starts_with(&p.path)))
-            .collect()
-    } else {
-        Vec::new()
-    };
     #[cfg(unix)]
     crate::timing::stamp("plan_protected");
     // The backend's artefacts.

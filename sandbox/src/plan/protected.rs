@@ -63,54 +63,86 @@ pub struct Unprotectable {
     pub why: String,
 }
 
-/// The value of `core.hooksPath` that git would use in `ws` (local config over global over
-/// system; `~/` expanded), if any.
+/// The git configuration files every repository of the user reads before its own: system,
+/// XDG and global (`~/.gitconfig`).
 #[must_use]
-pub fn hooks_path(ws: &Path, home: Option<&Path>) -> Option<PathBuf> {
+pub fn global_git_config_files(home: Option<&Path>) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = vec![PathBuf::from("/etc/gitconfig")];
     if let Some(h) = home {
         files.push(std::env::var_os("XDG_CONFIG_HOME").map_or_else(|| h.join(".config"), PathBuf::from).join("git/config"));
         files.push(h.join(".gitconfig"));
     }
-    files.push(ws.join(".git/config"));
-    let mut found: Option<String> = None;
-    for f in files {
-        let Some(text) = super::read_config_file(&f, 1 << 20) else { continue };
-        let Ok(c) = gitconfig::parse(&text) else { continue };
-        for e in c.entries.iter().filter(|e| e.section == "core" && e.subsection.is_none() && e.key == "hookspath") {
-            found = e.value.clone();
-        }
-    }
-    let v = found.filter(|v| !v.is_empty())?;
-    let p = match (v.strip_prefix("~/"), home) {
-        (Some(rest), Some(h)) => h.join(rest),
-        _ => PathBuf::from(&v),
-    };
-    Some(if p.is_absolute() { p } else { ws.join(p) })
+    files
 }
 
-/// How many configuration files [`git_config_targets`] reads at most (git stops including at a
+/// The configuration files of the repository whose `.git` entry is `dotgit` (a directory, or a
+/// `.git` file naming one): its `config` and `config.worktree`, and the shared repository's
+/// `config` when its git directory names one in `commondir` (a linked worktree).
+#[must_use]
+pub fn repo_git_config_files(dotgit: &Path) -> Vec<PathBuf> {
+    let Some(gd) = gitindex::git_dir(dotgit) else { return Vec::new() };
+    let mut files = vec![gd.join("config")];
+    if let Some(common) = super::read_config_file(&gd.join("commondir"), 4096) {
+        let common = common.trim();
+        if !common.is_empty() {
+            files.push(gd.join(common).join("config"));
+        }
+    }
+    files.push(gd.join("config.worktree"));
+    files
+}
+
+/// What git's configuration files name that makes git read or run code ([`read_git_configs`]).
+#[derive(Clone, Debug, Default)]
+pub struct GitConfigRefs {
+    /// The files `include.path` and `includeIf.<condition>.path` name, `init.templateDir`, and
+    /// the target of a configuration file that is a symbolic link; each with why it counts.
+    pub targets: Vec<(PathBuf, String)>,
+    /// Every value `core.hooksPath` is given (`~/` expanded, relative values as written), with
+    /// the file that gives it. Every one counts, not only the one git would use: protecting a
+    /// directory an overridden value names costs nothing.
+    pub hooks: Vec<(PathBuf, PathBuf)>,
+}
+
+impl GitConfigRefs {
+    /// The hooks directories of a repository whose worktree is `worktree` (a relative
+    /// `core.hooksPath` is relative to it), each with why it counts.
+    #[must_use]
+    pub fn hooks_dirs(&self, worktree: &Path) -> Vec<(PathBuf, String)> {
+        self.hooks.iter().map(|(v, f)| (crate::plan::resolve::normalize(&worktree.join(v)), format!("core.hooksPath = {} in {}", v.display(), f.display()))).collect()
+    }
+
+    fn extend(&mut self, other: &GitConfigRefs) {
+        for t in &other.targets {
+            if !self.targets.iter().any(|(q, _)| *q == t.0) {
+                self.targets.push(t.clone());
+            }
+        }
+        self.hooks.extend(other.hooks.iter().cloned());
+    }
+}
+
+/// How many configuration files [`read_git_configs`] reads at most (git stops including at a
 /// depth of 10).
 const CONFIG_FILES: usize = 64;
 
-/// What git's configuration (system, global, and the workspace repository's own) makes git read
-/// code-bearing settings from: the files `include.path` and `includeIf.<condition>.path` name,
-/// followed through their own includes (every condition taken as met), and `init.templateDir`
-/// (whose hooks `git init` and `git clone` copy). A command that can write one of them inside a
+/// Reads the git configuration `files` (non-blocking, each at most 1 MiB) and every file they
+/// include, followed through includes with every condition taken as met: what they name that
+/// makes git read or run code. A command that can write one of the named files inside a
 /// writable root plants `core.fsmonitor` (or a hook) for the user's next git command — a
 /// dotfiles workspace whose `git/config` the global `~/.gitconfig` includes, a repository that
-/// includes its committed `.gitconfig-shared`. Each with the reason it counts.
+/// includes its committed `.gitconfig-shared`, a nested repository whose hooks are a directory
+/// of its worktree.
 #[must_use]
-pub fn git_config_targets(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, String)> {
-    let mut queue: Vec<PathBuf> = vec![PathBuf::from("/etc/gitconfig")];
-    if let Some(h) = home {
-        queue.push(std::env::var_os("XDG_CONFIG_HOME").map_or_else(|| h.join(".config"), PathBuf::from).join("git/config"));
-        queue.push(h.join(".gitconfig"));
-    }
-    queue.push(ws.join(".git/config"));
+pub fn read_git_configs(files: Vec<PathBuf>, home: Option<&Path>) -> GitConfigRefs {
+    let expand = |v: &str| match (v.strip_prefix("~/"), home) {
+        (Some(rest), Some(h)) => h.join(rest),
+        _ => PathBuf::from(v),
+    };
+    let mut queue = files;
     queue.reverse();
     let mut read: Vec<PathBuf> = Vec::new();
-    let mut out: Vec<(PathBuf, String)> = Vec::new();
+    let mut out = GitConfigRefs::default();
     while let Some(f) = queue.pop() {
         if read.contains(&f) || read.len() == CONFIG_FILES {
             continue;
@@ -120,18 +152,22 @@ pub fn git_config_targets(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, Strin
         // A config file that is a symbolic link (`~/.gitconfig -> ~/dotfiles/gitconfig`): git
         // reads its target.
         if let Ok(real) = std::fs::canonicalize(&f) {
-            if real != f && !out.iter().any(|(q, _)| *q == real) {
-                out.push((real, format!("{} is a symbolic link to it: git reads its settings", f.display())));
+            if real != f && !out.targets.iter().any(|(q, _)| *q == real) {
+                out.targets.push((real, format!("{} is a symbolic link to it: git reads its settings", f.display())));
             }
         }
         for e in &c.entries {
+            let Some(v) = e.value.as_deref().filter(|v| !v.is_empty()) else { continue };
+            if e.section == "core" && e.subsection.is_none() && e.key == "hookspath" {
+                out.hooks.push((expand(v), f.clone()));
+                continue;
+            }
             let include = e.key == "path" && (e.section == "include" || (e.section == "includeif" && e.subsection.is_some()));
             let template = e.section == "init" && e.subsection.is_none() && e.key == "templatedir";
-            let Some(v) = e.value.as_deref().filter(|v| !v.is_empty() && (include || template)) else { continue };
-            let p = match (v.strip_prefix("~/"), home) {
-                (Some(rest), Some(h)) => h.join(rest),
-                _ => PathBuf::from(v),
-            };
+            if !(include || template) {
+                continue;
+            }
+            let p = expand(v);
             // Relative to the including file's directory (git's rule for includes).
             let p = crate::plan::resolve::normalize(&if p.is_absolute() { p } else { f.parent().unwrap_or(Path::new("/")).join(p) });
             let key = if include { e.subsection.as_ref().map_or_else(|| "include.path".to_string(), |s| format!("includeIf.{s}.path")) } else { "init.templateDir".to_string() };
@@ -139,12 +175,26 @@ pub fn git_config_targets(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, Strin
             if include {
                 queue.insert(0, p.clone());
             }
-            if !out.iter().any(|(q, _)| *q == p) {
-                out.push((p, why));
+            if !out.targets.iter().any(|(q, _)| *q == p) {
+                out.targets.push((p, why));
             }
         }
     }
     out
+}
+
+/// What [`protected_paths`] found.
+#[derive(Debug, Default)]
+pub struct ProtectedSet {
+    /// The protected paths.
+    pub paths: Vec<ProtectedPath>,
+    /// The configured or found ones that cannot be protected, and why.
+    pub unprotectable: Vec<Unprotectable>,
+    /// Every directory the nested walk read, with its depth (for the walk after the run).
+    pub nested_dirs: Vec<(PathBuf, usize)>,
+    /// The files git's configuration includes that lie inside a protected git directory: the
+    /// review reads them key by key, as the repository's `config`.
+    pub git_config_files: Vec<PathBuf>,
 }
 
 /// The protected paths of `policy`'s workspace and of every other writable root (workspace-write
@@ -153,12 +203,19 @@ pub fn git_config_targets(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, Strin
 /// `.git` and any `.git/…` entry of the configured list stand for the whole git directory. A
 /// writable root other than the workspace (`--allow-write DIR`, not the scratch directories)
 /// gets the same names: `--allow-write $T -- "echo x > $T/.git/config"` is a change to a
-/// repository's config like any other.
+/// repository's config like any other. Each repository's configuration (system, global, its
+/// own, followed through includes; read once each) adds what it names in the workspace: the
+/// `core.hooksPath` directory and the included files, for the workspace's repository, the other
+/// writable roots' and every nested repository and submodule found.
 #[must_use]
-pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>, Vec<(PathBuf, usize)>) {
-    // Read once for every root (system, global and repository config, followed through includes).
-    let configs = git_config_targets(&policy.workspace_path, policy.home.as_deref());
-    let (mut out, mut bad) = protected_in(resolver, policy, &policy.workspace_path, true, &configs);
+pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> ProtectedSet {
+    let home = policy.home.as_deref();
+    let global = read_git_configs(global_git_config_files(home), home);
+    let mut refs = global.clone();
+    let repo_refs = |root: &Path| read_git_configs(repo_git_config_files(&root.join(".git")), home);
+    refs.extend(&repo_refs(&policy.workspace_path));
+    let mut included: Vec<PathBuf> = refs.targets.iter().map(|(p, _)| p.clone()).collect();
+    let (mut out, mut bad) = protected_in(resolver, policy, &policy.workspace_path, &refs);
     let scratch = crate::defaults::tables(policy.platform).scratch_write;
     let mut roots: Vec<PathBuf> = Vec::new();
     for w in &policy.writable_paths {
@@ -171,8 +228,13 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (
         }
         roots.push(c.path);
     }
-    for root in roots {
-        let (o, b) = protected_in(resolver, policy, &root, false, &configs);
+    for root in &roots {
+        // The workspace's includes may name a file in this root; its own repository's
+        // `core.hooksPath` is relative to it.
+        let mut r = GitConfigRefs { targets: refs.targets.clone(), hooks: global.hooks.clone() };
+        r.extend(&repo_refs(root));
+        included.extend(r.targets.iter().map(|(p, _)| p.clone()));
+        let (o, b) = protected_in(resolver, policy, root, &r);
         let taken: Vec<PathBuf> = out.iter().map(|p| p.path.clone()).collect();
         out.extend(o.into_iter().filter(|p| !taken.iter().any(|q| p.path.starts_with(q) || q.starts_with(&p.path))));
         bad.extend(b);
@@ -181,9 +243,39 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> (
     // launch, found by a bounded walk.
     let (nested, nbad, dirs) = nested_protected(policy);
     let taken: Vec<PathBuf> = out.iter().map(|p| p.path.clone()).collect();
-    out.extend(nested.into_iter().filter(|p| !taken.iter().any(|q| p.path.starts_with(q))));
+    let nested: Vec<ProtectedPath> = nested.into_iter().filter(|p| !taken.iter().any(|q| p.path.starts_with(q))).collect();
     bad.extend(nbad);
-    (out, bad, dirs)
+    // Each nested repository and submodule checked out at launch: what its own configuration
+    // names in its worktree (`core.hooksPath = .githooks`, `include.path = ../shared.gitconfig`)
+    // runs at the user's next git command in it; a relative `core.hooksPath` of the global
+    // configuration is relative to each repository's worktree.
+    let mut names: Vec<(PathBuf, String)> = Vec::new();
+    for g in nested.iter().filter(|p| !p.absent && p.path.file_name().is_some_and(|n| n == ".git")) {
+        let Some(worktree) = g.path.parent() else { continue };
+        let mut r = global.clone();
+        r.extend(&read_git_configs(repo_git_config_files(&g.path), home));
+        included.extend(r.targets.iter().map(|(p, _)| p.clone()));
+        names.extend(r.hooks_dirs(worktree));
+        names.extend(r.targets);
+    }
+    out.extend(nested);
+    let gits: Vec<PathBuf> = out.iter().filter(|p| p.path.file_name().is_some_and(|n| n == ".git")).map(|p| p.path.clone()).collect();
+    // Each under the writable root it lies in (an include may name a file of another one).
+    for root in std::iter::once(&policy.workspace_path).chain(&roots) {
+        let mine: Vec<(PathBuf, String)> = names
+            .iter()
+            .filter(|(p, _)| !gits.iter().any(|g| p.starts_with(g)))
+            .filter_map(|(p, why)| Some((p.strip_prefix(root).ok()?.to_path_buf(), why.clone())))
+            .filter(|(rel, _)| !rel.as_os_str().is_empty())
+            .collect();
+        for p in protect_names(resolver, root, mine, &mut bad) {
+            if !out.iter().any(|q| p.path.starts_with(&q.path) || q.path.starts_with(&p.path)) {
+                out.push(p);
+            }
+        }
+    }
+    let git_config_files = included.into_iter().filter(|f| out.iter().any(|p| p.kind == ProtectedKind::GitDir && f.starts_with(&p.path))).collect();
+    ProtectedSet { paths: out, unprotectable: bad, nested_dirs: dirs, git_config_files }
 }
 
 /// How deep below the workspace nested protected names are looked for (`a/b/c/.git` is depth 3).
@@ -483,27 +575,18 @@ fn table_why(rel: &Path) -> String {
 
 /// The protected names of one writable root (`hooks` adds `core.hooksPath`'s directory: the
 /// workspace's).
-fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, hooks: bool, configs: &[(PathBuf, String)]) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
+fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, refs: &GitConfigRefs) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
     let mut names: Vec<(PathBuf, String)> = Vec::new();
     let add = |rel: PathBuf, reason: String, names: &mut Vec<(PathBuf, String)>| {
         if !names.iter().any(|(r, _)| *r == rel) {
             names.push((rel, reason));
         }
     };
-    let table = crate::defaults::protected_table();
-    let entry = |rel: &Path| table.iter().find(|e| Path::new(&e.name) == rel);
     for rel in &policy.protected_workspace_paths {
         let p = Path::new(rel);
         let rel = if p.starts_with(".git") { PathBuf::from(".git") } else { p.to_path_buf() };
         let why = table_why(&rel);
         add(rel, why, &mut names);
-    }
-    if let Some(h) = hooks.then(|| hooks_path(ws, policy.home.as_deref())).flatten() {
-        if let Ok(rel) = h.strip_prefix(ws) {
-            if !rel.as_os_str().is_empty() && !rel.starts_with(".git") {
-                add(rel.to_path_buf(), format!("core.hooksPath = {}", h.display()), &mut names);
-            }
-        }
     }
     // A protected name in the home directory that is a symbolic link into this root (a dotfiles
     // repository: `~/.bashrc -> ~/dotfiles/bashrc`): what the link's target holds runs in the
@@ -525,15 +608,34 @@ fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, 
             }
         }
     }
-    for (p, why) in configs {
+    // The hooks directory and the files git's configuration includes (inside `.git`: part of it).
+    for (p, why) in refs.hooks_dirs(ws).into_iter().chain(refs.targets.iter().cloned()) {
         if let Ok(rel) = p.strip_prefix(ws) {
             if !rel.as_os_str().is_empty() && !rel.starts_with(".git") {
-                add(rel.to_path_buf(), why.clone(), &mut names);
+                add(rel.to_path_buf(), why, &mut names);
             }
         }
     }
-    let mut out = Vec::new();
     let mut bad = Vec::new();
+    let mut out = protect_names(resolver, ws, names, &mut bad);
+    // A path inside another protected one is covered by it: `p` is dropped when some `q` other
+    // than it is its ancestor (`p.starts_with(q) && p != q`, compared on components split once:
+    // `Path::starts_with` splits both paths again at each of the n² comparisons).
+    let all: Vec<Vec<std::path::Component<'_>>> = out.iter().map(|p| p.path.components().collect()).collect();
+    let covered: Vec<bool> = all.iter().map(|p| all.iter().any(|q| q.len() < p.len() && p.starts_with(q))).collect();
+    let mut covered = covered.into_iter();
+    out.retain(|_| !covered.next().unwrap_or(false));
+    (out, bad)
+}
+
+/// Each of `names` (relative to `ws`, with why) as a protected path: present, as what it is; a
+/// symbolic link, reported; absent, reviewed in place when its nearest existing ancestor is a
+/// real directory of `ws` (a `.git` as a git directory, a name of the table as its kind, else a
+/// directory).
+fn protect_names(resolver: &mut PathResolver, ws: &Path, names: Vec<(PathBuf, String)>, bad: &mut Vec<Unprotectable>) -> Vec<ProtectedPath> {
+    let table = crate::defaults::protected_table();
+    let entry = |rel: &Path| table.iter().find(|e| Path::new(&e.name) == rel);
+    let mut out = Vec::new();
     for (rel, reason) in names {
         let path = ws.join(&rel);
         let git = rel == Path::new(".git");
@@ -564,14 +666,7 @@ fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, 
             }
         }
     }
-    // A path inside another protected one is covered by it: `p` is dropped when some `q` other
-    // than it is its ancestor (`p.starts_with(q) && p != q`, compared on components split once:
-    // `Path::starts_with` splits both paths again at each of the n² comparisons).
-    let all: Vec<Vec<std::path::Component<'_>>> = out.iter().map(|p| p.path.components().collect()).collect();
-    let covered: Vec<bool> = all.iter().map(|p| all.iter().any(|q| q.len() < p.len() && p.starts_with(q))).collect();
-    let mut covered = covered.into_iter();
-    out.retain(|_| !covered.next().unwrap_or(false));
-    (out, bad)
+    out
 }
 
 #[cfg(test)]
@@ -621,7 +716,12 @@ mod tests {
         // Relative to the including file; followed through includes; conditions taken as met.
         std::fs::write(home.join("dotfiles/git/config"), "[includeIf \"gitdir:~/work/\"]\n\tpath = work.conf\n").unwrap();
         std::fs::write(ws.join(".git/config"), "[include]\n\tpath = ../shared.gitconfig\n\tpath = extra.conf\n").unwrap();
-        let got: Vec<PathBuf> = git_config_targets(&ws, Some(&home)).into_iter().map(|(p, _)| p).collect();
+        let refs = |ws: &Path| {
+            let mut r = read_git_configs(global_git_config_files(Some(&home)), Some(&home));
+            r.extend(&read_git_configs(repo_git_config_files(&ws.join(".git")), Some(&home)));
+            r
+        };
+        let got: Vec<PathBuf> = refs(&ws).targets.into_iter().map(|(p, _)| p).collect();
         for want in [home.join("dotfiles/git/config"), home.join("dotfiles/templates"), home.join("dotfiles/git/work.conf"), ws.join("shared.gitconfig"), ws.join(".git/extra.conf")] {
             assert!(got.contains(&want), "{want:?} not in {got:?}");
         }
@@ -629,7 +729,7 @@ mod tests {
         std::fs::write(ws.join("shared.gitconfig"), "[user]\n").unwrap();
         let mut policy = build_sandbox_policy(&ws, &SandboxSettings::default()).unwrap();
         policy.home = Some(home.clone());
-        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, true, &git_config_targets(&ws, Some(&home)));
+        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, &refs(&ws));
         let shared = out.iter().find(|p| p.path == ws.join("shared.gitconfig")).expect("protected");
         assert_eq!(shared.kind, ProtectedKind::File);
         assert!(shared.reason.starts_with("include.path in "), "{}", shared.reason);
@@ -639,7 +739,7 @@ mod tests {
         std::fs::write(ws.join("gitconfig"), "[user]\n").unwrap();
         std::fs::rename(home.join(".gitconfig"), home.join("real-gitconfig")).unwrap();
         std::os::unix::fs::symlink(ws.join("gitconfig"), home.join(".gitconfig")).unwrap();
-        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, true, &git_config_targets(&ws, Some(&home)));
+        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, &refs(&ws));
         let got = |rel: &str| out.iter().find(|p| p.path == ws.join(rel)).map(|p| (p.absent, p.reason.contains("is a symbolic link to it")));
         assert_eq!(got("bashrc"), Some((true, true)));
         assert_eq!(got("gitconfig"), Some((false, true)));
@@ -698,7 +798,7 @@ mod tests {
         std::os::unix::fs::symlink("/tmp", ws.join(".idea")).unwrap();
         let s = SandboxSettings { home: Some(home), ..Default::default() };
         let policy = build_sandbox_policy(&ws, &s).unwrap();
-        let (p, bad, _) = protected_paths(&mut PathResolver::new(), &policy);
+        let ProtectedSet { paths: p, unprotectable: bad, .. } = protected_paths(&mut PathResolver::new(), &policy);
         let got: Vec<(String, ProtectedKind, bool)> =
             p.iter().map(|x| (x.path.strip_prefix(&ws).unwrap().display().to_string(), x.kind, x.absent)).collect();
         assert_eq!(got[..3], [
@@ -719,7 +819,7 @@ mod tests {
         assert!(p.iter().any(|x| x.path == ws.join(".husky/_") && x.absent && x.reason.contains("hooksPath")));
         // Below a link, it is not: reported.
         std::os::unix::fs::symlink("/tmp", ws.join(".husky")).unwrap();
-        let (_, bad, _) = protected_paths(&mut PathResolver::new(), &policy);
+        let bad = protected_paths(&mut PathResolver::new(), &policy).unprotectable;
         assert!(bad.iter().any(|b| b.path == ws.join(".husky/_")), "{bad:?}");
     }
 
@@ -734,7 +834,7 @@ mod tests {
         let names = [".vscode/sub", ".vscode", ".vscode-x", "./.vscode", ".git/hooks"];
         let s = SandboxSettings { home: Some(home), protected_workspace_paths: names.map(String::from).to_vec(), ..Default::default() };
         let policy = build_sandbox_policy(&ws, &s).unwrap();
-        let (p, _, _) = protected_paths(&mut PathResolver::new(), &policy);
+        let p = protected_paths(&mut PathResolver::new(), &policy).paths;
         let got: Vec<String> = p.iter().map(|x| x.path.strip_prefix(&ws).unwrap().display().to_string()).collect();
         // `.vscode/sub` lies in `.vscode`; `.vscode-x` only shares its bytes; `./.vscode` is
         // the same path as `.vscode` (equal paths do not cover each other); `.git/hooks` is `.git`.
@@ -751,7 +851,7 @@ mod tests {
         std::fs::create_dir_all(ws.join("node_modules/pkg/.git")).unwrap();
         std::fs::create_dir_all(ws.join("d1/d2/d3/d4/d5/.git")).unwrap();
         let policy = build_sandbox_policy(&ws, &SandboxSettings { home: None, ..Default::default() }).unwrap();
-        let (p, _, _) = protected_paths(&mut PathResolver::new(), &policy);
+        let p = protected_paths(&mut PathResolver::new(), &policy).paths;
         let got = |rel: &str| p.iter().find(|x| x.path == ws.join(rel)).map(|x| (x.kind, x.absent));
         assert_eq!(got("sub/repo/.git"), Some((ProtectedKind::GitDir, false)));
         assert_eq!(got("a/.vscode"), Some((ProtectedKind::Dir, false)));
@@ -759,6 +859,42 @@ mod tests {
         assert_eq!(got("node_modules/pkg/.git"), None, "dependency trees are not walked");
         assert_eq!(got("d1/d2/d3/d4/d5/.git"), None, "deeper than NESTED_DEPTH");
         assert!(p.iter().find(|x| x.path == ws.join("sub/repo/.git")).unwrap().reason.starts_with("nested copy"));
+    }
+
+    #[test]
+    fn what_nested_repositories_configs_name_in_their_worktrees_is_protected() {
+        let d = crate::test_dir();
+        let ws = std::fs::canonicalize(d.path()).unwrap();
+        // A nested repository with a hooks directory of its worktree and an include; a
+        // submodule whose git directory is in the superproject's .git/modules, with a relative
+        // hooks path; an include inside the nested .git (reviewed as config); a hooks path
+        // outside the workspace (nothing to protect here).
+        std::fs::create_dir_all(ws.join("tools/.git")).unwrap();
+        std::fs::create_dir_all(ws.join("tools/.githooks")).unwrap();
+        std::fs::write(
+            ws.join("tools/.git/config"),
+            "[core]\n\thooksPath = .githooks\n[include]\n\tpath = ../shared.gitconfig\n\tpath = local.conf\n[core]\n\thooksPath = /usr/share/hooks\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(ws.join(".git/modules/lib")).unwrap();
+        std::fs::write(ws.join(".git/modules/lib/config"), "[core]\n\thooksPath = hooks-of-lib\n").unwrap();
+        std::fs::create_dir_all(ws.join("lib")).unwrap();
+        std::fs::write(ws.join("lib/.git"), "gitdir: ../.git/modules/lib\n").unwrap();
+        std::fs::write(ws.join(".gitmodules"), "[submodule \"lib\"]\n\tpath = lib\n").unwrap();
+        let policy = build_sandbox_policy(&ws, &SandboxSettings { home: None, ..Default::default() }).unwrap();
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        let got = |rel: &str| set.paths.iter().find(|x| x.path == ws.join(rel)).map(|x| (x.kind, x.absent, x.reason.clone()));
+        let (kind, absent, why) = got("tools/.githooks").expect("the nested repository's hooks directory");
+        assert_eq!((kind, absent), (ProtectedKind::Dir, false));
+        assert!(why.starts_with("core.hooksPath = .githooks in "), "{why}");
+        let (kind, absent, why) = got("tools/shared.gitconfig").expect("its included file, absent");
+        assert_eq!((kind, absent), (ProtectedKind::Dir, true));
+        assert!(why.starts_with("include.path in "), "{why}");
+        let (_, absent, _) = got("lib/hooks-of-lib").expect("the submodule's hooks directory, absent");
+        assert!(absent);
+        assert!(set.git_config_files.contains(&ws.join("tools/.git/local.conf")), "{:?}", set.git_config_files);
+        assert!(got("tools/.git/local.conf").is_none(), "part of the nested .git");
+        assert!(!set.paths.iter().any(|x| x.path.starts_with("/usr/share")));
     }
 
     #[test]
@@ -794,10 +930,10 @@ mod tests {
         let ws = std::fs::canonicalize(d.path()).unwrap();
         std::fs::write(ws.join(".git"), "gitdir: /elsewhere/.git/worktrees/w\n").unwrap();
         let policy = build_sandbox_policy(&ws, &SandboxSettings { home: None, ..Default::default() }).unwrap();
-        let (p, _, _) = protected_paths(&mut PathResolver::new(), &policy);
+        let p = protected_paths(&mut PathResolver::new(), &policy).paths;
         assert_eq!((p[0].kind, p[0].absent), (ProtectedKind::File, false));
         std::fs::remove_file(ws.join(".git")).unwrap();
-        let (p, _, _) = protected_paths(&mut PathResolver::new(), &policy);
+        let p = protected_paths(&mut PathResolver::new(), &policy).paths;
         assert_eq!((p[0].kind, p[0].absent), (ProtectedKind::GitDir, true));
     }
 }
