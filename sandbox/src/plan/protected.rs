@@ -183,6 +183,13 @@ pub fn read_git_configs(files: Vec<PathBuf>, home: Option<&Path>) -> GitConfigRe
     out
 }
 
+/// The `.git` git finds from `dir`: `dir/.git`, or the nearest one above it (`dir` is a
+/// subdirectory of a repository's worktree).
+#[must_use]
+pub fn enclosing_dotgit(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors().map(|a| a.join(".git")).find(|g| std::fs::symlink_metadata(g).is_ok())
+}
+
 /// What [`protected_paths`] found.
 #[derive(Debug, Default)]
 pub struct ProtectedSet {
@@ -212,10 +219,18 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let home = policy.home.as_deref();
     let global = read_git_configs(global_git_config_files(home), home);
     let mut refs = global.clone();
-    let repo_refs = |root: &Path| read_git_configs(repo_git_config_files(&root.join(".git")), home);
-    refs.extend(&repo_refs(&policy.workspace_path));
+    // The repository git finds from a root: its own `.git`, or the nearest one above it (a
+    // workspace that is a subdirectory of a monorepo, whose `core.hooksPath` may name a
+    // directory of the workspace: husky's `cd .. && husky frontend/.husky`); and its worktree.
+    let repo_refs = |root: &Path| {
+        let dotgit = enclosing_dotgit(root);
+        let worktree = dotgit.as_deref().and_then(Path::parent).unwrap_or(root).to_path_buf();
+        (worktree, dotgit.map(|g| read_git_configs(repo_git_config_files(&g), home)).unwrap_or_default())
+    };
+    let (ws_tree, ws_refs) = repo_refs(&policy.workspace_path);
+    refs.extend(&ws_refs);
     let mut included: Vec<PathBuf> = refs.targets.iter().map(|(p, _)| p.clone()).collect();
-    let (mut out, mut bad) = protected_in(resolver, policy, &policy.workspace_path, &refs);
+    let (mut out, mut bad) = protected_in(resolver, policy, &policy.workspace_path, &ws_tree, &refs);
     let scratch = crate::defaults::tables(policy.platform).scratch_write;
     let mut roots: Vec<PathBuf> = Vec::new();
     for w in &policy.writable_paths {
@@ -232,9 +247,10 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
         // The workspace's includes may name a file in this root; its own repository's
         // `core.hooksPath` is relative to it.
         let mut r = GitConfigRefs { targets: refs.targets.clone(), hooks: global.hooks.clone() };
-        r.extend(&repo_refs(root));
+        let (tree, own) = repo_refs(root);
+        r.extend(&own);
         included.extend(r.targets.iter().map(|(p, _)| p.clone()));
-        let (o, b) = protected_in(resolver, policy, root, &r);
+        let (o, b) = protected_in(resolver, policy, root, &tree, &r);
         let taken: Vec<PathBuf> = out.iter().map(|p| p.path.clone()).collect();
         out.extend(o.into_iter().filter(|p| !taken.iter().any(|q| p.path.starts_with(q) || q.starts_with(&p.path))));
         bad.extend(b);
@@ -412,9 +428,14 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
     // otherwise be pointed at a git directory the command made under another name, with its own
     // `core.fsmonitor`.
     if names.contains(&".git") {
-        let mut roots = vec![policy.workspace_path.join(".git")];
+        // The repository git finds from the workspace (its own, or the one it is a subdirectory
+        // of: the submodules of a monorepo inside the package the workspace is), and the nested
+        // ones; only the submodules inside the workspace count (nothing else is writable).
+        let mut roots: Vec<PathBuf> = enclosing_dotgit(&policy.workspace_path).into_iter().collect();
         roots.extend(out.iter().filter(|p| p.path.file_name().is_some_and(|n| n == ".git")).map(|p| p.path.clone()));
-        let subs = submodule_gits(&policy.workspace_path, &roots);
+        let mut subs = submodule_gits(&policy.workspace_path, &roots);
+        subs.plain.retain(|(g, _)| g.starts_with(&policy.workspace_path));
+        subs.linked.retain(|(l, _)| l.starts_with(&policy.workspace_path));
         for (_, path) in subs.linked {
             bad.push(Unprotectable { path, why: format!("a submodule under a symbolic link: {SYMLINK_WHY}") });
         }
@@ -573,9 +594,10 @@ fn table_why(rel: &Path) -> String {
     crate::defaults::protected_table().iter().find(|e| Path::new(&e.name) == rel).map_or_else(|| "configured".to_string(), |e| e.why.clone())
 }
 
-/// The protected names of one writable root (`hooks` adds `core.hooksPath`'s directory: the
-/// workspace's).
-fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, refs: &GitConfigRefs) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
+/// The protected names of one writable root `ws`, with what the configuration of the repository
+/// git finds from it names there (`refs`; a relative `core.hooksPath` is relative to that
+/// repository's `worktree`).
+fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, worktree: &Path, refs: &GitConfigRefs) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
     let mut names: Vec<(PathBuf, String)> = Vec::new();
     let add = |rel: PathBuf, reason: String, names: &mut Vec<(PathBuf, String)>| {
         if !names.iter().any(|(r, _)| *r == rel) {
@@ -609,7 +631,7 @@ fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, 
         }
     }
     // The hooks directory and the files git's configuration includes (inside `.git`: part of it).
-    for (p, why) in refs.hooks_dirs(ws).into_iter().chain(refs.targets.iter().cloned()) {
+    for (p, why) in refs.hooks_dirs(worktree).into_iter().chain(refs.targets.iter().cloned()) {
         if let Ok(rel) = p.strip_prefix(ws) {
             if !rel.as_os_str().is_empty() && !rel.starts_with(".git") {
                 add(rel.to_path_buf(), why, &mut names);
@@ -729,7 +751,7 @@ mod tests {
         std::fs::write(ws.join("shared.gitconfig"), "[user]\n").unwrap();
         let mut policy = build_sandbox_policy(&ws, &SandboxSettings::default()).unwrap();
         policy.home = Some(home.clone());
-        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, &refs(&ws));
+        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, &ws, &refs(&ws));
         let shared = out.iter().find(|p| p.path == ws.join("shared.gitconfig")).expect("protected");
         assert_eq!(shared.kind, ProtectedKind::File);
         assert!(shared.reason.starts_with("include.path in "), "{}", shared.reason);
@@ -739,7 +761,7 @@ mod tests {
         std::fs::write(ws.join("gitconfig"), "[user]\n").unwrap();
         std::fs::rename(home.join(".gitconfig"), home.join("real-gitconfig")).unwrap();
         std::os::unix::fs::symlink(ws.join("gitconfig"), home.join(".gitconfig")).unwrap();
-        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, &refs(&ws));
+        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, &ws, &refs(&ws));
         let got = |rel: &str| out.iter().find(|p| p.path == ws.join(rel)).map(|p| (p.absent, p.reason.contains("is a symbolic link to it")));
         assert_eq!(got("bashrc"), Some((true, true)));
         assert_eq!(got("gitconfig"), Some((false, true)));
@@ -895,6 +917,18 @@ mod tests {
         assert!(set.git_config_files.contains(&ws.join("tools/.git/local.conf")), "{:?}", set.git_config_files);
         assert!(got("tools/.git/local.conf").is_none(), "part of the nested .git");
         assert!(!set.paths.iter().any(|x| x.path.starts_with("/usr/share")));
+        // A workspace that is a subdirectory of a repository (husky set up from the parent:
+        // `core.hooksPath = frontend/.husky/_`): the enclosing repository's hooks directory.
+        std::fs::create_dir_all(ws.join("mono/.git")).unwrap();
+        std::fs::create_dir_all(ws.join("mono/frontend/.husky/_")).unwrap();
+        std::fs::write(ws.join("mono/.git/config"), "[core]\n\thooksPath = frontend/.husky/_\n").unwrap();
+        let sub = ws.join("mono/frontend");
+        let policy = build_sandbox_policy(&sub, &SandboxSettings { home: None, ..Default::default() }).unwrap();
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        let husky = set.paths.iter().find(|x| x.path == sub.join(".husky/_")).expect("the enclosing repository's hooks directory");
+        assert_eq!((husky.kind, husky.absent), (ProtectedKind::Dir, false));
+        assert_eq!(enclosing_dotgit(&sub.join(".husky")), Some(ws.join("mono/.git")));
+        assert_eq!(enclosing_dotgit(&ws.join("tools")), Some(ws.join("tools/.git")), "its own first");
     }
 
     #[test]
