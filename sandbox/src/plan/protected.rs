@@ -265,14 +265,18 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     // names in its worktree (`core.hooksPath = .githooks`, `include.path = ../shared.gitconfig`)
     // runs at the user's next git command in it; a relative `core.hooksPath` of the global
     // configuration is relative to each repository's worktree.
+    // The global configuration's targets are the workspace's already (protected above): only
+    // its hooks paths are resolved again, against each repository's worktree.
     let mut names: Vec<(PathBuf, String)> = Vec::new();
     for g in nested.iter().filter(|p| !p.absent && p.path.file_name().is_some_and(|n| n == ".git")) {
         let Some(worktree) = g.path.parent() else { continue };
-        let mut r = global.clone();
-        r.extend(&read_git_configs(repo_git_config_files(&g.path), home));
-        included.extend(r.targets.iter().map(|(p, _)| p.clone()));
-        names.extend(r.hooks_dirs(worktree));
-        names.extend(r.targets);
+        let own = read_git_configs(repo_git_config_files(&g.path), home);
+        included.extend(own.targets.iter().map(|(p, _)| p.clone()));
+        for n in global.hooks_dirs(worktree).into_iter().chain(own.hooks_dirs(worktree)).chain(own.targets) {
+            if !names.iter().any(|(p, _)| *p == n.0) {
+                names.push(n);
+            }
+        }
     }
     out.extend(nested);
     let gits: Vec<PathBuf> = out.iter().filter(|p| p.path.file_name().is_some_and(|n| n == ".git")).map(|p| p.path.clone()).collect();
@@ -290,6 +294,8 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
             }
         }
     }
+    included.sort();
+    included.dedup();
     let git_config_files = included.into_iter().filter(|f| out.iter().any(|p| p.kind == ProtectedKind::GitDir && f.starts_with(&p.path))).collect();
     ProtectedSet { paths: out, unprotectable: bad, nested_dirs: dirs, git_config_files }
 }
