@@ -835,7 +835,7 @@ impl Reviewer<'_> {
     fn link_on_the_way(&mut self, p: &ProtectedPath) -> bool {
         let link = p.path.ancestors().skip(1).take_while(|a| a.starts_with(self.ws) && *a != self.ws).filter(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink())).last().map(Path::to_path_buf);
         let Some((l, m)) = link.and_then(|l| std::fs::symlink_metadata(&l).ok().map(|m| (l, m))) else { return false };
-        let why = format!("a symbolic link on the way to the protected {} (absent at launch: {})", self.rel(&p.path), p.reason);
+        let why = format!("a symbolic link on the way to the protected {} ({}{})", self.rel(&p.path), if p.absent { "absent at launch: " } else { "" }, p.reason);
         self.quarantine(&l, &m, &why);
         true
     }
@@ -858,6 +858,13 @@ impl Reviewer<'_> {
     fn in_place(&mut self, snap: &Snap) {
         let p = &snap.p;
         if p.kind == ProtectedKind::File {
+            // The way to every protected path had no symbolic link at launch (the planner
+            // follows each one, protecting the link and where it leads): a link on the way now is
+            // the command's (`ln -s elsewhere dir`, leading a link target or a nested file to a
+            // file of its choosing). Taken out first; the file is then reviewed where it is.
+            if p.path.parent().is_some_and(|d| !real_dir_path(d)) {
+                self.link_on_the_way(p);
+            }
             let mut now = std::fs::symlink_metadata(&p.path).ok();
             if let Some(m) = now.as_ref().filter(|m| m.is_dir()) {
                 // A directory where the file was (or was to be): kept aside whole.

@@ -160,14 +160,16 @@ fn varint(d: &[u8]) -> Option<(u64, usize)> {
 /// names when it is a file (relative to its own directory); `None` otherwise.
 #[must_use]
 pub fn git_dir(dotgit: &Path) -> Option<PathBuf> {
-    let m = std::fs::symlink_metadata(dotgit).ok()?;
+    // git follows a `.git` that is a symbolic link (`.git -> ../repo.git`), as `stat` does.
+    let m = std::fs::metadata(dotgit).ok()?;
     if m.is_dir() {
         return Some(dotgit.to_path_buf());
     }
     if !m.is_file() || m.len() > 4096 {
         return None;
     }
-    let text = String::from_utf8(read_file(dotgit, 4096).ok()?).ok()?;
+    let real = if std::fs::symlink_metadata(dotgit).ok()?.file_type().is_symlink() { std::fs::canonicalize(dotgit).ok()? } else { dotgit.to_path_buf() };
+    let text = String::from_utf8(read_file(&real, 4096).ok()?).ok()?;
     let to = text.lines().next()?.strip_prefix("gitdir:")?.trim();
     if to.is_empty() {
         return None;

@@ -842,10 +842,12 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     // protection table says so beforehand.
     // A protected file other than the `.git` of a worktree or submodule checkout stays in place
     // and is reviewed after the run: a bound copy could not be replaced by a rename (`sed -i`,
-    // `git submodule add` writing .gitmodules fail with EBUSY).
+    // `git submodule add` writing .gitmodules fail with EBUSY). A symbolic link cannot be
+    // bound either (the mount would land on its target, which is protected on its own).
     let overlays = kernel_at_least(&caps.kernel, 5, 11);
     for p in &mut protected {
-        let bindable = p.kind != protected::ProtectedKind::File || p.path.file_name().is_some_and(|n| n == ".git");
+        let bindable = p.kind != protected::ProtectedKind::File
+            || (p.path.file_name().is_some_and(|n| n == ".git") && !std::fs::symlink_metadata(&p.path).is_ok_and(|m| m.file_type().is_symlink()));
         p.private = level == SandboxLevel::Full && overlays && !p.absent && bindable;
     }
     #[cfg(unix)]
@@ -1524,6 +1526,15 @@ fn warnings(plan: &Plan, caps: &Capabilities, policy: &SandboxPolicy) -> Vec<Str
                 ));
             }
         }
+    }
+    // A protected path that could not be protected is said at every run, not only by `status`.
+    if !plan.unprotectable.is_empty() {
+        let rel = |p: &Path| p.strip_prefix(&plan.workspace).unwrap_or(p).display().to_string();
+        let mut list: Vec<String> = plan.unprotectable.iter().take(3).map(|u| format!("{} ({})", rel(&u.path), u.why)).collect();
+        if plan.unprotectable.len() > 3 {
+            list.push(format!("and {} more (`localgpt sandbox status`)", plan.unprotectable.len() - 3));
+        }
+        w.push(format!("NOT PROTECTED for this run: {}", list.join("; ")));
     }
     if plan.level == SandboxLevel::Standard && plan.kernel_level < SandboxLevel::Full {
         if let Some(u) = caps.user_namespaces.as_ref().filter(|u| !u.available) {

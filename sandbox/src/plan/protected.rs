@@ -112,6 +112,7 @@ impl GitConfigRefs {
         self.hooks.iter().map(|(v, f)| (crate::plan::resolve::normalize(&worktree.join(v)), format!("core.hooksPath = {} in {}", v.display(), f.display()))).collect()
     }
 
+    #[cfg(test)]
     fn extend(&mut self, other: &GitConfigRefs) {
         for t in &other.targets {
             if !self.targets.iter().any(|(q, _)| *q == t.0) {
@@ -217,88 +218,213 @@ pub struct ProtectedSet {
 #[must_use]
 pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> ProtectedSet {
     let home = policy.home.as_deref();
+    let ws = &policy.workspace_path;
     let global = read_git_configs(global_git_config_files(home), home);
-    let mut refs = global.clone();
-    // The repository git finds from a root: its own `.git`, or the nearest one above it (a
-    // workspace that is a subdirectory of a monorepo, whose `core.hooksPath` may name a
-    // directory of the workspace: husky's `cd .. && husky frontend/.husky`); and its worktree.
-    let repo_refs = |root: &Path| {
-        let dotgit = enclosing_dotgit(root);
-        let worktree = dotgit.as_deref().and_then(Path::parent).unwrap_or(root).to_path_buf();
-        (worktree, dotgit.map(|g| read_git_configs(repo_git_config_files(&g), home)).unwrap_or_default())
-    };
-    let (ws_tree, ws_refs) = repo_refs(&policy.workspace_path);
-    refs.extend(&ws_refs);
-    let mut included: Vec<PathBuf> = refs.targets.iter().map(|(p, _)| p.clone()).collect();
-    let (mut out, mut bad) = protected_in(resolver, policy, &policy.workspace_path, &ws_tree, &refs);
+    // The writable roots: the workspace, then every other one (`--allow-write DIR`, not the
+    // scratch directories), canonical.
     let scratch = crate::defaults::tables(policy.platform).scratch_write;
-    let mut roots: Vec<PathBuf> = Vec::new();
+    let mut roots: Vec<PathBuf> = vec![ws.clone()];
     for w in &policy.writable_paths {
         if scratch.iter().any(|s| Path::new(s) == w) {
             continue;
         }
         let Ok(c) = resolver.canonicalize(w) else { continue };
-        if c.kind != FileKind::Dir || c.path.starts_with(&policy.workspace_path) || roots.contains(&c.path) {
+        if c.kind != FileKind::Dir || c.path.starts_with(ws) || roots.contains(&c.path) {
             continue;
         }
         roots.push(c.path);
     }
+    let mut p = Protector { resolver, roots: roots.clone(), out: Vec::new(), bad: Vec::new() };
+    let mut names: Vec<(PathBuf, String)> = Vec::new();
     for root in &roots {
-        // The workspace's includes may name a file in this root; its own repository's
-        // `core.hooksPath` is relative to it.
-        let mut r = GitConfigRefs { targets: refs.targets.clone(), hooks: global.hooks.clone() };
-        let (tree, own) = repo_refs(root);
-        r.extend(&own);
-        included.extend(r.targets.iter().map(|(p, _)| p.clone()));
-        let (o, b) = protected_in(resolver, policy, root, &tree, &r);
-        let taken: Vec<PathBuf> = out.iter().map(|p| p.path.clone()).collect();
-        out.extend(o.into_iter().filter(|p| !taken.iter().any(|q| p.path.starts_with(q) || q.starts_with(&p.path))));
-        bad.extend(b);
+        for rel in &policy.protected_workspace_paths {
+            let rel = Path::new(rel);
+            let rel = if rel.starts_with(".git") { Path::new(".git") } else { rel };
+            p.protect(&root.join(rel), hint_for(rel), &table_why(rel));
+        }
+        // The repository git finds from the root: its own `.git`, or the nearest one above it
+        // (a workspace that is a subdirectory of a monorepo, whose `core.hooksPath` may name a
+        // directory of the workspace: husky's `cd .. && husky frontend/.husky`); a relative
+        // `core.hooksPath` (the global one's too) is relative to its worktree.
+        let dotgit = enclosing_dotgit(root);
+        let worktree = dotgit.as_deref().and_then(Path::parent).unwrap_or(root).to_path_buf();
+        let own = dotgit.map(|g| read_git_configs(repo_git_config_files(&g), home)).unwrap_or_default();
+        for (path, why) in global.hooks_dirs(&worktree).into_iter().chain(own.hooks_dirs(&worktree)) {
+            p.protect_hooks_dir(&path, &why);
+        }
+        for t in global.targets.iter().chain(&own.targets) {
+            if !names.iter().any(|(q, _)| *q == t.0) {
+                names.push(t.clone());
+            }
+        }
+    }
+    // A protected name in the home directory that is a symbolic link into a writable root (a
+    // dotfiles repository: `~/.bashrc -> ~/dotfiles/bashrc`): what the link's target holds runs
+    // in the user's next shell (or git, or agent session) as if it were the dotfile itself.
+    if let Some(home) = home {
+        for name in policy.protected_workspace_paths.iter().filter(|n| !n.contains('/')) {
+            let link = home.join(name);
+            if std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
+                let why = format!("{} is a symbolic link to it: {}", link.display(), table_why(Path::new(name)));
+                p.protect(&link, hint_for(Path::new(name)), &why);
+            }
+        }
     }
     // Nested copies in the workspace (a repository in a subdirectory, `sub/.vscode`), present at
-    // launch, found by a bounded walk.
-    let (nested, nbad, dirs) = nested_protected(policy);
-    let taken: Vec<PathBuf> = out.iter().map(|p| p.path.clone()).collect();
-    let nested: Vec<ProtectedPath> = nested.into_iter().filter(|p| !taken.iter().any(|q| p.path.starts_with(q))).collect();
-    bad.extend(nbad);
+    // launch, found by a bounded walk, and the submodules git would enter.
+    let first_nested = p.out.len();
+    let dirs = nested_protected(&mut p, policy);
     // Each nested repository and submodule checked out at launch: what its own configuration
     // names in its worktree (`core.hooksPath = .githooks`, `include.path = ../shared.gitconfig`)
     // runs at the user's next git command in it; a relative `core.hooksPath` of the global
-    // configuration is relative to each repository's worktree.
-    // The global configuration's targets are the workspace's already (protected above): only
-    // its hooks paths are resolved again, against each repository's worktree.
-    let mut names: Vec<(PathBuf, String)> = Vec::new();
-    for g in nested.iter().filter(|p| !p.absent && p.path.file_name().is_some_and(|n| n == ".git")) {
-        let Some(worktree) = g.path.parent() else { continue };
-        let own = read_git_configs(repo_git_config_files(&g.path), home);
-        included.extend(own.targets.iter().map(|(p, _)| p.clone()));
-        for n in global.hooks_dirs(worktree).into_iter().chain(own.hooks_dirs(worktree)).chain(own.targets) {
-            if !names.iter().any(|(p, _)| *p == n.0) {
-                names.push(n);
+    // configuration is relative to each repository's worktree. (The global configuration's
+    // targets are the workspace's already.)
+    let nested_gits: Vec<PathBuf> = p.out[first_nested..].iter().filter(|q| !q.absent && q.path.file_name().is_some_and(|n| n == ".git")).map(|q| q.path.clone()).collect();
+    let mut hooks: Vec<(PathBuf, String)> = Vec::new();
+    for g in &nested_gits {
+        let Some(worktree) = g.parent() else { continue };
+        let own = read_git_configs(repo_git_config_files(g), home);
+        hooks.extend(global.hooks_dirs(worktree).into_iter().chain(own.hooks_dirs(worktree)));
+        for t in own.targets {
+            if !names.iter().any(|(q, _)| *q == t.0) {
+                names.push(t);
             }
         }
     }
-    out.extend(nested);
-    let gits: Vec<PathBuf> = out.iter().filter(|p| p.path.file_name().is_some_and(|n| n == ".git")).map(|p| p.path.clone()).collect();
-    // Each under the writable root it lies in (an include may name a file of another one).
-    for root in std::iter::once(&policy.workspace_path).chain(&roots) {
-        let mine: Vec<(PathBuf, String)> = names
-            .iter()
-            .filter(|(p, _)| !gits.iter().any(|g| p.starts_with(g)))
-            .filter_map(|(p, why)| Some((p.strip_prefix(root).ok()?.to_path_buf(), why.clone())))
-            .filter(|(rel, _)| !rel.as_os_str().is_empty())
-            .collect();
-        for p in protect_names(resolver, root, mine, &mut bad) {
-            if !out.iter().any(|q| p.path.starts_with(&q.path) || q.path.starts_with(&p.path)) {
-                out.push(p);
-            }
-        }
+    for (path, why) in hooks {
+        p.protect_hooks_dir(&path, &why);
     }
+    // The files git's configuration includes, `init.templateDir`, a config file's link target.
+    for (path, why) in &names {
+        p.protect(path, ProtectedKind::Dir, why);
+    }
+    let mut included: Vec<PathBuf> = names.into_iter().map(|(q, _)| q).collect();
     included.sort();
     included.dedup();
-    let git_config_files = included.into_iter().filter(|f| out.iter().any(|p| p.kind == ProtectedKind::GitDir && f.starts_with(&p.path))).collect();
+    let Protector { mut out, bad, .. } = p;
+    drop_covered(&mut out);
+    let git_config_files = included.into_iter().filter(|f| out.iter().any(|q| q.kind == ProtectedKind::GitDir && f.starts_with(&q.path))).collect();
     ProtectedSet { paths: out, unprotectable: bad, nested_dirs: dirs, git_config_files }
 }
+
+/// Removes from `out` each path that lies inside another one (covered by it: the outer one is
+/// reviewed whole) and each repeat of a path (the first one stays). Paths sorted component by
+/// component put what lies inside a path right after it: one pass.
+fn drop_covered(out: &mut Vec<ProtectedPath>) {
+    let mut order: Vec<usize> = (0..out.len()).collect();
+    order.sort_by(|&a, &b| out[a].path.cmp(&out[b].path));
+    let mut keep = vec![true; out.len()];
+    let mut last: Option<usize> = None;
+    for i in order {
+        if last.is_some_and(|l| out[i].path.starts_with(&out[l].path)) {
+            keep[i] = false;
+        } else {
+            last = Some(i);
+        }
+    }
+    let mut keep = keep.into_iter();
+    out.retain(|_| keep.next().unwrap_or(false));
+}
+
+/// The kind a protected name stands for when absent (`.git`: a git directory; a name of the
+/// table: its kind; anything else: a directory).
+fn hint_for(rel: &Path) -> ProtectedKind {
+    if rel == Path::new(".git") {
+        ProtectedKind::GitDir
+    } else {
+        crate::defaults::protected_table().iter().find(|e| Path::new(&e.name) == rel).map_or(ProtectedKind::Dir, |e| e.kind)
+    }
+}
+
+/// The hooks git runs from a hooks directory (`githooks(5)`), for a `core.hooksPath` that names
+/// a writable root itself: each is protected as a file there.
+pub const GIT_HOOKS: &[&str] = &[
+    "applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "pre-merge-commit", "prepare-commit-msg", "commit-msg",
+    "post-commit", "pre-rebase", "post-checkout", "post-merge", "pre-push", "pre-receive", "update", "proc-receive",
+    "post-receive", "post-update", "reference-transaction", "push-to-checkout", "pre-auto-gc", "post-rewrite",
+    "sendemail-validate", "fsmonitor-watchman", "p4-changelist", "p4-prepare-changelist", "p4-post-changelist",
+    "p4-pre-submit", "post-index-change",
+];
+
+/// The protected paths of one plan as they are found: every one goes through
+/// [`Protector::protect`], which follows symbolic links.
+struct Protector<'r> {
+    resolver: &'r mut PathResolver,
+    /// The writable roots (canonical; the workspace first).
+    roots: Vec<PathBuf>,
+    out: Vec<ProtectedPath>,
+    bad: Vec<Unprotectable>,
+}
+
+impl Protector<'_> {
+    /// Protects `path` (absolute) for `reason`; `hint` is its kind when absent (a `GitDir` hint
+    /// makes a directory git's).
+    ///
+    /// A symbolic link cannot be made private (a mount lands on its target) and can be
+    /// replaced: each link on the way to `path` (`path` itself included) that lies in a writable
+    /// root is protected as a file (reviewed in place: a changed or replaced link is put back,
+    /// the command's version pending), and where the links lead is protected as what it is, when
+    /// it lies in a writable root (a dotfiles link `.githooks -> hooks-real`, `.vscode ->
+    /// ../shared/vscode`). Outside every writable root it is read-only for the command.
+    fn protect(&mut self, path: &Path, hint: ProtectedKind, reason: &str) {
+        self.protect_as(path, hint, reason, false);
+    }
+
+    /// [`Protector::protect`] for a `core.hooksPath` directory: one that is a writable root
+    /// itself (`core.hooksPath = .`) cannot be protected whole, and each hook name in it is.
+    fn protect_hooks_dir(&mut self, path: &Path, reason: &str) {
+        self.protect_as(path, ProtectedKind::Dir, reason, true);
+    }
+
+    fn protect_as(&mut self, path: &Path, hint: ProtectedKind, reason: &str, hooks: bool) {
+        let path = super::resolve::normalize(path);
+        let (links, target) = self.resolver.follow(&path);
+        for (link, _) in &links {
+            if self.roots.iter().any(|r| link.starts_with(r) && link != r) && !self.out.iter().any(|q| q.path == *link) {
+                let why = if *link == path { format!("{reason} ({LINK_WHY})") } else { format!("a symbolic link on the way to {}: {reason} ({LINK_WHY})", path.display()) };
+                self.out.push(ProtectedPath { path: link.clone(), kind: ProtectedKind::File, absent: false, private: false, reason: why });
+            }
+        }
+        let Some(target) = target else {
+            self.bad.push(Unprotectable { path, why: "too many symbolic links on its way (a loop)".into() });
+            return;
+        };
+        let reason = if links.is_empty() { reason.to_string() } else { format!("{} leads to it through a symbolic link: {reason}", path.display()) };
+        if self.roots.contains(&target) {
+            if hooks {
+                for h in GIT_HOOKS {
+                    self.protect_as(&target.join(h), ProtectedKind::File, &format!("a hook in {}: {reason}", target.display()), false);
+                }
+            } else {
+                self.bad.push(Unprotectable { path, why: format!("it is the writable root {} itself, which cannot be protected whole", target.display()) });
+            }
+            return;
+        }
+        let Some(root) = self.roots.iter().find(|r| target.starts_with(r)).cloned() else { return };
+        match std::fs::symlink_metadata(&target) {
+            Ok(m) if m.is_dir() => {
+                let kind = if hint == ProtectedKind::GitDir { ProtectedKind::GitDir } else { ProtectedKind::Dir };
+                self.out.push(ProtectedPath { path: target, kind, absent: false, private: false, reason });
+            }
+            Ok(m) if m.is_file() => self.out.push(ProtectedPath { path: target, kind: ProtectedKind::File, absent: false, private: false, reason }),
+            Ok(_) => self.bad.push(Unprotectable { path: target, why: "neither a file nor a directory".into() }),
+            Err(_) => {
+                // Absent: reviewed in place after the run, if its nearest existing ancestor is a
+                // real directory of the root (the review takes out a link the command puts on
+                // the way). Under a `.git` file (a worktree's or submodule's), nothing: git
+                // reads nothing there.
+                let existing = target.ancestors().skip(1).find(|a| std::fs::symlink_metadata(a).is_ok());
+                let real_dir = existing.and_then(|e| self.resolver.canonicalize(e).ok().map(|c| (e, c))).is_some_and(|(e, c)| c.kind == FileKind::Dir && c.path.starts_with(&root) && c.path == e);
+                if real_dir {
+                    self.out.push(ProtectedPath { path: target, kind: hint, absent: true, private: false, reason });
+                } else if !existing.is_some_and(|e| e.file_name().is_some_and(|n| n == ".git") && std::fs::symlink_metadata(e).is_ok_and(|m| m.is_file())) {
+                    self.bad.push(Unprotectable { path: target, why: "absent, and its parent is not a directory of the workspace".into() });
+                }
+            }
+        }
+    }
+}
+
 
 /// How deep below the workspace nested protected names are looked for (`a/b/c/.git` is depth 3).
 pub const NESTED_DEPTH: usize = 4;
@@ -413,20 +539,19 @@ pub fn nested_kind(name: &str, ft: std::fs::FileType) -> ProtectedKind {
 }
 
 /// The table's names present in the workspace's subdirectories (depth 1 to [`NESTED_DEPTH`]),
-/// each protected as what it is. A walk that runs out of its budget is reported (the rest of
-/// the workspace is not looked at).
-fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>, Vec<(PathBuf, usize)>) {
+/// each protected as what it is, and the submodules git would enter. A walk that runs out of
+/// its budget is reported (the rest of the workspace is not looked at). Returns the
+/// directories the walk read.
+fn nested_protected(p: &mut Protector<'_>, policy: &SandboxPolicy) -> Vec<(PathBuf, usize)> {
     let names: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
     let NestedWalk { found, stopped, dirs } = walk_nested(&policy.workspace_path, &names, NESTED_ENTRIES, None);
-    let mut out = Vec::new();
-    let mut bad = Vec::new();
-    for (path, ft) in found {
-        let n = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let reason = format!("nested copy: {}", table_why(Path::new(&n)));
-        protect_present(path, ft, reason, &mut out, &mut bad);
+    let first = p.out.len();
+    for (path, _) in found {
+        let n = path.file_name().map(PathBuf::from).unwrap_or_default();
+        p.protect(&path, hint_for(&n), &format!("nested copy: {}", table_why(&n)));
     }
     if let Some(dir) = stopped {
-        bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {NESTED_ENTRIES} entries: protected names deeper in the workspace were not looked for") });
+        p.bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {NESTED_ENTRIES} entries: protected names deeper in the workspace were not looked for") });
     }
     // The submodules git would enter, wherever they are (`vendor/lib`, deeper than the walk
     // goes): those `.gitmodules` registers and every gitlink of the repositories' indexes. git
@@ -437,53 +562,42 @@ fn nested_protected(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotec
         // The repository git finds from the workspace (its own, or the one it is a subdirectory
         // of: the submodules of a monorepo inside the package the workspace is), and the nested
         // ones; only the submodules inside the workspace count (nothing else is writable).
-        let mut roots: Vec<PathBuf> = enclosing_dotgit(&policy.workspace_path).into_iter().collect();
-        roots.extend(out.iter().filter(|p| p.path.file_name().is_some_and(|n| n == ".git")).map(|p| p.path.clone()));
-        let mut subs = submodule_gits(&policy.workspace_path, &roots);
+        let mut dotgits: Vec<PathBuf> = enclosing_dotgit(&policy.workspace_path).into_iter().collect();
+        dotgits.extend(p.out[first..].iter().filter(|q| q.path.file_name().is_some_and(|n| n == ".git")).map(|q| q.path.clone()));
+        let mut subs = submodule_gits(&policy.workspace_path, &dotgits);
         subs.plain.retain(|(g, _)| g.starts_with(&policy.workspace_path));
         subs.linked.retain(|(l, _)| l.starts_with(&policy.workspace_path));
-        for (_, path) in subs.linked {
-            bad.push(Unprotectable { path, why: format!("a submodule under a symbolic link: {SYMLINK_WHY}") });
-        }
         for (index, e) in subs.unreadable {
-            bad.push(Unprotectable { path: index, why: format!("{INDEX_UNREAD}: {e}") });
+            p.bad.push(Unprotectable { path: index, why: format!("{INDEX_UNREAD}: {e}") });
+        }
+        // One reached through a symbolic link: the link is protected, and where it leads.
+        for (_, path) in subs.linked {
+            p.protect(&path, ProtectedKind::GitDir, &format!("a submodule's git link: {}", table_why(Path::new(".git"))));
         }
         let mut count = 0usize;
         for (path, reason) in subs.plain {
-            if out.iter().any(|p: &ProtectedPath| p.path == path) {
+            if p.out.iter().any(|q| q.path == path) {
                 continue;
             }
             // Each one is a private copy at Full (a mount): bounded. The review after the run
             // takes the `.git` of every one beyond as made during the run.
             if count == SUBMODULE_REPOS {
                 let why = format!("more than {SUBMODULE_REPOS} submodules: from {} on they are not protected during the run, and their .git is taken out after it", path.display());
-                bad.push(Unprotectable { path: policy.workspace_path.clone(), why });
+                p.bad.push(Unprotectable { path: policy.workspace_path.clone(), why });
                 break;
             }
             count += 1;
             let reason = format!("{reason}: {}", table_why(Path::new(".git")));
-            match std::fs::symlink_metadata(&path) {
-                Ok(m) => protect_present(path, m.file_type(), reason, &mut out, &mut bad),
+            if std::fs::symlink_metadata(&path).is_ok() {
+                p.protect(&path, ProtectedKind::GitDir, &reason);
+            } else {
                 // Not checked out (or its directory not there): made during the run, it is
                 // taken out.
-                Err(_) => out.push(ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }),
+                p.out.push(ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason });
             }
         }
     }
-    (out, bad, dirs)
-}
-
-/// A protected name present in the workspace, protected as what it is (a directory as
-/// [`nested_kind`] says, a file as a file); a symbolic link cannot be, and is reported.
-fn protect_present(path: PathBuf, ft: std::fs::FileType, reason: String, out: &mut Vec<ProtectedPath>, bad: &mut Vec<Unprotectable>) {
-    let n = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    if ft.is_symlink() {
-        bad.push(Unprotectable { path, why: SYMLINK_WHY.into() });
-    } else if ft.is_dir() {
-        out.push(ProtectedPath { path, kind: nested_kind(&n, ft), absent: false, private: false, reason });
-    } else if ft.is_file() {
-        out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, private: false, reason });
-    }
+    dirs
 }
 
 /// What [`INDEX_UNREAD`] starts with: a repository's index could not be read, so the submodules
@@ -592,115 +706,26 @@ fn gitmodules_paths(ws: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Why a protected path that is a symbolic link cannot be protected.
-const SYMLINK_WHY: &str = "a symbolic link: a mount would land on its target, and the link itself can be replaced";
+/// Why a protected path that is a symbolic link is protected as a file.
+const LINK_WHY: &str = "a symbolic link: it cannot be made private, and is put back if the command changes or replaces it";
 
 /// The table's reason for a protected name (relative), or `configured` for a name the user added.
 fn table_why(rel: &Path) -> String {
     crate::defaults::protected_table().iter().find(|e| Path::new(&e.name) == rel).map_or_else(|| "configured".to_string(), |e| e.why.clone())
 }
 
-/// The protected names of one writable root `ws`, with what the configuration of the repository
-/// git finds from it names there (`refs`; a relative `core.hooksPath` is relative to that
-/// repository's `worktree`).
-fn protected_in(resolver: &mut PathResolver, policy: &SandboxPolicy, ws: &Path, worktree: &Path, refs: &GitConfigRefs) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
-    let mut names: Vec<(PathBuf, String)> = Vec::new();
-    let add = |rel: PathBuf, reason: String, names: &mut Vec<(PathBuf, String)>| {
-        if !names.iter().any(|(r, _)| *r == rel) {
-            names.push((rel, reason));
-        }
-    };
-    for rel in &policy.protected_workspace_paths {
-        let p = Path::new(rel);
-        let rel = if p.starts_with(".git") { PathBuf::from(".git") } else { p.to_path_buf() };
-        let why = table_why(&rel);
-        add(rel, why, &mut names);
-    }
-    // A protected name in the home directory that is a symbolic link into this root (a dotfiles
-    // repository: `~/.bashrc -> ~/dotfiles/bashrc`): what the link's target holds runs in the
-    // user's next shell (or git, or agent session) as if it were the dotfile itself.
-    if let Some(home) = policy.home.as_deref() {
-        for name in policy.protected_workspace_paths.iter().filter(|n| !n.contains('/')) {
-            let link = home.join(name);
-            if !std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
-                continue;
-            }
-            // Its target resolved as far as it exists (a dangling link's target is where the
-            // command would create the file).
-            let Ok(to) = std::fs::read_link(&link) else { continue };
-            let target = resolver.canonicalize_lenient(&home.join(to)).path;
-            if let Ok(rel) = target.strip_prefix(ws) {
-                if !rel.as_os_str().is_empty() {
-                    add(rel.to_path_buf(), format!("{} is a symbolic link to it: {}", link.display(), table_why(Path::new(name))), &mut names);
-                }
-            }
-        }
-    }
-    // The hooks directory and the files git's configuration includes (inside `.git`: part of it).
-    for (p, why) in refs.hooks_dirs(worktree).into_iter().chain(refs.targets.iter().cloned()) {
-        if let Ok(rel) = p.strip_prefix(ws) {
-            if !rel.as_os_str().is_empty() && !rel.starts_with(".git") {
-                add(rel.to_path_buf(), why, &mut names);
-            }
-        }
-    }
-    let mut bad = Vec::new();
-    let mut out = protect_names(resolver, ws, names, &mut bad);
-    // A path inside another protected one is covered by it: `p` is dropped when some `q` other
-    // than it is its ancestor (`p.starts_with(q) && p != q`, compared on components split once:
-    // `Path::starts_with` splits both paths again at each of the n² comparisons).
-    let all: Vec<Vec<std::path::Component<'_>>> = out.iter().map(|p| p.path.components().collect()).collect();
-    let covered: Vec<bool> = all.iter().map(|p| all.iter().any(|q| q.len() < p.len() && p.starts_with(q))).collect();
-    let mut covered = covered.into_iter();
-    out.retain(|_| !covered.next().unwrap_or(false));
-    (out, bad)
-}
-
-/// Each of `names` (relative to `ws`, with why) as a protected path: present, as what it is; a
-/// symbolic link, reported; absent, reviewed in place when its nearest existing ancestor is a
-/// real directory of `ws` (a `.git` as a git directory, a name of the table as its kind, else a
-/// directory).
-fn protect_names(resolver: &mut PathResolver, ws: &Path, names: Vec<(PathBuf, String)>, bad: &mut Vec<Unprotectable>) -> Vec<ProtectedPath> {
-    let table = crate::defaults::protected_table();
-    let entry = |rel: &Path| table.iter().find(|e| Path::new(&e.name) == rel);
-    let mut out = Vec::new();
-    for (rel, reason) in names {
-        let path = ws.join(&rel);
-        let git = rel == Path::new(".git");
-        match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_symlink() => bad.push(Unprotectable {
-                path,
-                why: SYMLINK_WHY.into(),
-            }),
-            Ok(m) if m.is_dir() => out.push(ProtectedPath { path, kind: if git { ProtectedKind::GitDir } else { ProtectedKind::Dir }, absent: false, private: false, reason }),
-            Ok(m) if m.is_file() => out.push(ProtectedPath { path, kind: ProtectedKind::File, absent: false, private: false, reason }),
-            // Absent: what the table says it would be (a directory for a configured name).
-            Ok(_) => bad.push(Unprotectable { path, why: "neither a file nor a directory".into() }),
-            Err(_) => {
-                // Absent: reviewed in place after the run, if its parent is a real directory
-                // inside the workspace (resolved, so a symlinked parent cannot lead the review
-                // elsewhere).
-                // A parent that does not exist yet (a link's target in a directory still to be
-                // made) counts by its nearest existing ancestor: the review after the run takes
-                // out a link the command puts on the way.
-                let existing = path.ancestors().skip(1).find(|a| std::fs::symlink_metadata(a).is_ok());
-                let parent_ok = existing.and_then(|p| resolver.canonicalize(p).ok().map(|c| (p, c))).is_some_and(|(p, c)| c.kind == FileKind::Dir && c.path.starts_with(ws) && c.path == p);
-                if parent_ok {
-                    let kind = if git { ProtectedKind::GitDir } else { entry(&rel).map_or(ProtectedKind::Dir, |e| e.kind) };
-                    out.push(ProtectedPath { path, kind, absent: true, private: false, reason });
-                } else {
-                    bad.push(Unprotectable { path, why: "absent, and its parent is not a directory of the workspace".into() });
-                }
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::{build_sandbox_policy, SandboxSettings};
+
+    /// The nested walk's and the submodule search's protected paths alone.
+    fn nested(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
+        let mut resolver = PathResolver::new();
+        let mut p = Protector { resolver: &mut resolver, roots: vec![policy.workspace_path.clone()], out: Vec::new(), bad: Vec::new() };
+        nested_protected(&mut p, policy);
+        (p.out, p.bad)
+    }
 
     #[test]
     fn submodules_from_gitmodules_wherever_they_are() {
@@ -725,13 +750,16 @@ mod tests {
         // Checked out (a .git file) and not (no .git yet): both protected.
         std::fs::write(ws.join("vendor/lib/.git"), "gitdir: ../../.git/modules/lib\n").unwrap();
         let policy = build_sandbox_policy(ws, &SandboxSettings::default()).unwrap();
-        let (found, bad, _) = nested_protected(&policy);
-        assert!(bad.iter().any(|b| b.path == ws.join("linked/x/.git") && b.why.contains("symbolic link")), "{bad:?}");
+        let (found, bad) = nested(&policy);
+        assert!(bad.is_empty(), "{bad:?}");
         let got = |rel: &str| found.iter().find(|p| p.path == ws.join(rel)).map(|p| (p.kind, p.absent));
         assert_eq!(got("vendor/lib/.git"), Some((ProtectedKind::File, false)));
         assert_eq!(got("a/b/c/d/e/deep/.git"), Some((ProtectedKind::GitDir, true)));
         assert_eq!(got("removed/lib/.git"), Some((ProtectedKind::GitDir, true)));
+        // Under a link: the link (put back if replaced), and where it leads.
         assert_eq!(got("linked/x/.git"), None);
+        assert_eq!(got("linked"), Some((ProtectedKind::File, false)));
+        assert_eq!(got("real/x/.git"), Some((ProtectedKind::GitDir, true)));
     }
 
     #[test]
@@ -757,7 +785,7 @@ mod tests {
         std::fs::write(ws.join("shared.gitconfig"), "[user]\n").unwrap();
         let mut policy = build_sandbox_policy(&ws, &SandboxSettings::default()).unwrap();
         policy.home = Some(home.clone());
-        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, &ws, &refs(&ws));
+        let out = protected_paths(&mut PathResolver::new(), &policy).paths;
         let shared = out.iter().find(|p| p.path == ws.join("shared.gitconfig")).expect("protected");
         assert_eq!(shared.kind, ProtectedKind::File);
         assert!(shared.reason.starts_with("include.path in "), "{}", shared.reason);
@@ -767,7 +795,7 @@ mod tests {
         std::fs::write(ws.join("gitconfig"), "[user]\n").unwrap();
         std::fs::rename(home.join(".gitconfig"), home.join("real-gitconfig")).unwrap();
         std::os::unix::fs::symlink(ws.join("gitconfig"), home.join(".gitconfig")).unwrap();
-        let (out, _) = protected_in(&mut PathResolver::new(), &policy, &ws, &ws, &refs(&ws));
+        let out = protected_paths(&mut PathResolver::new(), &policy).paths;
         let got = |rel: &str| out.iter().find(|p| p.path == ws.join(rel)).map(|p| (p.absent, p.reason.contains("is a symbolic link to it")));
         assert_eq!(got("bashrc"), Some((true, true)));
         assert_eq!(got("gitconfig"), Some((false, true)));
@@ -801,16 +829,17 @@ mod tests {
         git(&ws.join("node_modules/m"), &["init", "-q", "."]);
         git(&ws.join("node_modules/m"), &["update-index", "--add", "--cacheinfo", &format!("160000,{head},inner")]);
         let policy = build_sandbox_policy(ws, &SandboxSettings::default()).unwrap();
-        let (found, bad, _) = nested_protected(&policy);
+        let (found, _) = nested(&policy);
         let got = |rel: &str| found.iter().find(|p| p.path == ws.join(rel)).map(|p| (p.kind, p.absent));
         assert_eq!(got("build/x/.git"), Some((ProtectedKind::File, false)));
         assert_eq!(got("a/b/c/d/e/f/.git"), Some((ProtectedKind::GitDir, true)));
         assert_eq!(got("node_modules/m/.git"), Some((ProtectedKind::GitDir, false)));
         assert_eq!(got("node_modules/m/inner/.git"), Some((ProtectedKind::GitDir, true)));
-        assert!(bad.iter().any(|b| b.path == ws.join("lnk/y/.git") && b.why.contains("symbolic link")), "{bad:?}");
+        assert_eq!(got("lnk"), Some((ProtectedKind::File, false)), "the link on the way");
+        assert_eq!(got("real/y/.git"), Some((ProtectedKind::GitDir, true)), "where it leads");
         // An index that does not parse is reported, not passed over.
         std::fs::write(ws.join("node_modules/m/.git/index"), "DIRC junk").unwrap();
-        let (_, bad, _) = nested_protected(&policy);
+        let (_, bad) = nested(&policy);
         assert!(bad.iter().any(|b| b.path == ws.join("node_modules/m/.git/index") && b.why.starts_with(INDEX_UNREAD)), "{bad:?}");
     }
 
@@ -832,23 +861,73 @@ mod tests {
         assert_eq!(got[..3], [
             (".git".into(), ProtectedKind::GitDir, false),
             (".vscode".into(), ProtectedKind::Dir, false),
-            (".localgpt".into(), ProtectedKind::Dir, true),
+            (".idea".into(), ProtectedKind::File, false),
         ]);
         // Every other name of the table, absent, as the table's kind (a file is reviewed as one),
-        // and .husky/_.
-        assert_eq!(got.len(), crate::defaults::protected_table().len(), "all but the linked .idea, and .husky/_");
+        // the linked .idea as a file, and .husky/_.
+        assert_eq!(got.len(), crate::defaults::protected_table().len() + 1, "the table, and .husky/_");
         assert!(got.contains(&(".bashrc".into(), ProtectedKind::File, true)) && got.contains(&(".claude".into(), ProtectedKind::Dir, true)));
         assert!(p.iter().find(|x| x.path.ends_with(".mcp.json")).unwrap().reason.contains("MCP"), "the table's why is the reason");
-        // .idea is a link: reported. .husky/_ has no parent directory yet: protected as absent
-        // all the same (its nearest existing ancestor, the workspace, is a real directory; the
-        // review after the run takes out what appears there, and a link put on the way).
-        let bad: Vec<String> = bad.iter().map(|b| b.path.strip_prefix(&ws).unwrap().display().to_string()).collect();
-        assert_eq!(bad, vec![".idea"]);
+        // .idea is a link out of the workspace: the link is protected as a file (put back if
+        // replaced; its target is not writable here). .husky/_ has no parent directory yet:
+        // protected as absent all the same (its nearest existing ancestor, the workspace, is a
+        // real directory; the review after the run takes out what appears there, and a link put
+        // on the way).
+        assert!(bad.is_empty(), "{bad:?}");
         assert!(p.iter().any(|x| x.path == ws.join(".husky/_") && x.absent && x.reason.contains("hooksPath")));
-        // Below a link, it is not: reported.
+        // Below a link: the link.
         std::os::unix::fs::symlink("/tmp", ws.join(".husky")).unwrap();
-        let bad = protected_paths(&mut PathResolver::new(), &policy).unprotectable;
-        assert!(bad.iter().any(|b| b.path == ws.join(".husky/_")), "{bad:?}");
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        assert!(set.unprotectable.is_empty(), "{:?}", set.unprotectable);
+        assert!(set.paths.iter().any(|x| x.path == ws.join(".husky") && x.kind == ProtectedKind::File && x.reason.contains("core.hooksPath")));
+    }
+
+    #[test]
+    fn a_protected_name_that_is_a_link_protects_the_link_and_where_it_leads() {
+        use std::os::unix::fs::symlink;
+        let d = crate::test_dir();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let (home, ws) = (root.join("home"), root.join("ws"));
+        std::fs::create_dir_all(ws.join("real.git/hooks")).unwrap();
+        std::fs::create_dir_all(ws.join("hooks-real")).unwrap();
+        std::fs::create_dir_all(ws.join("dot")).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(ws.join("real.git/config"), "[core]\n\thooksPath = .githooks\n").unwrap();
+        symlink("real.git", ws.join(".git")).unwrap();
+        symlink("hooks-real", ws.join(".githooks")).unwrap();
+        // Dangling: where the command would create it.
+        symlink("vs-real", ws.join(".vscode")).unwrap();
+        // A chain from the home directory through the workspace.
+        std::fs::write(ws.join("dot/bashrc"), "x\n").unwrap();
+        symlink("dot/bashrc", ws.join("l1")).unwrap();
+        symlink(ws.join("l1"), home.join(".bashrc")).unwrap();
+        // A loop.
+        symlink(".claude2", ws.join(".claude")).unwrap();
+        symlink(".claude", ws.join(".claude2")).unwrap();
+        let policy = build_sandbox_policy(&ws, &SandboxSettings { home: Some(home), ..Default::default() }).unwrap();
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        let got = |rel: &str| set.paths.iter().find(|x| x.path == ws.join(rel)).map(|x| (x.kind, x.absent));
+        assert_eq!(got(".git"), Some((ProtectedKind::File, false)), "the link itself");
+        assert_eq!(got("real.git"), Some((ProtectedKind::GitDir, false)), "git's directory, as git's");
+        assert_eq!(got(".githooks"), Some((ProtectedKind::File, false)));
+        assert_eq!(got("hooks-real"), Some((ProtectedKind::Dir, false)), "the hooks directory the link leads to");
+        assert_eq!(got(".vscode"), Some((ProtectedKind::File, false)));
+        assert_eq!(got("vs-real"), Some((ProtectedKind::Dir, true)));
+        assert_eq!(got("l1"), Some((ProtectedKind::File, false)), "a link on the way from the home directory");
+        assert_eq!(got("dot/bashrc"), Some((ProtectedKind::File, false)));
+        assert!(set.paths.iter().find(|x| x.path == ws.join("hooks-real")).unwrap().reason.contains("core.hooksPath"));
+        assert!(set.unprotectable.iter().any(|b| b.path == ws.join(".claude") && b.why.contains("loop")), "{:?}", set.unprotectable);
+        // `core.hooksPath = .`: the worktree is the hooks directory, each hook name in it a
+        // protected file.
+        std::fs::remove_file(ws.join(".git")).unwrap();
+        std::fs::rename(ws.join("real.git"), ws.join(".git")).unwrap();
+        std::fs::write(ws.join(".git/config"), "[core]\n\thooksPath = .\n").unwrap();
+        std::fs::write(ws.join("pre-commit"), "#!/bin/sh\n").unwrap();
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        let got = |rel: &str| set.paths.iter().find(|x| x.path == ws.join(rel)).map(|x| (x.kind, x.absent));
+        assert_eq!(got("pre-commit"), Some((ProtectedKind::File, false)));
+        assert_eq!(got("post-checkout"), Some((ProtectedKind::File, true)));
+        assert!(!set.unprotectable.iter().any(|b| b.path == ws), "{:?}", set.unprotectable);
     }
 
     #[test]
@@ -865,8 +944,8 @@ mod tests {
         let p = protected_paths(&mut PathResolver::new(), &policy).paths;
         let got: Vec<String> = p.iter().map(|x| x.path.strip_prefix(&ws).unwrap().display().to_string()).collect();
         // `.vscode/sub` lies in `.vscode`; `.vscode-x` only shares its bytes; `./.vscode` is
-        // the same path as `.vscode` (equal paths do not cover each other); `.git/hooks` is `.git`.
-        assert_eq!(got, [".vscode", ".vscode-x", ".vscode", ".git"]);
+        // the same path as `.vscode` (protected once); `.git/hooks` is `.git`.
+        assert_eq!(got, [".vscode", ".vscode-x", ".git"]);
     }
 
     #[test]

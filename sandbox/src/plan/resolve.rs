@@ -224,6 +224,13 @@ impl PathResolver {
     /// followed the way the kernel follows it (`..` applied lexically), at most [`MAX_SYMLINKS`]:
     /// (link, target as stored).
     pub fn links_on_the_way(&mut self, path: &Path) -> Vec<(PathBuf, PathBuf)> {
+        self.follow(path).0
+    }
+
+    /// The symbolic links met resolving `path` (as [`PathResolver::links_on_the_way`]) and where
+    /// it leads: the path with every link on its way followed, a dangling one too (the path the
+    /// kernel would create through it), `None` after [`MAX_SYMLINKS`] links (a loop).
+    pub fn follow(&mut self, path: &Path) -> (Vec<(PathBuf, PathBuf)>, Option<PathBuf>) {
         let mut out = Vec::new();
         let mut cur = normalize(path);
         'outer: for _ in 0..MAX_SYMLINKS {
@@ -243,9 +250,9 @@ impl PathResolver {
                     continue 'outer;
                 }
             }
-            break;
+            return (out, Some(cur));
         }
-        out
+        (out, None)
     }
 
 }
