@@ -1060,7 +1060,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let kind = nested_kind(&name, ft);
-        let reason = format!("created during the run: {}", crate::defaults::protected_table().iter().find(|e| e.name == name).map_or("configured", |e| e.why.as_str()));
+        let reason = format!("created during the run: {}", crate::plan::protected::table_why(Path::new(&name)));
         let snap = Snap { p: ProtectedPath { path, kind, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new() };
         r.in_place(&snap);
         if kind == ProtectedKind::Dir {
@@ -1080,7 +1080,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
 pub fn review_new_submodules(plan: &crate::plan::Plan, start: SystemTime, out: &mut ProtectedReview) {
     use crate::plan::protected::submodule_gits;
     let ws = &plan.workspace;
-    let is_git = |p: &&PathBuf| p.file_name().is_some_and(|n| n == ".git");
+    let is_git = |p: &&PathBuf| p.file_name().is_some_and(crate::plan::protected::is_dotgit);
     let mut roots = vec![ws.join(".git")];
     roots.extend(plan.protected.iter().map(|p| &p.path).chain(out.reviewed.iter()).filter(is_git).cloned());
     let subs = submodule_gits(ws, &roots);
@@ -1092,7 +1092,9 @@ pub fn review_new_submodules(plan: &crate::plan::Plan, start: SystemTime, out: &
         }
     }
     for (link, git) in subs.linked {
-        if known(&git, &r) {
+        // A link present at launch is protected itself (the planner follows it: the link is
+        // reviewed as a file, where it leads as what it is).
+        if known(&git, &r) || known(&link, &r) {
             continue;
         }
         if let Ok(m) = std::fs::symlink_metadata(&link) {

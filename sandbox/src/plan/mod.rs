@@ -847,7 +847,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     let overlays = kernel_at_least(&caps.kernel, 5, 11);
     for p in &mut protected {
         let bindable = p.kind != protected::ProtectedKind::File
-            || (p.path.file_name().is_some_and(|n| n == ".git") && !std::fs::symlink_metadata(&p.path).is_ok_and(|m| m.file_type().is_symlink()));
+            || (p.path.file_name().is_some_and(protected::is_dotgit) && !std::fs::symlink_metadata(&p.path).is_ok_and(|m| m.file_type().is_symlink()));
         p.private = level == SandboxLevel::Full && overlays && !p.absent && bindable;
     }
     #[cfg(unix)]

@@ -136,9 +136,10 @@ const CONFIG_FILES: usize = 64;
 /// of its worktree.
 #[must_use]
 pub fn read_git_configs(files: Vec<PathBuf>, home: Option<&Path>) -> GitConfigRefs {
+    // `~/` is the home directory; `~user/` that user's (git expands both).
     let expand = |v: &str| match (v.strip_prefix("~/"), home) {
         (Some(rest), Some(h)) => h.join(rest),
-        _ => PathBuf::from(v),
+        _ => v.strip_prefix('~').and_then(|r| r.split_once('/')).filter(|(u, _)| !u.is_empty()).and_then(|(u, rest)| Some(user_home(u)?.join(rest))).unwrap_or_else(|| PathBuf::from(v)),
     };
     let mut queue = files;
     queue.reverse();
@@ -182,6 +183,30 @@ pub fn read_git_configs(files: Vec<PathBuf>, home: Option<&Path>) -> GitConfigRe
         }
     }
     out
+}
+
+/// The home directory of the user named `name` (`getpwnam_r`), for git's `~user/` paths.
+#[cfg(unix)]
+fn user_home(name: &str) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let cname = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0 as libc::c_char; 16 << 10];
+    // SAFETY: zeroed plain data, filled by getpwnam_r.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut res: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: valid C string, a buffer of the given length, and out-pointers.
+    let rc = unsafe { libc::getpwnam_r(cname.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut res) };
+    if rc != 0 || res.is_null() || pw.pw_dir.is_null() {
+        return None;
+    }
+    // SAFETY: pw_dir points into `buf`, NUL-terminated by getpwnam_r.
+    let dir = unsafe { std::ffi::CStr::from_ptr(pw.pw_dir) };
+    Some(PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes())))
+}
+
+#[cfg(not(unix))]
+fn user_home(_name: &str) -> Option<PathBuf> {
+    None
 }
 
 /// The `.git` git finds from `dir`: `dir/.git`, or the nearest one above it (`dir` is a
@@ -279,7 +304,7 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     // runs at the user's next git command in it; a relative `core.hooksPath` of the global
     // configuration is relative to each repository's worktree. (The global configuration's
     // targets are the workspace's already.)
-    let nested_gits: Vec<PathBuf> = p.out[first_nested..].iter().filter(|q| !q.absent && q.path.file_name().is_some_and(|n| n == ".git")).map(|q| q.path.clone()).collect();
+    let nested_gits: Vec<PathBuf> = p.out[first_nested..].iter().filter(|q| !q.absent && q.path.file_name().is_some_and(is_dotgit)).map(|q| q.path.clone()).collect();
     let mut hooks: Vec<(PathBuf, String)> = Vec::new();
     for g in &nested_gits {
         let Some(worktree) = g.parent() else { continue };
@@ -329,10 +354,10 @@ fn drop_covered(out: &mut Vec<ProtectedPath>) {
 /// The kind a protected name stands for when absent (`.git`: a git directory; a name of the
 /// table: its kind; anything else: a directory).
 fn hint_for(rel: &Path) -> ProtectedKind {
-    if rel == Path::new(".git") {
+    if is_dotgit(rel.as_os_str()) {
         ProtectedKind::GitDir
     } else {
-        crate::defaults::protected_table().iter().find(|e| Path::new(&e.name) == rel).map_or(ProtectedKind::Dir, |e| e.kind)
+        table_entry(rel).map_or(ProtectedKind::Dir, |e| e.kind)
     }
 }
 
@@ -417,7 +442,7 @@ impl Protector<'_> {
                 let real_dir = existing.and_then(|e| self.resolver.canonicalize(e).ok().map(|c| (e, c))).is_some_and(|(e, c)| c.kind == FileKind::Dir && c.path.starts_with(&root) && c.path == e);
                 if real_dir {
                     self.out.push(ProtectedPath { path: target, kind: hint, absent: true, private: false, reason });
-                } else if !existing.is_some_and(|e| e.file_name().is_some_and(|n| n == ".git") && std::fs::symlink_metadata(e).is_ok_and(|m| m.is_file())) {
+                } else if !existing.is_some_and(|e| e.file_name().is_some_and(is_dotgit) && std::fs::symlink_metadata(e).is_ok_and(|m| m.is_file())) {
                     self.bad.push(Unprotectable { path: target, why: "absent, and its parent is not a directory of the workspace".into() });
                 }
             }
@@ -491,11 +516,16 @@ pub fn walk_nested(ws: &Path, names: &[&str], budget: usize, known: Option<(&[(P
             let name = e.file_name();
             let n = name.to_string_lossy();
             let Ok(ft) = e.file_type() else { continue };
-            if names.contains(&n.as_ref()) {
-                // Top-level names are the roots' own entries (handled elsewhere).
-                if depth > 0 {
-                    out.found.push((e.path(), ft));
-                }
+            // Matched without regard to ASCII case: on a case-insensitive filesystem (macOS by
+            // default, vfat, exFAT, ext4 casefold) `sub/.GIT` is the repository git uses in
+            // `sub`; on another one protecting it costs nothing. Top-level names are the roots'
+            // own entries (handled elsewhere: looked up by name, so the filesystem's own rule
+            // applies), matched exactly.
+            if depth > 0 && names.iter().any(|x| name.eq_ignore_ascii_case(x)) {
+                out.found.push((e.path(), ft));
+                continue;
+            }
+            if depth == 0 && names.contains(&n.as_ref()) {
                 continue;
             }
             if ft.is_dir() && depth < NESTED_DEPTH && !NESTED_SKIP.contains(&n.as_ref()) {
@@ -529,13 +559,23 @@ fn change_time_ns(m: &std::fs::Metadata) -> Option<u128> {
 /// The protected kind of a nested entry named `name` that is a directory (`.git`: git's).
 #[must_use]
 pub fn nested_kind(name: &str, ft: std::fs::FileType) -> ProtectedKind {
-    if ft.is_dir() {
-        if name == ".git" { ProtectedKind::GitDir } else { ProtectedKind::Dir }
-    } else if name == ".git" {
-        ProtectedKind::GitDir
+    if ft.is_dir() && !is_dotgit(name.as_ref()) {
+        ProtectedKind::Dir
     } else {
-        crate::defaults::protected_table().iter().find(|e| e.name == name).map_or(ProtectedKind::Dir, |e| e.kind)
+        hint_for(Path::new(name))
     }
+}
+
+/// `name` is `.git` (whatever its ASCII case: on a case-insensitive filesystem `.GIT` is git's).
+#[must_use]
+pub fn is_dotgit(name: &std::ffi::OsStr) -> bool {
+    name.eq_ignore_ascii_case(".git")
+}
+
+/// The table's entry for the protected name `rel` (a single name matched without regard to
+/// ASCII case, as [`walk_nested`] finds it).
+fn table_entry(rel: &Path) -> Option<&'static crate::defaults::ProtectedEntry> {
+    crate::defaults::protected_table().iter().find(|e| Path::new(&e.name) == rel || (!e.name.contains('/') && rel.as_os_str().eq_ignore_ascii_case(&e.name)))
 }
 
 /// The table's names present in the workspace's subdirectories (depth 1 to [`NESTED_DEPTH`]),
@@ -563,7 +603,7 @@ fn nested_protected(p: &mut Protector<'_>, policy: &SandboxPolicy) -> Vec<(PathB
         // of: the submodules of a monorepo inside the package the workspace is), and the nested
         // ones; only the submodules inside the workspace count (nothing else is writable).
         let mut dotgits: Vec<PathBuf> = enclosing_dotgit(&policy.workspace_path).into_iter().collect();
-        dotgits.extend(p.out[first..].iter().filter(|q| q.path.file_name().is_some_and(|n| n == ".git")).map(|q| q.path.clone()));
+        dotgits.extend(p.out[first..].iter().filter(|q| q.path.file_name().is_some_and(is_dotgit)).map(|q| q.path.clone()));
         let mut subs = submodule_gits(&policy.workspace_path, &dotgits);
         subs.plain.retain(|(g, _)| g.starts_with(&policy.workspace_path));
         subs.linked.retain(|(l, _)| l.starts_with(&policy.workspace_path));
@@ -710,8 +750,8 @@ fn gitmodules_paths(ws: &Path) -> Vec<PathBuf> {
 const LINK_WHY: &str = "a symbolic link: it cannot be made private, and is put back if the command changes or replaces it";
 
 /// The table's reason for a protected name (relative), or `configured` for a name the user added.
-fn table_why(rel: &Path) -> String {
-    crate::defaults::protected_table().iter().find(|e| Path::new(&e.name) == rel).map_or_else(|| "configured".to_string(), |e| e.why.clone())
+pub(crate) fn table_why(rel: &Path) -> String {
+    table_entry(rel).map_or_else(|| "configured".to_string(), |e| e.why.clone())
 }
 
 #[cfg(test)]
@@ -799,6 +839,18 @@ mod tests {
         let got = |rel: &str| out.iter().find(|p| p.path == ws.join(rel)).map(|p| (p.absent, p.reason.contains("is a symbolic link to it")));
         assert_eq!(got("bashrc"), Some((true, true)));
         assert_eq!(got("gitconfig"), Some((false, true)));
+    }
+
+    #[test]
+    fn a_users_home_in_a_config_path() {
+        let d = crate::test_dir();
+        let f = d.path().join("config");
+        std::fs::write(&f, "[include]\n\tpath = ~root/x.gitconfig\n\tpath = ~no-such-user-lg/y\n").unwrap();
+        let got: Vec<PathBuf> = read_git_configs(vec![f], None).targets.into_iter().map(|(p, _)| p).collect();
+        let root_home = user_home("root").expect("root has a home directory");
+        assert_eq!(got[0], root_home.join("x.gitconfig"));
+        // An unknown user: as written (relative to the including file, as git would fail it).
+        assert_eq!(got[1], d.path().join("~no-such-user-lg/y"));
     }
 
     #[test]
@@ -1041,6 +1093,28 @@ mod tests {
         let after = walk_nested(&ws, &names, NESTED_ENTRIES, Some((&launch.dirs, since)));
         let found: Vec<PathBuf> = after.found.iter().map(|(p, _)| p.strip_prefix(&ws).unwrap().to_path_buf()).collect();
         assert_eq!(found, vec![PathBuf::from("a/b/c/.git"), PathBuf::from("a/x/y/.bashrc"), PathBuf::from("new/n1/.vscode")]);
+    }
+
+    #[test]
+    fn nested_names_are_found_whatever_their_ascii_case() {
+        let d = crate::test_dir();
+        let ws = std::fs::canonicalize(d.path()).unwrap();
+        // On a case-insensitive filesystem these are git's and VS Code's; on this one,
+        // protecting them costs nothing. A top-level `.GIT` is an ordinary directory here.
+        std::fs::create_dir_all(ws.join("sub/.GIT/hooks")).unwrap();
+        std::fs::create_dir_all(ws.join("a/.VSCode")).unwrap();
+        std::fs::create_dir_all(ws.join(".GIT/x/.git")).unwrap();
+        let walk = walk_nested(&ws, &[".git", ".vscode"], NESTED_ENTRIES, None);
+        let found: Vec<PathBuf> = walk.found.iter().map(|(p, _)| p.strip_prefix(&ws).unwrap().to_path_buf()).collect();
+        assert_eq!(found, [".GIT/x/.git", "a/.VSCode", "sub/.GIT"].map(PathBuf::from));
+        let dir = std::fs::symlink_metadata(ws.join("sub/.GIT")).unwrap().file_type();
+        assert_eq!(nested_kind(".GIT", dir), ProtectedKind::GitDir);
+        assert_eq!(nested_kind(".VSCode", dir), ProtectedKind::Dir);
+        let policy = build_sandbox_policy(&ws, &SandboxSettings { home: None, ..Default::default() }).unwrap();
+        let p = protected_paths(&mut PathResolver::new(), &policy).paths;
+        let got = |rel: &str| p.iter().find(|x| x.path == ws.join(rel)).map(|x| x.kind);
+        assert_eq!(got("sub/.GIT"), Some(ProtectedKind::GitDir));
+        assert_eq!(got("a/.VSCode"), Some(ProtectedKind::Dir));
     }
 
     #[test]
