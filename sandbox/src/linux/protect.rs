@@ -1030,17 +1030,10 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         out.notes.push(format!("the launch walk for nested protected names stopped after {NESTED_ENTRIES} entries: names created in subdirectories during the run were not reviewed"));
         return;
     }
-    let mut names: Vec<String> = plan
-        .protected
-        .iter()
-        .map(|p| p.path.as_path())
-        .chain(plan.unprotectable.iter().map(|u| u.path.as_path()))
-        .filter(|p| p.parent() == Some(ws.as_path()))
-        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .collect();
-    names.sort();
-    names.dedup();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    // The names the launch walk looked for (the table's, or the configured ones): not the
+    // workspace's other protected paths (a link's target, `core.hooksPath`'s directory), which
+    // are protected where they are, not as names wherever they appear.
+    let names: Vec<&str> = plan.nested_names.iter().map(String::as_str).collect();
     if names.is_empty() {
         return;
     }

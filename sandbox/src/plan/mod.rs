@@ -414,6 +414,9 @@ pub struct Plan {
     /// (the walk after the run reads only those changed since; not serialised).
     #[serde(skip)]
     pub nested_dirs: Vec<(PathBuf, usize)>,
+    /// The protected names the launch walk looked for in subdirectories (not serialised).
+    #[serde(skip)]
+    pub nested_names: Vec<String>,
     /// Files inside a protected git directory that git's configuration includes
     /// ([`protected::read_git_configs`]): reviewed as config files, key by key, not as git's
     /// state (runner only; not serialised).
@@ -831,7 +834,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     crate::timing::stamp("plan_configs");
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
-    let protected::ProtectedSet { paths: mut protected, unprotectable, nested_dirs, git_config_files } =
+    let protected::ProtectedSet { paths: mut protected, unprotectable, nested_dirs, nested_names, git_config_files } =
         if confined && policy.mode == SandboxMode::WorkspaceWrite && !(crate::ablation::is(ProtectionId::WorkspacePersistence) || crate::ablation::is(ProtectionId::WorkspacePersistenceLive)) {
             protected::protected_paths(&mut resolver, policy)
         } else {
@@ -991,6 +994,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         protected,
         unprotectable,
         nested_dirs,
+        nested_names,
         git_config_files,
         configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
         config_copies,

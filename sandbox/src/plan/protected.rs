@@ -225,6 +225,8 @@ pub struct ProtectedSet {
     pub unprotectable: Vec<Unprotectable>,
     /// Every directory the nested walk read, with its depth (for the walk after the run).
     pub nested_dirs: Vec<(PathBuf, usize)>,
+    /// The names the nested walk looked for (the walk after the run looks for the same).
+    pub nested_names: Vec<String>,
     /// The files git's configuration includes that lie inside a protected git directory: the
     /// review reads them key by key, as the repository's `config`.
     pub git_config_files: Vec<PathBuf>,
@@ -329,7 +331,8 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let Protector { mut out, bad, .. } = p;
     drop_covered(&mut out);
     let git_config_files = included.into_iter().filter(|f| out.iter().any(|q| q.kind == ProtectedKind::GitDir && f.starts_with(&q.path))).collect();
-    ProtectedSet { paths: out, unprotectable: bad, nested_dirs: dirs, git_config_files }
+    let nested_names = policy.protected_workspace_paths.iter().filter(|n| !n.contains('/')).cloned().collect();
+    ProtectedSet { paths: out, unprotectable: bad, nested_dirs: dirs, nested_names, git_config_files }
 }
 
 /// Removes from `out` each path that lies inside another one (covered by it: the outer one is
