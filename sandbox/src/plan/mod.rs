@@ -834,7 +834,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     crate::timing::stamp("plan_configs");
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
-    let protected::ProtectedSet { paths: mut protected, unprotectable, nested_dirs, nested_names, git_config_files } =
+    let protected::ProtectedSet { paths: mut protected, mut unprotectable, nested_dirs, nested_names, git_config_files, in_scratch } =
         if confined && policy.mode == SandboxMode::WorkspaceWrite && !(crate::ablation::is(ProtectionId::WorkspacePersistence) || crate::ablation::is(ProtectionId::WorkspacePersistenceLive)) {
             protected::protected_paths(&mut resolver, policy)
         } else {
@@ -847,6 +847,10 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     // and is reviewed after the run: a bound copy could not be replaced by a rename (`sed -i`,
     // `git submodule add` writing .gitmodules fail with EBUSY). A symbolic link cannot be
     // bound either (the mount would land on its target, which is protected on its own).
+    // What a protected path leads to in `/tmp` or `/dev/shm`: the host's, writable, below Full.
+    if level != SandboxLevel::Full {
+        unprotectable.extend(in_scratch);
+    }
     let overlays = kernel_at_least(&caps.kernel, 5, 11);
     for p in &mut protected {
         let bindable = p.kind != protected::ProtectedKind::File

@@ -227,6 +227,9 @@ pub struct ProtectedSet {
     pub nested_dirs: Vec<(PathBuf, usize)>,
     /// The names the nested walk looked for (the walk after the run looks for the same).
     pub nested_names: Vec<String>,
+    /// What a protected path leads to in a scratch directory (`/tmp`, `/dev/shm`): private for
+    /// the run at Full level, the host's (writable, not protected) at Standard.
+    pub in_scratch: Vec<Unprotectable>,
     /// The files git's configuration includes that lie inside a protected git directory: the
     /// review reads them key by key, as the repository's `config`.
     pub git_config_files: Vec<PathBuf>,
@@ -261,7 +264,8 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
         }
         roots.push(c.path);
     }
-    let mut p = Protector { resolver, roots: roots.clone(), out: Vec::new(), bad: Vec::new() };
+    let scratch_dirs = scratch.iter().filter_map(|d| std::fs::canonicalize(d).ok()).collect();
+    let mut p = Protector { resolver, roots: roots.clone(), scratch: scratch_dirs, out: Vec::new(), bad: Vec::new(), in_scratch: Vec::new() };
     let mut names: Vec<(PathBuf, String)> = Vec::new();
     for root in &roots {
         for rel in &policy.protected_workspace_paths {
@@ -328,11 +332,11 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let mut included: Vec<PathBuf> = names.into_iter().map(|(q, _)| q).collect();
     included.sort();
     included.dedup();
-    let Protector { mut out, bad, .. } = p;
+    let Protector { mut out, bad, in_scratch, .. } = p;
     drop_covered(&mut out);
     let git_config_files = included.into_iter().filter(|f| out.iter().any(|q| q.kind == ProtectedKind::GitDir && f.starts_with(&q.path))).collect();
     let nested_names = policy.protected_workspace_paths.iter().filter(|n| !n.contains('/')).cloned().collect();
-    ProtectedSet { paths: out, unprotectable: bad, nested_dirs: dirs, nested_names, git_config_files }
+    ProtectedSet { paths: out, unprotectable: bad, nested_dirs: dirs, nested_names, git_config_files, in_scratch }
 }
 
 /// Removes from `out` each path that lies inside another one (covered by it: the outer one is
@@ -380,8 +384,11 @@ struct Protector<'r> {
     resolver: &'r mut PathResolver,
     /// The writable roots (canonical; the workspace first).
     roots: Vec<PathBuf>,
+    /// The scratch directories (canonical).
+    scratch: Vec<PathBuf>,
     out: Vec<ProtectedPath>,
     bad: Vec<Unprotectable>,
+    in_scratch: Vec<Unprotectable>,
 }
 
 impl Protector<'_> {
@@ -428,7 +435,13 @@ impl Protector<'_> {
             }
             return;
         }
-        let Some(root) = self.roots.iter().find(|r| target.starts_with(r)).cloned() else { return };
+        let Some(root) = self.roots.iter().find(|r| target.starts_with(r)).cloned() else {
+            if let Some(d) = self.scratch.iter().find(|d| target.starts_with(d)) {
+                let why = format!("in {}, which is the host's at Standard level (a private one for the run at Full): {reason}", d.display());
+                self.in_scratch.push(Unprotectable { path: target, why });
+            }
+            return;
+        };
         match std::fs::symlink_metadata(&target) {
             Ok(m) if m.is_dir() => {
                 let kind = if hint == ProtectedKind::GitDir { ProtectedKind::GitDir } else { ProtectedKind::Dir };
@@ -765,7 +778,7 @@ mod tests {
     /// The nested walk's and the submodule search's protected paths alone.
     fn nested(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
         let mut resolver = PathResolver::new();
-        let mut p = Protector { resolver: &mut resolver, roots: vec![policy.workspace_path.clone()], out: Vec::new(), bad: Vec::new() };
+        let mut p = Protector { resolver: &mut resolver, roots: vec![policy.workspace_path.clone()], scratch: Vec::new(), out: Vec::new(), bad: Vec::new(), in_scratch: Vec::new() };
         nested_protected(&mut p, policy);
         (p.out, p.bad)
     }
@@ -910,7 +923,10 @@ mod tests {
         std::os::unix::fs::symlink("/tmp", ws.join(".idea")).unwrap();
         let s = SandboxSettings { home: Some(home), ..Default::default() };
         let policy = build_sandbox_policy(&ws, &s).unwrap();
-        let ProtectedSet { paths: p, unprotectable: bad, .. } = protected_paths(&mut PathResolver::new(), &policy);
+        let ProtectedSet { paths: p, unprotectable: bad, in_scratch, .. } = protected_paths(&mut PathResolver::new(), &policy);
+        // Where .idea leads, /tmp, is the host's at Standard: said so (the plan reports it below Full).
+        let tmp = std::fs::canonicalize("/tmp").unwrap();
+        assert!(in_scratch.iter().any(|u| u.path == tmp && u.why.contains("Standard")), "{in_scratch:?}");
         let got: Vec<(String, ProtectedKind, bool)> =
             p.iter().map(|x| (x.path.strip_prefix(&ws).unwrap().display().to_string(), x.kind, x.absent)).collect();
         assert_eq!(got[..3], [
