@@ -840,6 +840,11 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         } else {
             protected::ProtectedSet::default()
         };
+    // What a protected path leads to in `/tmp` or `/dev/shm`: the host's, writable, below Full
+    // (a private one for the run at Full).
+    if level != SandboxLevel::Full {
+        unprotectable.extend(in_scratch);
+    }
     // Overlays in a user namespace from 5.11. Where overlayfs is not loaded (the sandbox cannot
     // load its module) the mount fails and the path is bound read-only for the run instead: the
     // protection table says so beforehand.
@@ -847,10 +852,6 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     // and is reviewed after the run: a bound copy could not be replaced by a rename (`sed -i`,
     // `git submodule add` writing .gitmodules fail with EBUSY). A symbolic link cannot be
     // bound either (the mount would land on its target, which is protected on its own).
-    // What a protected path leads to in `/tmp` or `/dev/shm`: the host's, writable, below Full.
-    if level != SandboxLevel::Full {
-        unprotectable.extend(in_scratch);
-    }
     let overlays = kernel_at_least(&caps.kernel, 5, 11);
     for p in &mut protected {
         let bindable = p.kind != protected::ProtectedKind::File
