@@ -111,16 +111,6 @@ impl GitConfigRefs {
     pub fn hooks_dirs(&self, worktree: &Path) -> Vec<(PathBuf, String)> {
         self.hooks.iter().map(|(v, f)| (crate::plan::resolve::normalize(&worktree.join(v)), format!("core.hooksPath = {} in {}", v.display(), f.display()))).collect()
     }
-
-    #[cfg(test)]
-    fn extend(&mut self, other: &GitConfigRefs) {
-        for t in &other.targets {
-            if !self.targets.iter().any(|(q, _)| *q == t.0) {
-                self.targets.push(t.clone());
-            }
-        }
-        self.hooks.extend(other.hooks.iter().cloned());
-    }
 }
 
 /// How many configuration files [`read_git_configs`] reads at most (git stops including at a
@@ -251,21 +241,29 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let ws = &policy.workspace_path;
     let global = read_git_configs(global_git_config_files(home), home);
     // The writable roots: the workspace, then every other one (`--allow-write DIR`, not the
-    // scratch directories), canonical.
+    // scratch directories), canonical; and the writable files (`--allow-write FILE`).
     let scratch = crate::defaults::tables(policy.platform).scratch_write;
     let mut roots: Vec<PathBuf> = vec![ws.clone()];
+    let mut files: Vec<PathBuf> = Vec::new();
     for w in &policy.writable_paths {
         if scratch.iter().any(|s| Path::new(s) == w) {
             continue;
         }
         let Ok(c) = resolver.canonicalize(w) else { continue };
-        if c.kind != FileKind::Dir || c.path.starts_with(ws) || roots.contains(&c.path) {
+        if c.path.starts_with(ws) || roots.contains(&c.path) {
             continue;
         }
-        roots.push(c.path);
+        match c.kind {
+            FileKind::Dir => roots.push(c.path),
+            FileKind::File => files.push(c.path),
+            _ => {}
+        }
     }
-    let scratch_dirs = scratch.iter().filter_map(|d| std::fs::canonicalize(d).ok()).collect();
-    let mut p = Protector { resolver, roots: roots.clone(), scratch: scratch_dirs, out: Vec::new(), bad: Vec::new(), in_scratch: Vec::new() };
+    let scratch_dirs = scratch.iter().filter_map(|d| resolver.canonicalize(Path::new(d)).ok().map(|c| c.path)).collect();
+    let mut p = Protector { resolver, roots: roots.clone(), files, scratch: scratch_dirs, out: Vec::new(), bad: Vec::new(), in_scratch: Vec::new() };
+    // The protected names that stand alone (not `.git/hooks`): looked for in the home directory
+    // and in the workspace's subdirectories.
+    let single: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
     let mut names: Vec<(PathBuf, String)> = Vec::new();
     for root in &roots {
         for rel in &policy.protected_workspace_paths {
@@ -293,7 +291,7 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     // dotfiles repository: `~/.bashrc -> ~/dotfiles/bashrc`): what the link's target holds runs
     // in the user's next shell (or git, or agent session) as if it were the dotfile itself.
     if let Some(home) = home {
-        for name in policy.protected_workspace_paths.iter().filter(|n| !n.contains('/')) {
+        for name in &single {
             let link = home.join(name);
             if std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
                 let why = format!("{} is a symbolic link to it: {}", link.display(), table_why(Path::new(name)));
@@ -304,26 +302,24 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     // Nested copies in the workspace (a repository in a subdirectory, `sub/.vscode`), present at
     // launch, found by a bounded walk, and the submodules git would enter.
     let first_nested = p.out.len();
-    let dirs = nested_protected(&mut p, policy);
+    let dirs = nested_protected(&mut p, &policy.workspace_path, &single);
     // Each nested repository and submodule checked out at launch: what its own configuration
     // names in its worktree (`core.hooksPath = .githooks`, `include.path = ../shared.gitconfig`)
     // runs at the user's next git command in it; a relative `core.hooksPath` of the global
     // configuration is relative to each repository's worktree. (The global configuration's
     // targets are the workspace's already.)
     let nested_gits: Vec<PathBuf> = p.out[first_nested..].iter().filter(|q| !q.absent && q.path.file_name().is_some_and(is_dotgit)).map(|q| q.path.clone()).collect();
-    let mut hooks: Vec<(PathBuf, String)> = Vec::new();
     for g in &nested_gits {
         let Some(worktree) = g.parent() else { continue };
         let own = read_git_configs(repo_git_config_files(g), home);
-        hooks.extend(global.hooks_dirs(worktree).into_iter().chain(own.hooks_dirs(worktree)));
+        for (path, why) in global.hooks_dirs(worktree).into_iter().chain(own.hooks_dirs(worktree)) {
+            p.protect_hooks_dir(&path, &why);
+        }
         for t in own.targets {
             if !names.iter().any(|(q, _)| *q == t.0) {
                 names.push(t);
             }
         }
-    }
-    for (path, why) in hooks {
-        p.protect_hooks_dir(&path, &why);
     }
     // The files git's configuration includes, `init.templateDir`, a config file's link target.
     for (path, why) in &names {
@@ -335,7 +331,7 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let Protector { mut out, bad, in_scratch, .. } = p;
     drop_covered(&mut out);
     let git_config_files = included.into_iter().filter(|f| out.iter().any(|q| q.kind == ProtectedKind::GitDir && f.starts_with(&q.path))).collect();
-    let nested_names = policy.protected_workspace_paths.iter().filter(|n| !n.contains('/')).cloned().collect();
+    let nested_names = single.iter().map(|n| (*n).to_string()).collect();
     ProtectedSet { paths: out, unprotectable: bad, nested_dirs: dirs, nested_names, git_config_files, in_scratch }
 }
 
@@ -384,6 +380,8 @@ struct Protector<'r> {
     resolver: &'r mut PathResolver,
     /// The writable roots (canonical; the workspace first).
     roots: Vec<PathBuf>,
+    /// The writable files outside them (canonical).
+    files: Vec<PathBuf>,
     /// The scratch directories (canonical).
     scratch: Vec<PathBuf>,
     out: Vec<ProtectedPath>,
@@ -436,7 +434,11 @@ impl Protector<'_> {
             return;
         }
         let Some(root) = self.roots.iter().find(|r| target.starts_with(r)).cloned() else {
-            if let Some(d) = self.scratch.iter().find(|d| target.starts_with(d)) {
+            if self.files.contains(&target) {
+                // A writable file a protected link leads to (`.mcp.json -> ~/shared/mcp.json`,
+                // granted with `--allow-write`): a file of its own, reviewed in place.
+                self.out.push(ProtectedPath { path: target, kind: ProtectedKind::File, absent: false, private: false, reason });
+            } else if let Some(d) = self.scratch.iter().find(|d| target.starts_with(d)) {
                 let why = format!("in {}, which is the host's at Standard level (a private one for the run at Full): {reason}", d.display());
                 self.in_scratch.push(Unprotectable { path: target, why });
             }
@@ -598,9 +600,8 @@ fn table_entry(rel: &Path) -> Option<&'static crate::defaults::ProtectedEntry> {
 /// each protected as what it is, and the submodules git would enter. A walk that runs out of
 /// its budget is reported (the rest of the workspace is not looked at). Returns the
 /// directories the walk read.
-fn nested_protected(p: &mut Protector<'_>, policy: &SandboxPolicy) -> Vec<(PathBuf, usize)> {
-    let names: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
-    let NestedWalk { found, stopped, dirs } = walk_nested(&policy.workspace_path, &names, NESTED_ENTRIES, None);
+fn nested_protected(p: &mut Protector<'_>, ws: &Path, names: &[&str]) -> Vec<(PathBuf, usize)> {
+    let NestedWalk { found, stopped, dirs } = walk_nested(ws, names, NESTED_ENTRIES, None);
     let first = p.out.len();
     for (path, _) in found {
         let n = path.file_name().map(PathBuf::from).unwrap_or_default();
@@ -618,11 +619,11 @@ fn nested_protected(p: &mut Protector<'_>, policy: &SandboxPolicy) -> Vec<(PathB
         // The repository git finds from the workspace (its own, or the one it is a subdirectory
         // of: the submodules of a monorepo inside the package the workspace is), and the nested
         // ones; only the submodules inside the workspace count (nothing else is writable).
-        let mut dotgits: Vec<PathBuf> = enclosing_dotgit(&policy.workspace_path).into_iter().collect();
+        let mut dotgits: Vec<PathBuf> = enclosing_dotgit(ws).into_iter().collect();
         dotgits.extend(p.out[first..].iter().filter(|q| q.path.file_name().is_some_and(is_dotgit)).map(|q| q.path.clone()));
-        let mut subs = submodule_gits(&policy.workspace_path, &dotgits);
-        subs.plain.retain(|(g, _)| g.starts_with(&policy.workspace_path));
-        subs.linked.retain(|(l, _)| l.starts_with(&policy.workspace_path));
+        let mut subs = submodule_gits(ws, &dotgits);
+        subs.plain.retain(|(g, _)| g.starts_with(ws));
+        subs.linked.retain(|(l, _)| l.starts_with(ws));
         for (index, e) in subs.unreadable {
             p.bad.push(Unprotectable { path: index, why: format!("{INDEX_UNREAD}: {e}") });
         }
@@ -639,7 +640,7 @@ fn nested_protected(p: &mut Protector<'_>, policy: &SandboxPolicy) -> Vec<(PathB
             // takes the `.git` of every one beyond as made during the run.
             if count == SUBMODULE_REPOS {
                 let why = format!("more than {SUBMODULE_REPOS} submodules: from {} on they are not protected during the run, and their .git is taken out after it", path.display());
-                p.bad.push(Unprotectable { path: policy.workspace_path.clone(), why });
+                p.bad.push(Unprotectable { path: ws.to_path_buf(), why });
                 break;
             }
             count += 1;
@@ -778,8 +779,9 @@ mod tests {
     /// The nested walk's and the submodule search's protected paths alone.
     fn nested(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
         let mut resolver = PathResolver::new();
-        let mut p = Protector { resolver: &mut resolver, roots: vec![policy.workspace_path.clone()], scratch: Vec::new(), out: Vec::new(), bad: Vec::new(), in_scratch: Vec::new() };
-        nested_protected(&mut p, policy);
+        let mut p = Protector { resolver: &mut resolver, roots: vec![policy.workspace_path.clone()], files: Vec::new(), scratch: Vec::new(), out: Vec::new(), bad: Vec::new(), in_scratch: Vec::new() };
+        let names: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
+        nested_protected(&mut p, &policy.workspace_path, &names);
         (p.out, p.bad)
     }
 
@@ -828,12 +830,12 @@ mod tests {
         // Relative to the including file; followed through includes; conditions taken as met.
         std::fs::write(home.join("dotfiles/git/config"), "[includeIf \"gitdir:~/work/\"]\n\tpath = work.conf\n").unwrap();
         std::fs::write(ws.join(".git/config"), "[include]\n\tpath = ../shared.gitconfig\n\tpath = extra.conf\n").unwrap();
-        let refs = |ws: &Path| {
-            let mut r = read_git_configs(global_git_config_files(Some(&home)), Some(&home));
-            r.extend(&read_git_configs(repo_git_config_files(&ws.join(".git")), Some(&home)));
-            r
-        };
-        let got: Vec<PathBuf> = refs(&ws).targets.into_iter().map(|(p, _)| p).collect();
+        let got: Vec<PathBuf> = read_git_configs(global_git_config_files(Some(&home)), Some(&home))
+            .targets
+            .into_iter()
+            .chain(read_git_configs(repo_git_config_files(&ws.join(".git")), Some(&home)).targets)
+            .map(|(p, _)| p)
+            .collect();
         for want in [home.join("dotfiles/git/config"), home.join("dotfiles/templates"), home.join("dotfiles/git/work.conf"), ws.join("shared.gitconfig"), ws.join(".git/extra.conf")] {
             assert!(got.contains(&want), "{want:?} not in {got:?}");
         }
