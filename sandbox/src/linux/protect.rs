@@ -273,7 +273,8 @@ fn remove_any(p: &Path) -> std::io::Result<()> {
 const FIND_ENTRIES: usize = 200_000;
 
 /// Where the directory with inode `ino` on device `dev` is now, looked for in `p`'s parent and
-/// then in the workspace (breadth first, no links followed, at most [`FIND_ENTRIES`] entries).
+/// then in `ws`, its writable root (breadth first, no links followed, at most [`FIND_ENTRIES`]
+/// entries).
 fn find_inode(ws: &Path, p: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
     use std::os::unix::fs::DirEntryExt;
     let mut budget = FIND_ENTRIES;
@@ -308,6 +309,9 @@ fn find_inode(ws: &Path, p: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
 
 struct Reviewer<'a> {
     ws: &'a Path,
+    /// The writable roots (canonical; the workspace first): a protected path is looked for, and
+    /// links on its way taken out, in its own.
+    roots: &'a [PathBuf],
     start: SystemTime,
     out: ProtectedReview,
     /// Directories the in-place review re-created (a link or file stood there).
@@ -449,7 +453,7 @@ impl Reviewer<'_> {
 /// indexes of protected paths that were bound read-only instead (nothing to review).
 #[must_use]
 pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, snapshot: &Snapshot, read_only: &[usize], start: SystemTime) -> ProtectedReview {
-    let mut r = Reviewer { ws, start, out: ProtectedReview::default(), recreated: Vec::new(), includes: &snapshot.2 };
+    let mut r = Reviewer { ws, roots: &snapshot.3, start, out: ProtectedReview::default(), recreated: Vec::new(), includes: &snapshot.2 };
     for (i, p) in protected.iter().enumerate() {
         if read_only.contains(&i) {
             r.out.read_only.push(r.rel(&p.path));
@@ -467,25 +471,16 @@ pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, sna
             }
             ProtectedKind::Dir | ProtectedKind::GitDir => {
                 // The directory cannot be renamed or replaced (a mount point), but a parent can
-                // be moved, maybe with a link left in its place: the changes go where the
-                // directory is now, never through a link.
+                // be moved, with a link, another directory or nothing left in its place: found
+                // as one reviewed in place is, and its changes go where it is then, never
+                // through a link.
                 let id = snapshot.1.iter().find(|(q, ..)| *q == p.path).map(|(_, d, i)| (*d, *i));
-                let here = id.is_some_and(|(d, i)| std::fs::symlink_metadata(&p.path).is_ok_and(|m| m.dev() == d && m.ino() == i))
-                    && p.path.parent().is_some_and(real_dir_path);
-                let root = if here {
-                    Some(p.path.clone())
-                } else {
-                    id.and_then(|(d, i)| find_inode(ws, &p.path, d, i)).filter(|at| at.parent().is_some_and(real_dir_path))
-                };
-                match root {
+                match r.locate(p, id) {
                     Some(root) => {
                         r.out.reviewed.push(root.clone());
-                        if root != p.path {
-                            r.out.notes.push(format!("{} was moved with a parent directory during the run: its changes are reviewed where it is now, {}", r.rel(&p.path), r.rel(&root)));
-                        }
                         r.review(p, &root, &upper);
                     }
-                    None => r.out.notes.push(format!("{}: a parent directory was moved or replaced during the run and the directory is not in the workspace any more: the command's changes to it were not applied", r.rel(&p.path))),
+                    None => r.out.notes.push(format!("{}: the command's changes to it were not applied", r.rel(&p.path))),
                 }
             }
         }
@@ -619,9 +614,10 @@ fn dir_meta(rel: PathBuf, m: &std::fs::Metadata) -> (PathBuf, u32, libc::timespe
     (rel, m.mode() & 0o7777, libc::timespec { tv_sec: m.atime(), tv_nsec: m.atime_nsec() }, libc::timespec { tv_sec: m.mtime(), tv_nsec: m.mtime_nsec() })
 }
 
-/// Snapshots of the protected paths reviewed in place, taken before the run, and the device and
-/// inode of each private directory (to find it after the run if the command moved a parent).
-pub struct Snapshot(Vec<Snap>, Vec<(PathBuf, u64, u64)>, Vec<PathBuf>);
+/// Snapshots of the protected paths reviewed in place, taken before the run, the device and
+/// inode of each private directory (to find it after the run if the command moved a parent),
+/// the files git's configuration includes and the writable roots.
+pub struct Snapshot(Vec<Snap>, Vec<(PathBuf, u64, u64)>, Vec<PathBuf>, Vec<PathBuf>);
 
 impl Snapshot {
     /// Takes the snapshot of every protected path of `plan` that is not private for the run.
@@ -663,7 +659,7 @@ impl Snapshot {
             };
             v.push(Snap { p: p.clone(), entries, file, id, dirs, ctimes });
         }
-        Snapshot(v, ids, plan.git_config_files.clone())
+        Snapshot(v, ids, plan.git_config_files.clone(), plan.writable_roots.clone())
     }
 
     /// Nothing to review.
@@ -739,52 +735,53 @@ impl Reviewer<'_> {
         }
     }
 
-    /// Where to review the protected directory of `snap` (`None`: nowhere). It is still the one
-    /// of the launch at its path (or, absent at launch, a real directory or nothing) in the
-    /// ordinary case. Otherwise, found by its inode in the workspace:
+    /// Where to review the protected directory `p` (`None`: nowhere); `id` is its device and
+    /// inode at launch (`None`: absent). It is still the one of the launch at its path (or,
+    /// absent at launch, a real directory or nothing) in the ordinary case. Otherwise:
     ///
-    /// * renamed or replaced in place (its parent is still there): what stands at the path now
-    ///   (a link, a file, another directory) is kept aside as a pending change and the original
-    ///   is moved back;
-    /// * moved with an ancestor (`mv sub sub2`, maybe with a link left as `sub`): reviewed where
-    ///   it is now, and nothing is written at the old path.
-    fn locate(&mut self, snap: &Snap) -> Option<PathBuf> {
-        let p = &snap.p;
+    /// * a symbolic link on the way to it (none at launch: the planner follows each one) is the
+    ///   command's, and is taken out first: what stands behind it would be read as the protected
+    ///   path (`mv tools elsewhere; ln -s evil tools` leads `core.hooksPath = tools/hooks` to the
+    ///   command's hooks);
+    /// * found by its inode in its writable root, renamed or replaced in place (its parent is
+    ///   still there): what stands at the path now (a link, a file, another directory) is kept
+    ///   aside as a pending change and the original is moved back;
+    /// * moved with an ancestor (`mv sub sub2`): reviewed where it is now, and nothing is
+    ///   written at the old path.
+    fn locate(&mut self, p: &ProtectedPath, id: Option<(u64, u64)>) -> Option<PathBuf> {
+        let parent = p.path.parent()?;
+        let link = !real_dir_path(parent) && self.link_on_the_way(p);
         let cur = std::fs::symlink_metadata(&p.path).ok();
-        if cur.is_none() && snap.id.is_none() {
-            // Absent at launch and now: nothing to review, but a link the command put on the
-            // way (to a directory where the file may appear later) is taken out.
-            self.link_on_the_way(p);
+        if cur.is_none() && id.is_none() {
+            // Absent at launch and now: nothing to review (a link the command put on the way, to
+            // a directory where it may appear later, was taken out above).
             return None;
         }
-        let same = match (&cur, snap.id) {
+        let same = match (&cur, id) {
             (Some(m), Some((dev, ino))) => m.is_dir() && m.dev() == dev && m.ino() == ino,
             (Some(m), None) => m.is_dir(),
             (None, id) => id.is_none(),
         };
-        if same && real_dir_path(p.path.parent()?) {
+        if same && real_dir_path(parent) {
             return cur.map(|_| p.path.clone());
         }
         let what = self.rel(&p.path);
-        let mut found = snap.id.and_then(|(dev, ino)| find_inode(self.ws, &p.path, dev, ino));
+        let mut found = id.and_then(|(dev, ino)| find_inode(self.root_of(&p.path), &p.path, dev, ino)).filter(|at| at.parent().is_some_and(real_dir_path));
         let went = found.as_ref().map(|f| self.rel(f));
-        if !real_dir_path(p.path.parent()?) {
+        if !real_dir_path(parent) {
             return match found {
                 Some(at) => {
                     self.out.notes.push(format!("{what} was moved with a parent directory during the run: reviewed where it is now, {}", self.rel(&at)));
                     Some(at)
                 }
-                None if snap.id.is_none() => {
-                    // Absent at launch, and now reached through a link the command put on the
-                    // way: the link is taken out (what stands behind it would be read as the
-                    // protected path).
-                    if !self.link_on_the_way(p) {
+                None if id.is_none() => {
+                    if !link {
                         self.out.notes.push(format!("{what}: a parent directory was replaced during the run: not reviewed"));
                     }
                     None
                 }
                 None => {
-                    self.out.notes.push(format!("{what}: a parent directory was moved or replaced during the run, and the directory is not in the workspace any more: not reviewed"));
+                    self.out.notes.push(format!("{what}: a parent directory was moved or replaced during the run, and the directory is not in its writable root any more: not reviewed"));
                     None
                 }
             };
@@ -803,14 +800,14 @@ impl Reviewer<'_> {
             }
         }
         if let Some(m) = cur {
-            let why = if snap.id.is_some() {
+            let why = if id.is_some() {
                 format!("it stood where the protected {what} was (the command replaced or renamed {what} during the run)")
             } else {
                 format!("made where the protected {what} (absent at launch: {}) would be: only a real directory is reviewed there", p.reason)
             };
             self.quarantine(&p.path, &m, &why);
         }
-        snap.id?;
+        id?;
         match found {
             Some(from) => match std::fs::rename(&from, &p.path) {
                 Ok(()) => {
@@ -829,15 +826,20 @@ impl Reviewer<'_> {
         }
     }
 
-    /// Takes out the first symbolic link on the way from the workspace to `p` (absent at launch,
-    /// when its nearest existing ancestor was a real directory: a link there now is the
-    /// command's), if there is one.
+    /// Takes out the first symbolic link on the way from `p`'s writable root to `p` (none at
+    /// launch: a link there now is the command's), if there is one.
     fn link_on_the_way(&mut self, p: &ProtectedPath) -> bool {
-        let link = p.path.ancestors().skip(1).take_while(|a| a.starts_with(self.ws) && *a != self.ws).filter(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink())).last().map(Path::to_path_buf);
+        let root = self.root_of(&p.path);
+        let link = p.path.ancestors().skip(1).take_while(|a| a.starts_with(root) && *a != root).filter(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink())).last().map(Path::to_path_buf);
         let Some((l, m)) = link.and_then(|l| std::fs::symlink_metadata(&l).ok().map(|m| (l, m))) else { return false };
         let why = format!("a symbolic link on the way to the protected {} ({}{})", self.rel(&p.path), if p.absent { "absent at launch: " } else { "" }, p.reason);
         self.quarantine(&l, &m, &why);
         true
+    }
+
+    /// The writable root `p` lies in (the innermost one; the workspace when none).
+    fn root_of(&self, p: &Path) -> &Path {
+        self.roots.iter().filter(|r| p.starts_with(r)).max_by_key(|r| r.as_os_str().len()).map_or(self.ws, PathBuf::as_path)
     }
 
     /// Puts the mode and times of the snapshot back on the directories the review re-created
@@ -878,7 +880,7 @@ impl Reviewer<'_> {
             }
             return;
         }
-        let Some(root) = self.locate(snap) else { return };
+        let Some(root) = self.locate(&snap.p, snap.id) else { return };
         self.out.reviewed.push(root.clone());
         self.in_place_dir(snap, &root);
         self.put_back_dir_meta(snap, &root);
@@ -1004,7 +1006,7 @@ impl Reviewer<'_> {
 /// Reviews the protected paths of `snapshot` in place after the run (see above), adding to
 /// `out`.
 pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &mut ProtectedReview) {
-    let mut r = Reviewer { ws, start, out: std::mem::take(out), recreated: Vec::new(), includes: &snapshot.2 };
+    let mut r = Reviewer { ws, roots: &snapshot.3, start, out: std::mem::take(out), recreated: Vec::new(), includes: &snapshot.2 };
     for s in &snapshot.0 {
         r.in_place(s);
         // An absent directory the command created, now emptied by the review, goes too (git's
@@ -1024,12 +1026,8 @@ pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &
 /// launch walk ran out of its budget nothing is taken back (a name it did not reach may be the
 /// user's); either walk running out is noted.
 pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut ProtectedReview) {
-    use crate::plan::protected::{nested_kind, walk_nested, NESTED_ENTRIES, NESTED_STOPPED};
+    use crate::plan::protected::{nested_kind, walk_nested, NESTED_ENTRIES};
     let ws = &plan.workspace;
-    if plan.unprotectable.iter().any(|u| u.why.starts_with(NESTED_STOPPED)) {
-        out.notes.push(format!("the launch walk for nested protected names stopped after {NESTED_ENTRIES} entries: names created in subdirectories during the run were not reviewed"));
-        return;
-    }
     // The names the launch walk looked for (the table's, or the configured ones): not the
     // workspace's other protected paths (a link's target, `core.hooksPath`'s directory), which
     // are protected where they are, not as names wherever they appear.
@@ -1037,15 +1035,28 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
     if names.is_empty() {
         return;
     }
-    let walk = walk_nested(ws, &names, NESTED_ENTRIES, Some((&plan.nested_dirs, start)));
-    let (found, stopped) = (walk.found, walk.stopped);
-    if let Some(d) = stopped {
-        out.notes.push(format!(
-            "the walk for protected names created during the run stopped after {NESTED_ENTRIES} entries (in {}): deeper ones were not reviewed",
-            d.strip_prefix(ws).unwrap_or(&d).display()
-        ));
+    let where_ = |root: &Path| if root == ws { "the workspace".to_string() } else { root.display().to_string() };
+    let mut found: Vec<(PathBuf, std::fs::FileType)> = Vec::new();
+    for w in &plan.nested_walks {
+        if w.stopped {
+            out.notes.push(format!("the launch walk for nested protected names in {} stopped after {NESTED_ENTRIES} entries: names created in its subdirectories during the run were not reviewed", where_(&w.root)));
+            continue;
+        }
+        let walk = walk_nested(&w.root, &names, NESTED_ENTRIES, Some((&w.dirs, start)));
+        if let Some(d) = walk.stopped {
+            out.notes.push(format!(
+                "the walk for protected names created during the run in {} stopped after {NESTED_ENTRIES} entries (in {}): deeper ones were not reviewed",
+                where_(&w.root),
+                d.strip_prefix(&w.root).unwrap_or(&d).display()
+            ));
+        }
+        for f in walk.found {
+            if !found.iter().any(|(p, _)| *p == f.0) {
+                found.push(f);
+            }
+        }
     }
-    let mut r = Reviewer { ws, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[] };
+    let mut r = Reviewer { ws, roots: &plan.writable_roots, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[] };
     for (path, ft) in found {
         // Reviewed already: at its own path, or where a protected directory moved to.
         if plan.protected.iter().any(|p| p.path == path) || plan.unprotectable.iter().any(|u| u.path == path) || r.out.reviewed.contains(&path) {
@@ -1074,10 +1085,31 @@ pub fn review_new_submodules(plan: &crate::plan::Plan, start: SystemTime, out: &
     use crate::plan::protected::submodule_gits;
     let ws = &plan.workspace;
     let is_git = |p: &&PathBuf| p.file_name().is_some_and(crate::plan::protected::is_dotgit);
-    let mut roots = vec![ws.join(".git")];
-    roots.extend(plan.protected.iter().map(|p| &p.path).chain(out.reviewed.iter()).filter(is_git).cloned());
-    let subs = submodule_gits(ws, &roots);
-    let mut r = Reviewer { ws, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[] };
+    let gits: Vec<PathBuf> = plan.protected.iter().map(|p| &p.path).chain(out.reviewed.iter()).filter(is_git).cloned().collect();
+    // Each writable root's (the workspace alone when none is known), as at launch.
+    let mut subs = crate::plan::protected::SubmoduleGits::default();
+    let roots = if plan.writable_roots.is_empty() { std::slice::from_ref(ws) } else { plan.writable_roots.as_slice() };
+    for root in roots {
+        let mut dotgits = vec![root.join(".git")];
+        dotgits.extend(gits.iter().filter(|g| g.starts_with(root)).cloned());
+        let found = submodule_gits(root, &dotgits);
+        for u in found.unreadable {
+            if !subs.unreadable.contains(&u) {
+                subs.unreadable.push(u);
+            }
+        }
+        for l in found.linked {
+            if !subs.linked.contains(&l) {
+                subs.linked.push(l);
+            }
+        }
+        for g in found.plain {
+            if !subs.plain.iter().any(|(q, _)| *q == g.0) {
+                subs.plain.push(g);
+            }
+        }
+    }
+    let mut r = Reviewer { ws, roots: &plan.writable_roots, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[] };
     let known = |p: &Path, r: &Reviewer<'_>| plan.protected.iter().any(|q| q.path == p) || plan.unprotectable.iter().any(|u| u.path == p) || r.out.reviewed.iter().any(|q| q == p);
     for (index, e) in subs.unreadable {
         if !plan.unprotectable.iter().any(|u| u.path == index) {

@@ -213,10 +213,12 @@ pub struct ProtectedSet {
     pub paths: Vec<ProtectedPath>,
     /// The configured or found ones that cannot be protected, and why.
     pub unprotectable: Vec<Unprotectable>,
-    /// Every directory the nested walk read, with its depth (for the walk after the run).
-    pub nested_dirs: Vec<(PathBuf, usize)>,
+    /// Each writable root's nested walk (for the walk after the run).
+    pub nested_walks: Vec<RootWalk>,
     /// The names the nested walk looked for (the walk after the run looks for the same).
     pub nested_names: Vec<String>,
+    /// The writable roots the paths were looked for in (canonical; the workspace first).
+    pub roots: Vec<PathBuf>,
     /// What a protected path leads to in a scratch directory (`/tmp`, `/dev/shm`): private for
     /// the run at Full level, the host's (writable, not protected) at Standard.
     pub in_scratch: Vec<Unprotectable>,
@@ -299,10 +301,10 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
             }
         }
     }
-    // Nested copies in the workspace (a repository in a subdirectory, `sub/.vscode`), present at
-    // launch, found by a bounded walk, and the submodules git would enter.
+    // Nested copies in each writable root (a repository in a subdirectory, `sub/.vscode`),
+    // present at launch, found by a bounded walk, and the submodules git would enter.
     let first_nested = p.out.len();
-    let dirs = nested_protected(&mut p, &policy.workspace_path, &single);
+    let walks: Vec<RootWalk> = roots.iter().map(|root| nested_protected(&mut p, root, &single)).collect();
     // Each nested repository and submodule checked out at launch: what its own configuration
     // names in its worktree (`core.hooksPath = .githooks`, `include.path = ../shared.gitconfig`)
     // runs at the user's next git command in it; a relative `core.hooksPath` of the global
@@ -332,7 +334,7 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     drop_covered(&mut out);
     let git_config_files = included.into_iter().filter(|f| out.iter().any(|q| q.kind == ProtectedKind::GitDir && f.starts_with(&q.path))).collect();
     let nested_names = single.iter().map(|n| (*n).to_string()).collect();
-    ProtectedSet { paths: out, unprotectable: bad, nested_dirs: dirs, nested_names, git_config_files, in_scratch }
+    ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, roots, git_config_files, in_scratch }
 }
 
 /// Removes from `out` each path that lies inside another one (covered by it: the outer one is
@@ -483,6 +485,17 @@ pub const NESTED_SKIP: &[&str] = &["node_modules", "target", "vendor", ".venv", 
 /// What [`NESTED_STOPPED`] starts with: the nested walk ran out of its budget.
 pub const NESTED_STOPPED: &str = "the nested walk stopped after";
 
+/// One writable root's launch walk for nested protected names ([`walk_nested`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RootWalk {
+    /// The writable root.
+    pub root: PathBuf,
+    /// Every directory the walk read, with its depth (the root itself at 0).
+    pub dirs: Vec<(PathBuf, usize)>,
+    /// It ran out of its budget: names deeper in the root were not looked for.
+    pub stopped: bool,
+}
+
 /// What [`walk_nested`] found.
 #[derive(Default)]
 pub struct NestedWalk {
@@ -596,19 +609,20 @@ fn table_entry(rel: &Path) -> Option<&'static crate::defaults::ProtectedEntry> {
     crate::defaults::protected_table().iter().find(|e| Path::new(&e.name) == rel || (!e.name.contains('/') && rel.as_os_str().eq_ignore_ascii_case(&e.name)))
 }
 
-/// The table's names present in the workspace's subdirectories (depth 1 to [`NESTED_DEPTH`]),
-/// each protected as what it is, and the submodules git would enter. A walk that runs out of
-/// its budget is reported (the rest of the workspace is not looked at). Returns the
-/// directories the walk read.
-fn nested_protected(p: &mut Protector<'_>, ws: &Path, names: &[&str]) -> Vec<(PathBuf, usize)> {
-    let NestedWalk { found, stopped, dirs } = walk_nested(ws, names, NESTED_ENTRIES, None);
+/// The table's names present in the subdirectories of `root`, a writable root (depth 1 to
+/// [`NESTED_DEPTH`]), each protected as what it is, and the submodules git would enter. A walk
+/// that runs out of its budget is reported (the rest of the root is not looked at).
+fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str]) -> RootWalk {
+    let NestedWalk { found, stopped, dirs } = walk_nested(root, names, NESTED_ENTRIES, None);
+    let walk = RootWalk { root: root.to_path_buf(), dirs, stopped: stopped.is_some() };
     let first = p.out.len();
     for (path, _) in found {
         let n = path.file_name().map(PathBuf::from).unwrap_or_default();
         p.protect(&path, hint_for(&n), &format!("nested copy: {}", table_why(&n)));
     }
     if let Some(dir) = stopped {
-        p.bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {NESTED_ENTRIES} entries: protected names deeper in the workspace were not looked for") });
+        let why = if p.roots.first().is_some_and(|w| w == root) { "the workspace".to_string() } else { root.display().to_string() };
+        p.bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {NESTED_ENTRIES} entries: protected names deeper in {why} were not looked for") });
     }
     // The submodules git would enter, wherever they are (`vendor/lib`, deeper than the walk
     // goes): those `.gitmodules` registers and every gitlink of the repositories' indexes. git
@@ -616,14 +630,14 @@ fn nested_protected(p: &mut Protector<'_>, ws: &Path, names: &[&str]) -> Vec<(Pa
     // otherwise be pointed at a git directory the command made under another name, with its own
     // `core.fsmonitor`.
     if names.contains(&".git") {
-        // The repository git finds from the workspace (its own, or the one it is a subdirectory
-        // of: the submodules of a monorepo inside the package the workspace is), and the nested
-        // ones; only the submodules inside the workspace count (nothing else is writable).
-        let mut dotgits: Vec<PathBuf> = enclosing_dotgit(ws).into_iter().collect();
+        // The repository git finds from the root (its own, or the one it is a subdirectory of:
+        // the submodules of a monorepo inside the package the workspace is), and the nested
+        // ones; only the submodules inside the root count (this walk's part).
+        let mut dotgits: Vec<PathBuf> = enclosing_dotgit(root).into_iter().collect();
         dotgits.extend(p.out[first..].iter().filter(|q| q.path.file_name().is_some_and(is_dotgit)).map(|q| q.path.clone()));
-        let mut subs = submodule_gits(ws, &dotgits);
-        subs.plain.retain(|(g, _)| g.starts_with(ws));
-        subs.linked.retain(|(l, _)| l.starts_with(ws));
+        let mut subs = submodule_gits(root, &dotgits);
+        subs.plain.retain(|(g, _)| g.starts_with(root));
+        subs.linked.retain(|(l, _)| l.starts_with(root));
         for (index, e) in subs.unreadable {
             p.bad.push(Unprotectable { path: index, why: format!("{INDEX_UNREAD}: {e}") });
         }
@@ -640,7 +654,7 @@ fn nested_protected(p: &mut Protector<'_>, ws: &Path, names: &[&str]) -> Vec<(Pa
             // takes the `.git` of every one beyond as made during the run.
             if count == SUBMODULE_REPOS {
                 let why = format!("more than {SUBMODULE_REPOS} submodules: from {} on they are not protected during the run, and their .git is taken out after it", path.display());
-                p.bad.push(Unprotectable { path: ws.to_path_buf(), why });
+                p.bad.push(Unprotectable { path: root.to_path_buf(), why });
                 break;
             }
             count += 1;
@@ -654,7 +668,7 @@ fn nested_protected(p: &mut Protector<'_>, ws: &Path, names: &[&str]) -> Vec<(Pa
             }
         }
     }
-    dirs
+    walk
 }
 
 /// What [`INDEX_UNREAD`] starts with: a repository's index could not be read, so the submodules
@@ -953,6 +967,30 @@ mod tests {
         let set = protected_paths(&mut PathResolver::new(), &policy);
         assert!(set.unprotectable.is_empty(), "{:?}", set.unprotectable);
         assert!(set.paths.iter().any(|x| x.path == ws.join(".husky") && x.kind == ProtectedKind::File && x.reason.contains("core.hooksPath")));
+    }
+
+    #[test]
+    fn every_writable_root_is_walked_for_nested_names() {
+        let d = crate::test_dir();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let (home, ws, other) = (root.join("home"), root.join("ws"), root.join("other"));
+        for dir in [home.join("x"), ws.join("a/.vscode"), other.join("sub/repo/.git"), other.join("pkg/.vscode")] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let s = SandboxSettings { home: Some(home), extra_write: vec![other.clone()], ..Default::default() };
+        let policy = build_sandbox_policy(&ws, &s).unwrap();
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        // Nested copies in the other root as in the workspace, each as what it is.
+        for (path, kind) in [(ws.join("a/.vscode"), ProtectedKind::Dir), (other.join("sub/repo/.git"), ProtectedKind::GitDir), (other.join("pkg/.vscode"), ProtectedKind::Dir)] {
+            assert!(set.paths.iter().any(|p| p.path == path && p.kind == kind && !p.absent && p.reason.starts_with("nested copy")), "{path:?}: {:?}", set.paths);
+        }
+        // One walk per root, the workspace first, each with the directories it read (for the walk
+        // after the run); none ran out of its budget.
+        assert_eq!(set.roots, [ws.clone(), other.clone()]);
+        let walked: Vec<&Path> = set.nested_walks.iter().map(|w| w.root.as_path()).collect();
+        assert_eq!(walked, [ws.as_path(), other.as_path()]);
+        assert!(set.nested_walks[1].dirs.iter().any(|(d, depth)| *d == other.join("sub") && *depth == 1));
+        assert!(set.nested_walks.iter().all(|w| !w.stopped));
     }
 
     #[test]
