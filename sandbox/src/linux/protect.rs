@@ -455,13 +455,19 @@ impl Reviewer<'_> {
 pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, snapshot: &Snapshot, read_only: &[usize], start: SystemTime) -> ProtectedReview {
     let mut r = Reviewer { ws, roots: &snapshot.3, start, out: ProtectedReview::default(), recreated: Vec::new(), includes: &snapshot.2 };
     for (i, p) in protected.iter().enumerate() {
-        if read_only.contains(&i) {
+        // A path bound read-only instead of a private copy has no changes to review, but its
+        // way is checked like a private one's.
+        let bound_read_only = read_only.contains(&i);
+        if bound_read_only {
             r.out.read_only.push(r.rel(&p.path));
-            continue;
         }
         let (upper, _, file) = crate::linux::namespaces::staging_of(&staging.dir, i);
+        let id = snapshot.1.iter().find(|(q, ..)| *q == p.path).map(|(_, d, i)| (*d, *i));
         match p.kind {
             ProtectedKind::File => {
+                if !r.bound_file_in_place(p, id) || bound_read_only {
+                    continue;
+                }
                 let (Ok(new), Ok(old)) = (read_regular(&file), read_regular(&p.path)) else { continue };
                 if new != old {
                     let mode = std::fs::metadata(&p.path).map_or(0o644, |m| m.mode() & 0o777);
@@ -474,12 +480,13 @@ pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, sna
                 // be moved, with a link, another directory or nothing left in its place: found
                 // as one reviewed in place is, and its changes go where it is then, never
                 // through a link.
-                let id = snapshot.1.iter().find(|(q, ..)| *q == p.path).map(|(_, d, i)| (*d, *i));
                 match r.locate(p, id) {
+                    Some(_) if bound_read_only => {}
                     Some(root) => {
                         r.out.reviewed.push(root.clone());
                         r.review(p, &root, &upper);
                     }
+                    None if bound_read_only => {}
                     None => r.out.notes.push(format!("{}: the command's changes to it were not applied", r.rel(&p.path))),
                 }
             }
@@ -615,7 +622,7 @@ fn dir_meta(rel: PathBuf, m: &std::fs::Metadata) -> (PathBuf, u32, libc::timespe
 }
 
 /// Snapshots of the protected paths reviewed in place, taken before the run, the device and
-/// inode of each private directory (to find it after the run if the command moved a parent),
+/// inode of each private path (to find it after the run if the command moved a parent),
 /// the files git's configuration includes and the writable roots.
 pub struct Snapshot(Vec<Snap>, Vec<(PathBuf, u64, u64)>, Vec<PathBuf>, Vec<PathBuf>);
 
@@ -624,7 +631,7 @@ impl Snapshot {
     #[must_use]
     pub fn take(plan: &crate::plan::Plan) -> Snapshot {
         let mut v = Vec::new();
-        let ids = plan.protected.iter().filter(|p| p.private && p.kind != ProtectedKind::File).filter_map(|p| std::fs::symlink_metadata(&p.path).ok().map(|m| (p.path.clone(), m.dev(), m.ino()))).collect();
+        let ids = plan.protected.iter().filter(|p| p.private).filter_map(|p| std::fs::symlink_metadata(&p.path).ok().map(|m| (p.path.clone(), m.dev(), m.ino()))).collect();
         for p in plan.protected.iter().filter(|p| !p.private) {
             let mut budget = SNAPSHOT_BYTES;
             let mut dirs = Vec::new();
@@ -824,6 +831,34 @@ impl Reviewer<'_> {
                 None
             }
         }
+    }
+
+    /// A protected file that was bound for the run (a private copy, or read-only) is still the
+    /// file of the launch (`id`: its device and inode then) at its path, with no link on the
+    /// way. The mount kept the file itself from being renamed or replaced, but not its
+    /// directory from being moved: what the command left on the way (a link in the directory's
+    /// place, a new file at the path: a `.git` file naming a repository of the command's) is
+    /// taken out, and the command's changes to the file are not applied.
+    fn bound_file_in_place(&mut self, p: &ProtectedPath, id: Option<(u64, u64)>) -> bool {
+        let Some(parent) = p.path.parent() else { return false };
+        if !real_dir_path(parent) {
+            self.link_on_the_way(p);
+        }
+        let cur = std::fs::symlink_metadata(&p.path).ok();
+        let same = match (&cur, id) {
+            (Some(m), Some((dev, ino))) => m.dev() == dev && m.ino() == ino,
+            (Some(m), None) => m.is_file(),
+            (None, _) => false,
+        };
+        if same && real_dir_path(parent) {
+            return true;
+        }
+        let what = self.rel(&p.path);
+        if let Some(m) = cur {
+            self.quarantine(&p.path, &m, &format!("it stood where the protected {what} was (the command moved its directory during the run)"));
+        }
+        self.out.notes.push(format!("{what} was moved with a parent directory during the run: the command's changes to it were not applied"));
+        false
     }
 
     /// Takes out the first symbolic link on the way from `p`'s writable root to `p` (none at
