@@ -1053,13 +1053,16 @@ pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &
     *out = r.out;
 }
 
-/// After the run: the protected names the command created in the workspace's subdirectories (a
-/// `git init child` and its hook, `sub/.vscode/tasks.json`, a `sub/.git` link), found by the same
-/// bounded walk as at launch ([`crate::plan::protected::walk_nested`]), are reviewed as paths
-/// absent at launch: what could run code is taken back out and kept as a pending change. A
-/// directory that was protected at launch and reviewed where it moved to is not new. When the
-/// launch walk ran out of its budget nothing is taken back (a name it did not reach may be the
-/// user's); either walk running out is noted.
+/// After the run: the protected names the command created in the subdirectories of each
+/// writable root (a `git init child` and its hook, `sub/.vscode/tasks.json`, a `sub/.git` link),
+/// found by the launch's walk ([`crate::plan::protected::walk_nested`], the same depth and
+/// skipped names), are reviewed as paths absent at launch: what could run code is taken back out
+/// and kept as a pending change. A directory that was protected at launch and reviewed where it
+/// moved to is not new. When a root's launch walk ran out of its budget nothing is taken back
+/// there (a name it did not reach may be the user's), and that is noted. The walk after the run
+/// has no budget: it reads only the directories changed during the run (whole) and those new in
+/// them, so its cost follows what the command wrote — with a budget, a command that filled a
+/// directory with 50 000 empty files first hid a `git init b` with a hook from it.
 pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut ProtectedReview) {
     use crate::plan::protected::{nested_kind, walk_nested, NESTED_ENTRIES};
     let ws = &plan.workspace;
@@ -1077,14 +1080,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
             out.notes.push(format!("the launch walk for nested protected names in {} stopped after {NESTED_ENTRIES} entries: names created in its subdirectories during the run were not reviewed", where_(&w.root)));
             continue;
         }
-        let walk = walk_nested(&w.root, &names, NESTED_ENTRIES, Some((&w.dirs, start)));
-        if let Some(d) = walk.stopped {
-            out.notes.push(format!(
-                "the walk for protected names created during the run in {} stopped after {NESTED_ENTRIES} entries (in {}): deeper ones were not reviewed",
-                where_(&w.root),
-                d.strip_prefix(&w.root).unwrap_or(&d).display()
-            ));
-        }
+        let walk = walk_nested(&w.root, &names, usize::MAX, Some((&w.dirs, start)));
         for f in walk.found {
             if !found.iter().any(|(p, _)| *p == f.0) {
                 found.push(f);
