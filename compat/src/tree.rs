@@ -13,7 +13,9 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+#[cfg(unix)]
 use std::io::Read;
+#[cfg(unix)]
 use std::path::Path;
 
 /// One entry of a snapshot.
@@ -140,6 +142,7 @@ pub fn treatment(rules: &[Rule], path: &str) -> Option<Treatment> {
     rules.iter().find(|r| matches(&r.pattern, path)).map(|r| r.treatment)
 }
 
+#[cfg(unix)]
 fn fnv1a(r: &mut impl Read) -> std::io::Result<u64> {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut buf = [0u8; 64 << 10];
