@@ -480,13 +480,15 @@ pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, sna
                 // be moved, with a link, another directory or nothing left in its place: found
                 // as one reviewed in place is, and its changes go where it is then, never
                 // through a link.
-                match r.locate(p, id) {
-                    Some(_) if bound_read_only => {}
+                let at = r.locate(p, id);
+                if bound_read_only {
+                    continue;
+                }
+                match at {
                     Some(root) => {
                         r.out.reviewed.push(root.clone());
                         r.review(p, &root, &upper);
                     }
-                    None if bound_read_only => {}
                     None => r.out.notes.push(format!("{}: the command's changes to it were not applied", r.rel(&p.path))),
                 }
             }
@@ -621,6 +623,11 @@ fn dir_meta(rel: PathBuf, m: &std::fs::Metadata) -> (PathBuf, u32, libc::timespe
     (rel, m.mode() & 0o7777, libc::timespec { tv_sec: m.atime(), tv_nsec: m.atime_nsec() }, libc::timespec { tv_sec: m.mtime(), tv_nsec: m.mtime_nsec() })
 }
 
+/// The writable roots of `plan` (canonical; the workspace first): one launch walk each.
+fn writable_roots(plan: &crate::plan::Plan) -> Vec<PathBuf> {
+    plan.nested_walks.iter().map(|w| w.root.clone()).collect()
+}
+
 /// Snapshots of the protected paths reviewed in place, taken before the run, the device and
 /// inode of each private path (to find it after the run if the command moved a parent),
 /// the files git's configuration includes and the writable roots.
@@ -666,7 +673,7 @@ impl Snapshot {
             };
             v.push(Snap { p: p.clone(), entries, file, id, dirs, ctimes });
         }
-        Snapshot(v, ids, plan.git_config_files.clone(), plan.writable_roots.clone())
+        Snapshot(v, ids, plan.git_config_files.clone(), writable_roots(plan))
     }
 
     /// Nothing to review.
@@ -757,7 +764,10 @@ impl Reviewer<'_> {
     ///   written at the old path.
     fn locate(&mut self, p: &ProtectedPath, id: Option<(u64, u64)>) -> Option<PathBuf> {
         let parent = p.path.parent()?;
-        let link = !real_dir_path(parent) && self.link_on_the_way(p);
+        // Taking out a link on the way leaves no parent: whether it is a real directory is known
+        // from here on.
+        let parent_real = real_dir_path(parent);
+        let link = !parent_real && self.link_on_the_way(p);
         let cur = std::fs::symlink_metadata(&p.path).ok();
         if cur.is_none() && id.is_none() {
             // Absent at launch and now: nothing to review (a link the command put on the way, to
@@ -769,13 +779,13 @@ impl Reviewer<'_> {
             (Some(m), None) => m.is_dir(),
             (None, id) => id.is_none(),
         };
-        if same && real_dir_path(parent) {
+        if same && parent_real {
             return cur.map(|_| p.path.clone());
         }
         let what = self.rel(&p.path);
         let mut found = id.and_then(|(dev, ino)| find_inode(self.root_of(&p.path), &p.path, dev, ino)).filter(|at| at.parent().is_some_and(real_dir_path));
         let went = found.as_ref().map(|f| self.rel(f));
-        if !real_dir_path(parent) {
+        if !parent_real {
             return match found {
                 Some(at) => {
                     self.out.notes.push(format!("{what} was moved with a parent directory during the run: reviewed where it is now, {}", self.rel(&at)));
@@ -841,7 +851,8 @@ impl Reviewer<'_> {
     /// taken out, and the command's changes to the file are not applied.
     fn bound_file_in_place(&mut self, p: &ProtectedPath, id: Option<(u64, u64)>) -> bool {
         let Some(parent) = p.path.parent() else { return false };
-        if !real_dir_path(parent) {
+        let parent_real = real_dir_path(parent);
+        if !parent_real {
             self.link_on_the_way(p);
         }
         let cur = std::fs::symlink_metadata(&p.path).ok();
@@ -850,7 +861,7 @@ impl Reviewer<'_> {
             (Some(m), None) => m.is_file(),
             (None, _) => false,
         };
-        if same && real_dir_path(parent) {
+        if same && parent_real {
             return true;
         }
         let what = self.rel(&p.path);
@@ -1064,7 +1075,7 @@ pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &
 /// them, so its cost follows what the command wrote — with a budget, a command that filled a
 /// directory with 50 000 empty files first hid a `git init b` with a hook from it.
 pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut ProtectedReview) {
-    use crate::plan::protected::{nested_kind, walk_nested, NESTED_ENTRIES};
+    use crate::plan::protected::{nested_kind, root_name, walk_nested, NESTED_ENTRIES};
     let ws = &plan.workspace;
     // The names the launch walk looked for (the table's, or the configured ones): not the
     // workspace's other protected paths (a link's target, `core.hooksPath`'s directory), which
@@ -1073,11 +1084,10 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
     if names.is_empty() {
         return;
     }
-    let where_ = |root: &Path| if root == ws { "the workspace".to_string() } else { root.display().to_string() };
     let mut found: Vec<(PathBuf, std::fs::FileType)> = Vec::new();
     for w in &plan.nested_walks {
         if w.stopped {
-            out.notes.push(format!("the launch walk for nested protected names in {} stopped after {NESTED_ENTRIES} entries: names created in its subdirectories during the run were not reviewed", where_(&w.root)));
+            out.notes.push(format!("the launch walk for nested protected names in {} stopped after {NESTED_ENTRIES} entries: names created in its subdirectories during the run were not reviewed", root_name(&w.root, ws)));
             continue;
         }
         let walk = walk_nested(&w.root, &names, usize::MAX, Some((&w.dirs, start)));
@@ -1087,7 +1097,8 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
             }
         }
     }
-    let mut r = Reviewer { ws, roots: &plan.writable_roots, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[] };
+    let roots = writable_roots(plan);
+    let mut r = Reviewer { ws, roots: &roots, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[] };
     for (path, ft) in found {
         // Reviewed already: at its own path, or where a protected directory moved to.
         if plan.protected.iter().any(|p| p.path == path) || plan.unprotectable.iter().any(|u| u.path == path) || r.out.reviewed.contains(&path) {
@@ -1119,28 +1130,27 @@ pub fn review_new_submodules(plan: &crate::plan::Plan, start: SystemTime, out: &
     let gits: Vec<PathBuf> = plan.protected.iter().map(|p| &p.path).chain(out.reviewed.iter()).filter(is_git).cloned().collect();
     // Each writable root's (the workspace alone when none is known), as at launch.
     let mut subs = crate::plan::protected::SubmoduleGits::default();
-    let roots = if plan.writable_roots.is_empty() { std::slice::from_ref(ws) } else { plan.writable_roots.as_slice() };
-    for root in roots {
-        let mut dotgits = vec![root.join(".git")];
-        dotgits.extend(gits.iter().filter(|g| g.starts_with(root)).cloned());
-        let found = submodule_gits(root, &dotgits);
-        for u in found.unreadable {
-            if !subs.unreadable.contains(&u) {
-                subs.unreadable.push(u);
-            }
-        }
-        for l in found.linked {
-            if !subs.linked.contains(&l) {
-                subs.linked.push(l);
-            }
-        }
-        for g in found.plain {
-            if !subs.plain.iter().any(|(q, _)| *q == g.0) {
-                subs.plain.push(g);
+    let mut roots = writable_roots(plan);
+    if roots.is_empty() {
+        roots.push(ws.clone());
+    }
+    // Roots can nest (the workspace inside an `--allow-write` directory): each find once.
+    fn extend_new<T: PartialEq>(into: &mut Vec<T>, from: Vec<T>) {
+        for x in from {
+            if !into.contains(&x) {
+                into.push(x);
             }
         }
     }
-    let mut r = Reviewer { ws, roots: &plan.writable_roots, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[] };
+    for root in &roots {
+        let mut dotgits = vec![root.join(".git")];
+        dotgits.extend(gits.iter().filter(|g| g.starts_with(root)).cloned());
+        let found = submodule_gits(root, &dotgits);
+        extend_new(&mut subs.unreadable, found.unreadable);
+        extend_new(&mut subs.linked, found.linked);
+        extend_new(&mut subs.plain, found.plain);
+    }
+    let mut r = Reviewer { ws, roots: &roots, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[] };
     let known = |p: &Path, r: &Reviewer<'_>| plan.protected.iter().any(|q| q.path == p) || plan.unprotectable.iter().any(|u| u.path == p) || r.out.reviewed.iter().any(|q| q == p);
     for (index, e) in subs.unreadable {
         if !plan.unprotectable.iter().any(|u| u.path == index) {

@@ -418,10 +418,6 @@ pub struct Plan {
     /// The protected names the launch walk looked for in subdirectories (not serialised).
     #[serde(skip)]
     pub nested_names: Vec<String>,
-    /// The writable roots whose protected paths these are (canonical; the workspace first; not
-    /// serialised): the review looks for a moved protected directory in its own.
-    #[serde(skip)]
-    pub writable_roots: Vec<PathBuf>,
     /// Files inside a protected git directory that git's configuration includes
     /// ([`protected::read_git_configs`]): reviewed as config files, key by key, not as git's
     /// state (runner only; not serialised).
@@ -839,7 +835,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     crate::timing::stamp("plan_configs");
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
-    let protected::ProtectedSet { paths: mut protected, mut unprotectable, nested_walks, nested_names, roots: writable_roots, git_config_files, in_scratch } =
+    let protected::ProtectedSet { paths: mut protected, mut unprotectable, nested_walks, nested_names, git_config_files, in_scratch } =
         if confined && policy.mode == SandboxMode::WorkspaceWrite && !(crate::ablation::is(ProtectionId::WorkspacePersistence) || crate::ablation::is(ProtectionId::WorkspacePersistenceLive)) {
             protected::protected_paths(&mut resolver, policy)
         } else {
@@ -1005,7 +1001,6 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         unprotectable,
         nested_walks,
         nested_names,
-        writable_roots,
         git_config_files,
         configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
         config_copies,

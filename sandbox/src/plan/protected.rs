@@ -213,12 +213,11 @@ pub struct ProtectedSet {
     pub paths: Vec<ProtectedPath>,
     /// The configured or found ones that cannot be protected, and why.
     pub unprotectable: Vec<Unprotectable>,
-    /// Each writable root's nested walk (for the walk after the run).
+    /// Each writable root's nested walk (for the walk after the run), one per root in order:
+    /// the workspace first.
     pub nested_walks: Vec<RootWalk>,
     /// The names the nested walk looked for (the walk after the run looks for the same).
     pub nested_names: Vec<String>,
-    /// The writable roots the paths were looked for in (canonical; the workspace first).
-    pub roots: Vec<PathBuf>,
     /// What a protected path leads to in a scratch directory (`/tmp`, `/dev/shm`): private for
     /// the run at Full level, the host's (writable, not protected) at Standard.
     pub in_scratch: Vec<Unprotectable>,
@@ -334,7 +333,7 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     drop_covered(&mut out);
     let git_config_files = included.into_iter().filter(|f| out.iter().any(|q| q.kind == ProtectedKind::GitDir && f.starts_with(&q.path))).collect();
     let nested_names = single.iter().map(|n| (*n).to_string()).collect();
-    ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, roots, git_config_files, in_scratch }
+    ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, git_config_files, in_scratch }
 }
 
 /// Removes from `out` each path that lies inside another one (covered by it: the outer one is
@@ -496,6 +495,16 @@ pub struct RootWalk {
     pub stopped: bool,
 }
 
+/// How a writable root is named in a note: "the workspace" for `ws`, its path otherwise.
+#[must_use]
+pub fn root_name(root: &Path, ws: &Path) -> String {
+    if root == ws {
+        "the workspace".to_string()
+    } else {
+        root.display().to_string()
+    }
+}
+
 /// What [`walk_nested`] found.
 #[derive(Default)]
 pub struct NestedWalk {
@@ -621,7 +630,7 @@ fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str]) -> RootW
         p.protect(&path, hint_for(&n), &format!("nested copy: {}", table_why(&n)));
     }
     if let Some(dir) = stopped {
-        let why = if p.roots.first().is_some_and(|w| w == root) { "the workspace".to_string() } else { root.display().to_string() };
+        let why = root_name(root, p.roots.first().map_or(root, PathBuf::as_path));
         p.bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {NESTED_ENTRIES} entries: protected names deeper in {why} were not looked for") });
     }
     // The submodules git would enter, wherever they are (`vendor/lib`, deeper than the walk
@@ -986,7 +995,6 @@ mod tests {
         }
         // One walk per root, the workspace first, each with the directories it read (for the walk
         // after the run); none ran out of its budget.
-        assert_eq!(set.roots, [ws.clone(), other.clone()]);
         let walked: Vec<&Path> = set.nested_walks.iter().map(|w| w.root.as_path()).collect();
         assert_eq!(walked, [ws.as_path(), other.as_path()]);
         assert!(set.nested_walks[1].dirs.iter().any(|(d, depth)| *d == other.join("sub") && *depth == 1));
