@@ -375,6 +375,15 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
     for u in &plan.unprotectable {
         let _ = writeln!(s, "  {:<28} not protected: {}", u.path.strip_prefix(&plan.workspace).unwrap_or(&u.path).display(), u.why);
     }
+    for w in &plan.nested_walks {
+        let records = match &plan.walk_records {
+            Some(d) => format!("records kept in {}", d.display()),
+            None => "no records kept: where they would be, this run could write them".to_string(),
+        };
+        let _ = writeln!(s, "  nested names in {}: {} directories looked at to depth {}, {} of them as earlier walks recorded them ({records}){}",
+            localgpt_sandbox::plan::protected::root_name(&w.root, &plan.workspace), w.listings.len(), localgpt_sandbox::plan::protected::NESTED_DEPTH, w.from_records,
+            if w.stopped { "; stopped by its budget" } else { "" });
+    }
     let _ = writeln!(s, "\nThe protected-path table (data/protected-paths.toml; `[sandbox] protected_workspace_paths` replaces it):");
     for e in localgpt_sandbox::defaults::protected_table() {
         let _ = writeln!(s, "  {:<16} {:<8} {} [source: {}]", e.name, format!("{:?}", e.kind).to_lowercase(), e.why, e.source);

@@ -410,6 +410,14 @@ pub struct Vector {
     /// (writes a credential the command then tries to read, say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub during: Option<During>,
+    /// An earlier command of the same agent session, run in the world before the probe's run
+    /// and in the same way: bare before the bare run, sandboxed before a sandboxed one (same
+    /// level, workspace and configuration). What it leaves is what the probe's run starts from
+    /// (a directory it filled, so that the next run's launch walk stops there). Placeholders
+    /// allowed; it must succeed. Both runs together are the attempt: the checks see the effects
+    /// of either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier_run: Option<String>,
     /// What the user does next on the host, once the run returned (`git status` in the
     /// workspace): run bare as `setup` is, after the run's leftovers were killed and before the
     /// checks look (placeholders allowed); it must succeed. A check then sees what the user's own
@@ -632,6 +640,7 @@ fn validate_vector(v: &Vector) -> Result<(), String> {
     strings.extend(v.env.values().map(String::as_str));
     strings.extend(v.fds.iter().filter_map(|f| f.path.as_deref()));
     strings.extend(v.setup.iter().map(String::as_str));
+    strings.extend(v.earlier_run.iter().map(String::as_str));
     strings.extend(v.afterwards.iter().map(String::as_str));
     if let Some(d) = &v.during {
         if d.when.trim().is_empty() || d.shell.trim().is_empty() {
@@ -790,6 +799,8 @@ vectors:
         assert!(err(&setup).contains("unknown placeholder"));
         assert!(err(&GOOD.replace("    probe:", "    afterwards: \"cat {kanary}\"\n    probe:")).contains("unknown placeholder"));
         assert!(one(&GOOD.replace("    probe:", "    afterwards: \"git -C {ws} status\"\n    probe:")).is_ok());
+        assert!(err(&GOOD.replace("    probe:", "    earlier_run: \"cat {kanary}\"\n    probe:")).contains("unknown placeholder"));
+        assert!(one(&GOOD.replace("    probe:", "    earlier_run: \"mkdir {ws}/a\"\n    probe:")).is_ok());
         let during = |when: &str, shell: &str| GOOD.replace("    probe:", &format!("    during: {{when: \"{when}\", shell: \"{shell}\"}}\n    probe:"));
         assert!(one(&during("{ws}/ready", "echo {late_secret} > {ws}/x")).is_ok());
         assert!(err(&during("{ws}/ready", "echo {kanary} > {ws}/x")).contains("unknown placeholder"));

@@ -686,24 +686,29 @@ impl Suite {
             vec!["bash".into(), "-c".into(), format!("echo {STARTED}; {}", w.subst(v.probe.shell.as_deref().unwrap_or("")))]
         };
         let timeout = v.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        // `sandbox run` at `l` in this world, then the command's own arguments.
+        let ws_arg = w.ws.display().to_string();
+        let sandboxed = |l: &str| -> Vec<String> {
+            vec![
+                self.bin.display().to_string(),
+                "sandbox".into(),
+                "run".into(),
+                "--json".into(),
+                "--level".into(),
+                l.into(),
+                "--workspace".into(),
+                ws_arg.clone(),
+                "--allow-read".into(),
+                self.bin_dir.display().to_string(),
+                "--timeout".into(),
+                timeout.to_string(),
+                "--".into(),
+            ]
+        };
         let mut argv: Vec<String> = match level {
             None => cmd,
             Some(l) => {
-                let mut a = vec![
-                    self.bin.display().to_string(),
-                    "sandbox".into(),
-                    "run".into(),
-                    "--json".into(),
-                    "--level".into(),
-                    l.into(),
-                    "--workspace".into(),
-                    w.ws.display().to_string(),
-                    "--allow-read".into(),
-                    self.bin_dir.display().to_string(),
-                    "--timeout".into(),
-                    timeout.to_string(),
-                    "--".into(),
-                ];
+                let mut a = sandboxed(l);
                 if v.probe.builtin.is_some() {
                     a.extend(cmd);
                 } else {
@@ -771,6 +776,22 @@ impl Suite {
         let naive_timeout = if level.is_none() && v.timeout.is_some() { Some(Duration::from_secs(timeout)) } else { None };
         let secrets_before = secret_copies(&w, None);
         let started_at = std::time::SystemTime::now();
+        // An earlier command of the same session: run the way the probe's run is (bare, or
+        // sandboxed at the same level in the same world), before it.
+        if let Some(e) = &v.earlier_run {
+            let script = w.subst(e);
+            match level {
+                None => host_shell.run("the earlier run (`earlier_run`)", &script)?,
+                Some(l) => {
+                    let mut a = sandboxed(l);
+                    a.push(script.clone());
+                    let out = execute(&a, &env, &w.ws, Vec::new(), None, None, Vec::new())?;
+                    if out.code != Some(0) {
+                        return Err(format!("the earlier run (`earlier_run`) `{script}` failed sandboxed ({:?}, signal {:?}): {}", out.code, out.signal, String::from_utf8_lossy(&out.stderr).trim()));
+                    }
+                }
+            }
+        }
         let watch: Vec<(PathBuf, Option<Vec<u8>>)> = v
             .check
             .iter()

@@ -515,6 +515,28 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         }
         SandboxMode::FullAccess => {}
     }
+    // The sandbox's own state (pending changes, the records later runs trust): where a writable
+    // path of this run holds it (a workspace that is the home directory, `--allow-write
+    // ~/.local`), the command is denied it, so that no run can plant or edit what a later one
+    // trusts. (The scratch directories are left out: a state kept in `/tmp` is never trusted.)
+    #[cfg(unix)]
+    if settings.mode == SandboxMode::WorkspaceWrite {
+        let state = crate::pending::state_dir();
+        let sc = canonical_as_far_as_it_exists(&state);
+        let scratch = |w: &Path| t.scratch_write.iter().any(|s| Path::new(s) == w);
+        for w in &writable_paths {
+            let wc = canonical_as_far_as_it_exists(w);
+            if wc != sc && wc.starts_with(&sc) {
+                return Err(SandboxError::Policy(format!(
+                    "allow-write {}: inside the sandbox's own state ({}: pending changes and the records later runs trust), which no sandboxed command may write",
+                    w.display(), state.display())));
+            }
+        }
+        let held = std::iter::once(&ws).chain(writable_paths.iter().filter(|w| !scratch(w))).any(|w| sc.starts_with(canonical_as_far_as_it_exists(w)));
+        if held && !deny_paths.iter().any(|d| sc.starts_with(canonical_as_far_as_it_exists(d))) {
+            deny_paths.push(state);
+        }
+    }
     let policy = SandboxPolicy {
         workspace_via_symlink: first_symlink_in(workspace).map(|_| workspace.to_path_buf()),
         workspace_path: ws,
@@ -690,6 +712,28 @@ fn refuse_protected_grants(ws: &Path, writes: &[PathBuf], protected: &[String]) 
 /// granted there. Landlock cannot grant inside a denied directory (a rule on the deny's parent
 /// would be needed, which the deny forbids), so a grant inside a deny, and a workspace inside a
 /// deny, are refused with the reason instead of being silently ineffective.
+/// `p` made canonical as far as it exists (its nearest existing ancestor), the rest appended as
+/// written.
+#[cfg(unix)]
+fn canonical_as_far_as_it_exists(p: &Path) -> PathBuf {
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    let mut at = p;
+    loop {
+        if let Ok(c) = std::fs::canonicalize(at) {
+            let mut out = c;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (at.file_name(), at.parent()) {
+            (Some(n), Some(parent)) => {
+                rest.push(n);
+                at = parent;
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
+}
+
 fn refuse_grants_inside_denies(ws: &Path, reads: &[PathBuf], writes: &[PathBuf], denies: &[PathBuf]) -> Result<(), SandboxError> {
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     for d in denies {

@@ -40,8 +40,7 @@ const SEARCH_ENTRIES: usize = 200_000;
 /// The record file: `$XDG_STATE_HOME/localgpt/sandbox/denied.json` (beside the pending store).
 #[must_use]
 pub fn record_file() -> PathBuf {
-    let pending = crate::pending::store_dir();
-    pending.parent().map_or_else(|| pending.join("denied.json"), |p| p.join("denied.json"))
+    crate::pending::state_dir().join("denied.json")
 }
 
 fn load(file: &Path) -> Vec<Record> {

@@ -75,17 +75,26 @@ impl PendingChange {
     }
 }
 
-/// The store's directory for this user.
+/// The sandbox's own state for this user: the pending changes, the denied paths' record and the
+/// nested walks' records (`$XDG_STATE_HOME/localgpt/sandbox`). Written by the runner, trusted by
+/// later runs: no sandboxed command may write it (the policy denies it to the command where a
+/// writable path holds it).
 #[must_use]
-pub fn store_dir() -> PathBuf {
+pub fn state_dir() -> PathBuf {
     let state = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| {
         std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| Path::new(&h).join(".local/state"))
     });
     match state {
-        Some(s) if s.is_absolute() => s.join("localgpt/sandbox/pending"),
+        Some(s) if s.is_absolute() => s.join("localgpt/sandbox"),
         // SAFETY: geteuid cannot fail.
-        _ => PathBuf::from(format!("/var/tmp/localgpt-sandbox-u{}/pending", unsafe { libc::geteuid() })),
+        _ => PathBuf::from(format!("/var/tmp/localgpt-sandbox-u{}", unsafe { libc::geteuid() })),
     }
+}
+
+/// The store's directory for this user.
+#[must_use]
+pub fn store_dir() -> PathBuf {
+    state_dir().join("pending")
 }
 
 fn io(ctx: String) -> impl FnOnce(std::io::Error) -> SandboxError {

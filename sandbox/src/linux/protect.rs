@@ -1071,11 +1071,13 @@ pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &
 /// and kept as a pending change. A directory that was protected at launch and reviewed where it
 /// moved to is not new. When a root's launch walk ran out of its budget nothing is taken back
 /// there (a name it did not reach may be the user's), and that is noted. The walk after the run
-/// has no budget: it reads only the directories changed during the run (whole) and those new in
-/// them, so its cost follows what the command wrote — with a budget, a command that filled a
-/// directory with 50 000 empty files first hid a `git init b` with a hook from it.
+/// has no budget: it reads only the directories changed since the launch read them (whole) and
+/// those new in them, so its cost follows what the command wrote — with a budget, a command that
+/// filled a directory with 50 000 empty files first hid a `git init b` with a hook from it. What
+/// both walks read is then recorded for the next launch walk ([`crate::plan::nested`]), so that
+/// nothing this run made counts against the next launch walk's budget either.
 pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut ProtectedReview) {
-    use crate::plan::protected::{nested_kind, root_name, walk_nested, NESTED_ENTRIES};
+    use crate::plan::protected::{nested_kind, root_name, walk_nested, Known, NESTED_ENTRIES};
     let ws = &plan.workspace;
     // The names the launch walk looked for (the table's, or the configured ones): not the
     // workspace's other protected paths (a link's target, `core.hooksPath`'s directory), which
@@ -1084,28 +1086,38 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
     if names.is_empty() {
         return;
     }
-    let mut found: Vec<(PathBuf, std::fs::FileType)> = Vec::new();
+    let mut found: Vec<(PathBuf, bool)> = Vec::new();
     for w in &plan.nested_walks {
-        if w.stopped {
+        let after = if w.stopped {
             out.notes.push(format!("the launch walk for nested protected names in {} stopped after {NESTED_ENTRIES} entries: names created in its subdirectories during the run were not reviewed", root_name(&w.root, ws)));
-            continue;
-        }
-        let walk = walk_nested(&w.root, &names, usize::MAX, Some((&w.dirs, start)));
-        for f in walk.found {
-            if !found.iter().any(|(p, _)| *p == f.0) {
-                found.push(f);
+            Vec::new()
+        } else {
+            let walk = walk_nested(&w.root, &names, usize::MAX, Known::AfterRun(&w.listings));
+            for f in walk.found {
+                if !found.iter().any(|(p, _)| *p == f.0) {
+                    found.push(f);
+                }
+            }
+            walk.listings
+        };
+        // What both walks read, for the next launch walk: a directory made during the run is
+        // read then without counting against its budget (what it then reads again is only what
+        // changed since). A stopped walk's part, so that the next one goes further.
+        if let Some(dir) = &plan.walk_records {
+            if let Err(e) = crate::plan::nested::save(dir, &w.root, &names, w.listings.iter().chain(&after)) {
+                out.notes.push(format!("the nested walk's records of {} were not kept ({e}): the next launch walk reads its directories again, within its budget", root_name(&w.root, ws)));
             }
         }
     }
     let roots = writable_roots(plan);
     let mut r = Reviewer { ws, roots: &roots, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[] };
-    for (path, ft) in found {
+    for (path, is_dir) in found {
         // Reviewed already: at its own path, or where a protected directory moved to.
         if plan.protected.iter().any(|p| p.path == path) || plan.unprotectable.iter().any(|u| u.path == path) || r.out.reviewed.contains(&path) {
             continue;
         }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let kind = nested_kind(&name, ft);
+        let kind = nested_kind(&name, is_dir);
         let reason = format!("created during the run: {}", crate::plan::protected::table_why(Path::new(&name)));
         let snap = Snap { p: ProtectedPath { path, kind, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new() };
         r.in_place(&snap);

@@ -6,6 +6,7 @@ pub mod configs;
 pub mod env;
 pub mod gitconfig;
 pub mod gitindex;
+pub mod nested;
 pub mod protected;
 pub mod resolve;
 #[cfg(unix)]
@@ -410,14 +411,18 @@ pub struct Plan {
     /// Protected names that could not be protected, and why.
     #[serde(default)]
     pub unprotectable: Vec<protected::Unprotectable>,
-    /// Each writable root's launch walk for nested protected names: the directories it read,
-    /// with their depths (the walk after the run reads only those changed since; not
-    /// serialised).
+    /// Each writable root's launch walk for nested protected names: the directories it looked
+    /// at, with their depths and what they hold (the walk after the run reads only those that
+    /// changed since; not serialised).
     #[serde(skip)]
     pub nested_walks: Vec<protected::RootWalk>,
     /// The protected names the launch walk looked for in subdirectories (not serialised).
     #[serde(skip)]
     pub nested_names: Vec<String>,
+    /// Where the nested walks' records are kept, when no command of the run can write there
+    /// (see [`nested`]; runner only, not serialised).
+    #[serde(skip)]
+    pub walk_records: Option<PathBuf>,
     /// Files inside a protected git directory that git's configuration includes
     /// ([`protected::read_git_configs`]): reviewed as config files, key by key, not as git's
     /// state (runner only; not serialised).
@@ -835,7 +840,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     crate::timing::stamp("plan_configs");
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
-    let protected::ProtectedSet { paths: mut protected, mut unprotectable, nested_walks, nested_names, git_config_files, in_scratch } =
+    let protected::ProtectedSet { paths: mut protected, mut unprotectable, nested_walks, nested_names, git_config_files, in_scratch, walk_records } =
         if confined && policy.mode == SandboxMode::WorkspaceWrite && !(crate::ablation::is(ProtectionId::WorkspacePersistence) || crate::ablation::is(ProtectionId::WorkspacePersistenceLive)) {
             protected::protected_paths(&mut resolver, policy)
         } else {
@@ -1001,6 +1006,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         unprotectable,
         nested_walks,
         nested_names,
+        walk_records,
         git_config_files,
         configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
         config_copies,
@@ -1425,13 +1431,20 @@ fn workspace_persistence(plan: &Plan, caps: &Capabilities, tree_killed: bool) ->
     let bad = plan.unprotectable.iter().map(|u| format!("{} ({})", rel(&u.path), u.why)).collect::<Vec<_>>().join("; ");
     let review = "after the run harmless changes are applied and code-running ones (hooks, executable git keys, redirection files, editor tasks and settings) are kept as pending changes (`localgpt sandbox pending`); a protected directory renamed or replaced by a link, a file or another directory is put back (what replaced it is kept as a pending change), one moved with a parent is reviewed where it went, nothing is written through a link, and the names created in subdirectories during the run (a new repository's hooks) are reviewed too";
     let mut detail = Vec::new();
+    let review = if plan.nested_walks.is_empty() {
+        review.to_string()
+    } else if plan.walk_records.is_some() {
+        format!("{review}; the walk that looks for them remembers across runs what it read, so that no run can push a name out of the next run's reach")
+    } else {
+        format!("{review}; the walk that looks for them keeps no records (where they would be, this run could write them), so its budget counts every directory again")
+    };
     if !private.is_empty() {
         detail.push(format!("private copies for the run (overlay; cannot be renamed or removed): {}", private.join(", ")));
     }
     if !in_place.is_empty() {
         detail.push(format!("reviewed in place after the run: {}", in_place.join(", ")));
     }
-    detail.push(review.to_string());
+    detail.push(review);
     if !bad.is_empty() {
         detail.push(format!("not protected: {bad}"));
     }

@@ -224,6 +224,9 @@ pub struct ProtectedSet {
     /// The files git's configuration includes that lie inside a protected git directory: the
     /// review reads them key by key, as the repository's `config`.
     pub git_config_files: Vec<PathBuf>,
+    /// Where the nested walks' records are kept ([`super::nested`]), when no command of the run
+    /// can write there; `None`: the walks neither read nor keep any.
+    pub walk_records: Option<PathBuf>,
 }
 
 /// The protected paths of `policy`'s workspace and of every other writable root (workspace-write
@@ -260,8 +263,17 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
             _ => {}
         }
     }
-    let scratch_dirs = scratch.iter().filter_map(|d| resolver.canonicalize(Path::new(d)).ok().map(|c| c.path)).collect();
-    let mut p = Protector { resolver, roots: roots.clone(), files, scratch: scratch_dirs, out: Vec::new(), bad: Vec::new(), in_scratch: Vec::new() };
+    let scratch_dirs: Vec<PathBuf> = scratch.iter().filter_map(|d| resolver.canonicalize(Path::new(d)).ok().map(|c| c.path)).collect();
+    // The walks' records, unless the run could write them: outside every writable root, file
+    // and scratch directory (where they are, canonical: through any link on the way).
+    #[cfg(target_os = "linux")]
+    let records = {
+        let dir = super::nested::records_dir();
+        canonical_beyond(resolver, &dir).filter(|c| !roots.iter().chain(&scratch_dirs).any(|r| c.starts_with(r)) && !files.iter().any(|f| f.starts_with(c)))
+    };
+    #[cfg(not(target_os = "linux"))]
+    let records = None;
+    let mut p = Protector { resolver, roots: roots.clone(), files, scratch: scratch_dirs, records, out: Vec::new(), bad: Vec::new(), in_scratch: Vec::new() };
     // The protected names that stand alone (not `.git/hooks`): looked for in the home directory
     // and in the workspace's subdirectories.
     let single: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
@@ -329,11 +341,39 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let mut included: Vec<PathBuf> = names.into_iter().map(|(q, _)| q).collect();
     included.sort();
     included.dedup();
-    let Protector { mut out, bad, in_scratch, .. } = p;
+    let Protector { mut out, bad, in_scratch, records, .. } = p;
     drop_covered(&mut out);
     let git_config_files = included.into_iter().filter(|f| out.iter().any(|q| q.kind == ProtectedKind::GitDir && f.starts_with(&q.path))).collect();
     let nested_names = single.iter().map(|n| (*n).to_string()).collect();
-    ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, git_config_files, in_scratch }
+    ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, git_config_files, in_scratch, walk_records: records }
+}
+
+/// `path` made canonical where it exists, and beyond its nearest existing ancestor (made
+/// canonical) by the names that do not exist yet; `None` when it cannot be told (a relative
+/// path, a name that climbs, an ancestor that is not a directory, a dangling link on the way).
+#[cfg(target_os = "linux")]
+fn canonical_beyond(resolver: &mut PathResolver, path: &Path) -> Option<PathBuf> {
+    if !path.is_absolute() || path.components().any(|c| matches!(c, std::path::Component::ParentDir | std::path::Component::CurDir)) {
+        return None;
+    }
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    let mut at = path;
+    loop {
+        match resolver.canonicalize(at) {
+            Ok(c) if c.kind == FileKind::Dir || rest.is_empty() => {
+                let mut out = c.path;
+                out.extend(rest.iter().rev());
+                return Some(out);
+            }
+            Ok(_) => return None,
+            // Missing, not a link that leads nowhere (the records would go where it leads).
+            Err(_) if std::fs::symlink_metadata(at).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) => {
+                rest.push(at.file_name()?);
+                at = at.parent()?;
+            }
+            Err(_) => return None,
+        }
+    }
 }
 
 /// Removes from `out` each path that lies inside another one (covered by it: the outer one is
@@ -385,6 +425,8 @@ struct Protector<'r> {
     files: Vec<PathBuf>,
     /// The scratch directories (canonical).
     scratch: Vec<PathBuf>,
+    /// Where the nested walks' records are kept, when the run cannot write there.
+    records: Option<PathBuf>,
     out: Vec<ProtectedPath>,
     bad: Vec<Unprotectable>,
     in_scratch: Vec<Unprotectable>,
@@ -470,16 +512,7 @@ impl Protector<'_> {
 }
 
 
-/// How deep below the workspace nested protected names are looked for (`a/b/c/.git` is depth 3).
-pub const NESTED_DEPTH: usize = 4;
-
-/// How many directory entries the nested walk reads at most (its cost is one `read_dir` per
-/// directory, names only: no `stat`).
-pub const NESTED_ENTRIES: usize = 50_000;
-
-/// Directories the nested walk does not enter: dependency and build trees (their own `.git` or
-/// `.vscode` are not the user's).
-pub const NESTED_SKIP: &[&str] = &["node_modules", "target", "vendor", ".venv", "venv", "__pycache__", "dist", "build", ".cache", ".tox", ".mypy_cache", ".gradle", ".next"];
+pub use super::nested::{walk_nested, Known, Listing, NestedWalk, NESTED_DEPTH, NESTED_ENTRIES, NESTED_SKIP};
 
 /// What [`NESTED_STOPPED`] starts with: the nested walk ran out of its budget.
 pub const NESTED_STOPPED: &str = "the nested walk stopped after";
@@ -489,8 +522,10 @@ pub const NESTED_STOPPED: &str = "the nested walk stopped after";
 pub struct RootWalk {
     /// The writable root.
     pub root: PathBuf,
-    /// Every directory the walk read, with its depth (the root itself at 0).
-    pub dirs: Vec<(PathBuf, usize)>,
+    /// Every directory the walk looked at, with its depth and what it holds.
+    pub listings: Vec<Listing>,
+    /// How many of them the records of earlier walks held ([`super::nested`]).
+    pub from_records: usize,
     /// It ran out of its budget: names deeper in the root were not looked for.
     pub stopped: bool,
 }
@@ -505,101 +540,10 @@ pub fn root_name(root: &Path, ws: &Path) -> String {
     }
 }
 
-/// What [`walk_nested`] found.
-#[derive(Default)]
-pub struct NestedWalk {
-    /// The entries named as a protected name, with their types.
-    pub found: Vec<(PathBuf, std::fs::FileType)>,
-    /// The directory where the walk ran out of its budget, if it did.
-    pub stopped: Option<PathBuf>,
-    /// Every directory it read, with its depth (the workspace itself at 0).
-    pub dirs: Vec<(PathBuf, usize)>,
-}
-
-/// The entries named as one of `names` in `ws`'s subdirectories (depth 1 to [`NESTED_DEPTH`];
-/// not inside such an entry, nor in [`NESTED_SKIP`] directories), reading at most `budget`
-/// entries. With `known` (the directories an earlier walk read, and when it started), only the
-/// directories changed since then are read — a new or renamed entry changes its directory's
-/// ctime, which no command can set back — and the directories they hold that the earlier walk
-/// did not read (new, or moved in), whole.
-#[must_use]
-pub fn walk_nested(ws: &Path, names: &[&str], budget: usize, known: Option<(&[(PathBuf, usize)], std::time::SystemTime)>) -> NestedWalk {
-    let mut out = NestedWalk::default();
-    let mut budget = budget;
-    // (directory, depth, read whole below it)
-    let mut queue: Vec<(PathBuf, usize, bool)> = Vec::new();
-    let mut seen: std::collections::HashSet<&Path> = std::collections::HashSet::new();
-    match known {
-        None => queue.push((ws.to_path_buf(), 0, true)),
-        Some((dirs, since)) => {
-            // File times come from a coarse clock that may lag the one `since` was read from by a
-            // tick or more: a margin, so that a change right after `since` is never missed.
-            let since = since.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()).saturating_sub(2_000_000_000);
-            for (d, depth) in dirs {
-                seen.insert(d.as_path());
-                let changed = std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir() && change_time_ns(&m).is_none_or(|t| t >= since));
-                if changed {
-                    queue.push((d.clone(), *depth, false));
-                }
-            }
-        }
-    }
-    while let Some((dir, depth, whole)) = queue.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
-        out.dirs.push((dir.clone(), depth));
-        for e in rd.flatten() {
-            if budget == 0 {
-                out.stopped = Some(dir);
-                return out;
-            }
-            budget -= 1;
-            let name = e.file_name();
-            let n = name.to_string_lossy();
-            let Ok(ft) = e.file_type() else { continue };
-            // Matched without regard to ASCII case: on a case-insensitive filesystem (macOS by
-            // default, vfat, exFAT, ext4 casefold) `sub/.GIT` is the repository git uses in
-            // `sub`; on another one protecting it costs nothing. Top-level names are the roots'
-            // own entries (handled elsewhere: looked up by name, so the filesystem's own rule
-            // applies), matched exactly.
-            if depth > 0 && names.iter().any(|x| name.eq_ignore_ascii_case(x)) {
-                out.found.push((e.path(), ft));
-                continue;
-            }
-            if depth == 0 && names.contains(&n.as_ref()) {
-                continue;
-            }
-            if ft.is_dir() && depth < NESTED_DEPTH && !NESTED_SKIP.contains(&n.as_ref()) {
-                let p = e.path();
-                // A directory the earlier walk read is looked at through its own ctime.
-                if whole || !seen.contains(p.as_path()) {
-                    queue.push((p, depth + 1, true));
-                }
-            }
-        }
-    }
-    out.found.sort_by(|a, b| a.0.cmp(&b.0));
-    out
-}
-
-/// When the inode last changed (ctime, ns since the epoch); `None` where there is no ctime (a
-/// walk then reads the directory again).
-fn change_time_ns(m: &std::fs::Metadata) -> Option<u128> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        u128::try_from(i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec())).ok()
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = m;
-        None
-    }
-}
-
 /// The protected kind of a nested entry named `name` that is a directory (`.git`: git's).
 #[must_use]
-pub fn nested_kind(name: &str, ft: std::fs::FileType) -> ProtectedKind {
-    if ft.is_dir() && !is_dotgit(name.as_ref()) {
+pub fn nested_kind(name: &str, dir: bool) -> ProtectedKind {
+    if dir && !is_dotgit(name.as_ref()) {
         ProtectedKind::Dir
     } else {
         hint_for(Path::new(name))
@@ -622,8 +566,12 @@ fn table_entry(rel: &Path) -> Option<&'static crate::defaults::ProtectedEntry> {
 /// [`NESTED_DEPTH`]), each protected as what it is, and the submodules git would enter. A walk
 /// that runs out of its budget is reported (the rest of the root is not looked at).
 fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str]) -> RootWalk {
-    let NestedWalk { found, stopped, dirs } = walk_nested(root, names, NESTED_ENTRIES, None);
-    let walk = RootWalk { root: root.to_path_buf(), dirs, stopped: stopped.is_some() };
+    #[cfg(target_os = "linux")]
+    let records = p.records.as_deref().and_then(|d| super::nested::load(d, root, names));
+    #[cfg(not(target_os = "linux"))]
+    let records = None;
+    let NestedWalk { found, stopped, listings, from_records } = walk_nested(root, names, NESTED_ENTRIES, Known::Launch(records.as_ref()));
+    let walk = RootWalk { root: root.to_path_buf(), listings, from_records, stopped: stopped.is_some() };
     let first = p.out.len();
     for (path, _) in found {
         let n = path.file_name().map(PathBuf::from).unwrap_or_default();
@@ -631,7 +579,8 @@ fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str]) -> RootW
     }
     if let Some(dir) = stopped {
         let why = root_name(root, p.roots.first().map_or(root, PathBuf::as_path));
-        p.bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {NESTED_ENTRIES} entries: protected names deeper in {why} were not looked for") });
+        let next = if p.records.is_some() { "what it read is recorded: the next launch walk goes on from there" } else { "no records of it can be kept where this run could write them" };
+        p.bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {NESTED_ENTRIES} entries: protected names deeper in {why} were not looked for ({next})") });
     }
     // The submodules git would enter, wherever they are (`vendor/lib`, deeper than the walk
     // goes): those `.gitmodules` registers and every gitlink of the repositories' indexes. git
@@ -802,7 +751,7 @@ mod tests {
     /// The nested walk's and the submodule search's protected paths alone.
     fn nested(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
         let mut resolver = PathResolver::new();
-        let mut p = Protector { resolver: &mut resolver, roots: vec![policy.workspace_path.clone()], files: Vec::new(), scratch: Vec::new(), out: Vec::new(), bad: Vec::new(), in_scratch: Vec::new() };
+        let mut p = Protector { resolver: &mut resolver, roots: vec![policy.workspace_path.clone()], files: Vec::new(), scratch: Vec::new(), records: None, out: Vec::new(), bad: Vec::new(), in_scratch: Vec::new() };
         let names: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
         nested_protected(&mut p, &policy.workspace_path, &names);
         (p.out, p.bad)
@@ -997,7 +946,7 @@ mod tests {
         // after the run); none ran out of its budget.
         let walked: Vec<&Path> = set.nested_walks.iter().map(|w| w.root.as_path()).collect();
         assert_eq!(walked, [ws.as_path(), other.as_path()]);
-        assert!(set.nested_walks[1].dirs.iter().any(|(d, depth)| *d == other.join("sub") && *depth == 1));
+        assert!(set.nested_walks[1].listings.iter().any(|l| l.path == other.join("sub") && l.depth == 1));
         assert!(set.nested_walks.iter().all(|w| !w.stopped));
     }
 
@@ -1136,33 +1085,6 @@ mod tests {
     }
 
     #[test]
-    fn the_walk_after_the_run_reads_only_what_changed_and_finds_what_is_new() {
-        let d = crate::test_dir();
-        let ws = std::fs::canonicalize(d.path()).unwrap();
-        for p in ["a/b/c", "x/y", "quiet/q1/q2"] {
-            std::fs::create_dir_all(ws.join(p)).unwrap();
-        }
-        let names = [".git", ".vscode", ".bashrc"];
-        let launch = walk_nested(&ws, &names, NESTED_ENTRIES, None);
-        assert!(launch.found.is_empty() && launch.stopped.is_none());
-        assert!(launch.dirs.iter().any(|(p, depth)| *p == ws && *depth == 0) && launch.dirs.iter().any(|(p, depth)| *p == ws.join("a/b/c") && *depth == 3));
-        // The run: a repository deep in a known directory whose mtime is then set back (its
-        // ctime cannot be), a new subtree holding a .vscode, and x moved under a.
-        let since = std::time::SystemTime::now();
-        std::fs::create_dir_all(ws.join("a/b/c/.git/hooks")).unwrap();
-        let c = std::ffi::CString::new(ws.join("a/b/c").as_os_str().as_encoded_bytes()).unwrap();
-        let old = [libc::timespec { tv_sec: 1_000_000, tv_nsec: 0 }, libc::timespec { tv_sec: 1_000_000, tv_nsec: 0 }];
-        // SAFETY: a valid C string and two timespecs.
-        assert_eq!(unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), old.as_ptr(), 0) }, 0);
-        std::fs::create_dir_all(ws.join("new/n1/.vscode")).unwrap();
-        std::fs::rename(ws.join("x"), ws.join("a/x")).unwrap();
-        std::fs::write(ws.join("a/x/y/.bashrc"), "id\n").unwrap();
-        let after = walk_nested(&ws, &names, NESTED_ENTRIES, Some((&launch.dirs, since)));
-        let found: Vec<PathBuf> = after.found.iter().map(|(p, _)| p.strip_prefix(&ws).unwrap().to_path_buf()).collect();
-        assert_eq!(found, vec![PathBuf::from("a/b/c/.git"), PathBuf::from("a/x/y/.bashrc"), PathBuf::from("new/n1/.vscode")]);
-    }
-
-    #[test]
     fn nested_names_are_found_whatever_their_ascii_case() {
         let d = crate::test_dir();
         let ws = std::fs::canonicalize(d.path()).unwrap();
@@ -1171,12 +1093,12 @@ mod tests {
         std::fs::create_dir_all(ws.join("sub/.GIT/hooks")).unwrap();
         std::fs::create_dir_all(ws.join("a/.VSCode")).unwrap();
         std::fs::create_dir_all(ws.join(".GIT/x/.git")).unwrap();
-        let walk = walk_nested(&ws, &[".git", ".vscode"], NESTED_ENTRIES, None);
+        let walk = walk_nested(&ws, &[".git", ".vscode"], NESTED_ENTRIES, Known::Launch(None));
         let found: Vec<PathBuf> = walk.found.iter().map(|(p, _)| p.strip_prefix(&ws).unwrap().to_path_buf()).collect();
         assert_eq!(found, [".GIT/x/.git", "a/.VSCode", "sub/.GIT"].map(PathBuf::from));
-        let dir = std::fs::symlink_metadata(ws.join("sub/.GIT")).unwrap().file_type();
-        assert_eq!(nested_kind(".GIT", dir), ProtectedKind::GitDir);
-        assert_eq!(nested_kind(".VSCode", dir), ProtectedKind::Dir);
+        assert_eq!(walk.found.iter().find(|(p, _)| p.ends_with("sub/.GIT")).map(|f| f.1), Some(true));
+        assert_eq!(nested_kind(".GIT", true), ProtectedKind::GitDir);
+        assert_eq!(nested_kind(".VSCode", true), ProtectedKind::Dir);
         let policy = build_sandbox_policy(&ws, &SandboxSettings { home: None, ..Default::default() }).unwrap();
         let p = protected_paths(&mut PathResolver::new(), &policy).paths;
         let got = |rel: &str| p.iter().find(|x| x.path == ws.join(rel)).map(|x| x.kind);

@@ -1,0 +1,799 @@
+//! The walk for nested protected names (a repository in a subdirectory, `sub/.vscode`, a new
+//! repository's hooks), and what it remembers across runs.
+//!
+//! At launch every writable root is walked to [`NESTED_DEPTH`] for the protected names: what it
+//! finds is protected like the root's own entries. After the run the same walk looks again, but
+//! reads only the directories that changed and those new in them (its cost follows what the
+//! command wrote), for the names created during the run. The launch walk is bounded
+//! ([`NESTED_ENTRIES`] entries read), so that a huge tree does not make every start slow; one
+//! that runs out is reported (the root's persistence protection is degraded), and its root is not
+//! reviewed after the run.
+//!
+//! A budget alone can be exhausted on purpose: one run fills a directory with 60 000 files, and
+//! the *next* run's launch walk stops in it, before the repository whose hooks that run then
+//! plants. So the walk remembers what it read. Every directory a walk read is recorded — its
+//! device and inode, its change time, when it was read, and the entries the walk uses (the
+//! protected names in it and the subdirectories it descends into) — in one file per writable
+//! root ([`WalkCache`]), written by the runner after the run from the launch walk's and the
+//! after-run walk's reads. A later walk takes a directory's entries from its record instead of
+//! reading it while the directory is the same inode with the same change time, recorded more
+//! than [`RACY_WINDOW_NS`] before it was read ([`Listing::holds`]): a change always sets the
+//! change time (no command can set it back), but file times come from a clock that ticks every
+//! few milliseconds — whole seconds on some filesystems — so a change in the same tick as the
+//! last one could leave it as it was (git's "racily clean" entries). A directory that does not
+//! hold is read again.
+//!
+//! Only directories that no walk recorded count against the launch walk's budget. A directory a
+//! command made was read by the walk after its run, which has no budget, and recorded: no run
+//! can push a name out of the next run's reach. What the host made since (a checkout, an
+//! unpacked archive) still counts; a walk that stops records what it read, so each later launch
+//! goes further. The records are used only where no sandboxed command can write them: the
+//! directory holding them must lie outside every writable root and scratch directory (checked by
+//! the planner, [`crate::plan::protected::protected_paths`]), be a real directory of this user
+//! with no group or other access, and every file in it is opened without following links. A file
+//! that does not read back exactly (another version, cut, edited) is no record at all.
+//!
+//! The after-run walk uses the same test to find what changed since the launch read, and
+//! compares the inode too: a directory replaced by another one at the same path is read.
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+/// How deep below the workspace nested protected names are looked for (`a/b/c/.git` is depth 3).
+pub const NESTED_DEPTH: usize = 4;
+
+/// How many directory entries the launch walk reads at most in directories no earlier walk
+/// recorded (its cost is one `getdents` per directory, names only).
+pub const NESTED_ENTRIES: usize = 50_000;
+
+/// Directories the nested walk does not enter: dependency and build trees (their own `.git` or
+/// `.vscode` are not the user's).
+pub const NESTED_SKIP: &[&str] = &["node_modules", "target", "vendor", ".venv", "venv", "__pycache__", "dist", "build", ".cache", ".tox", ".mypy_cache", ".gradle", ".next"];
+
+/// A directory whose change time is this close to when it was read (or later) may change again
+/// without its change time changing (see the module docs): its record is not trusted.
+pub const RACY_WINDOW_NS: i128 = 2_000_000_000;
+
+/// The most directories one root's record holds; beyond, none is written (the next launch walk
+/// reads what it did not record, within its budget, and reports where it stopped).
+pub const MAX_RECORDED_DIRS: usize = 500_000;
+
+/// One entry of a directory that the walk uses: a protected name, or a subdirectory it descends
+/// into.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Its name.
+    pub name: OsString,
+    /// A directory (not a symbolic link to one).
+    pub dir: bool,
+}
+
+/// One directory as a walk saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listing {
+    /// Its path.
+    pub path: PathBuf,
+    /// Its depth below the root (the root at 0).
+    pub depth: usize,
+    /// Device and inode (0, 0 where the platform has none: such a listing never holds).
+    pub id: (u64, u64),
+    /// Its change time when it was read (ns since the epoch; `None` where there is none).
+    pub ctime_ns: Option<i128>,
+    /// When the read began (ns since the epoch, the wall clock file times come from).
+    pub read_ns: i128,
+    /// The entries the walk uses ([`step`] is not [`Step::Skip`]).
+    pub entries: Vec<Entry>,
+}
+
+/// What a directory's stat says, for [`Listing::holds`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirState {
+    /// Device and inode.
+    pub id: (u64, u64),
+    /// Change time (ns since the epoch).
+    pub ctime_ns: Option<i128>,
+}
+
+impl Listing {
+    /// The directory, as `now` shows it, still holds exactly these entries: the same inode, the
+    /// same change time, and that change time older than the read by [`RACY_WINDOW_NS`].
+    #[must_use]
+    pub fn holds(&self, now: &DirState) -> bool {
+        match (self.ctime_ns, now.ctime_ns) {
+            (Some(c), Some(n)) => self.id != (0, 0) && now.id == self.id && n == c && c < self.read_ns - RACY_WINDOW_NS,
+            _ => false,
+        }
+    }
+}
+
+/// What the walk does with an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A protected name (matched without regard to ASCII case below the root).
+    Found,
+    /// A subdirectory to look in.
+    Descend,
+    /// Nothing.
+    Skip,
+}
+
+/// What the walk does with the entry `name` (a directory or not) of a directory at `depth`.
+#[must_use]
+pub fn step(depth: usize, name: &OsStr, dir: bool, names: &[&str]) -> Step {
+    // Matched without regard to ASCII case: on a case-insensitive filesystem (macOS by default,
+    // vfat, exFAT, ext4 casefold) `sub/.GIT` is the repository git uses in `sub`; on another
+    // one protecting it costs nothing. Top-level names are the roots' own entries (handled
+    // elsewhere: looked up by name, so the filesystem's own rule applies), matched exactly.
+    if depth > 0 && names.iter().any(|x| name.eq_ignore_ascii_case(x)) {
+        return Step::Found;
+    }
+    let n = name.to_string_lossy();
+    if depth == 0 && names.contains(&n.as_ref()) {
+        return Step::Skip;
+    }
+    if dir && depth < NESTED_DEPTH && !NESTED_SKIP.contains(&n.as_ref()) {
+        Step::Descend
+    } else {
+        Step::Skip
+    }
+}
+
+/// What the walk knows before it starts.
+#[derive(Clone, Copy)]
+pub enum Known<'a> {
+    /// At launch: the records of earlier walks of this root, when they can be used.
+    Launch(Option<&'a WalkCache>),
+    /// After the run: what the launch walk saw. Only the directories that no longer hold are
+    /// read, and the directories they hold that the launch walk did not see, whole.
+    AfterRun(&'a [Listing]),
+}
+
+/// What [`walk_nested`] found.
+#[derive(Default, Debug)]
+pub struct NestedWalk {
+    /// The entries named as a protected name, and whether each is a directory.
+    pub found: Vec<(PathBuf, bool)>,
+    /// The directory where the launch walk ran out of its budget, if it did.
+    pub stopped: Option<PathBuf>,
+    /// Every directory it looked at (read, or held by its record), with what it holds.
+    pub listings: Vec<Listing>,
+    /// How many of them came from the records of earlier walks.
+    pub from_records: usize,
+}
+
+/// The entries named as one of `names` in `root`'s subdirectories (depth 1 to [`NESTED_DEPTH`];
+/// not inside such an entry, nor in [`NESTED_SKIP`] directories). At launch, reading at most
+/// `budget` entries of directories no record holds; after the run, only what changed (see
+/// [`Known`]).
+#[must_use]
+pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>) -> NestedWalk {
+    let mut out = NestedWalk::default();
+    let mut budget = budget;
+    // (directory, depth, read whole below it: after the run, a directory the launch walk did
+    // not see)
+    let mut queue: Vec<(PathBuf, usize, bool)> = Vec::new();
+    let mut launch: HashMap<&Path, &Listing> = HashMap::new();
+    let cache = match known {
+        Known::Launch(cache) => {
+            queue.push((root.to_path_buf(), 0, true));
+            cache
+        }
+        Known::AfterRun(listings) => {
+            for l in listings {
+                launch.insert(l.path.as_path(), l);
+                if dir_state(&l.path).is_some_and(|now| !l.holds(&now)) {
+                    queue.push((l.path.clone(), l.depth, false));
+                }
+            }
+            None
+        }
+    };
+    while let Some((dir, depth, whole)) = queue.pop() {
+        let record = cache.and_then(|c| c.dirs.get(&dir));
+        let listing = match record.filter(|r| r.depth == depth && dir_state(&dir).is_some_and(|now| r.holds(&now))) {
+            Some(r) => {
+                out.from_records += 1;
+                r.clone()
+            }
+            None => {
+                // A directory an earlier walk recorded is read whatever its size: the walk
+                // after the run that made it read it already.
+                let charged = matches!(known, Known::Launch(_)) && record.is_none();
+                let limit = if charged { budget } else { usize::MAX };
+                match read_listing(&dir, depth, names, limit) {
+                    Ok(Some((l, n))) => {
+                        if charged {
+                            budget -= n;
+                        }
+                        l
+                    }
+                    Ok(None) => {
+                        out.stopped = Some(dir);
+                        break;
+                    }
+                    Err(_) => continue,
+                }
+            }
+        };
+        for e in &listing.entries {
+            match step(depth, &e.name, e.dir, names) {
+                Step::Found => out.found.push((dir.join(&e.name), e.dir)),
+                Step::Descend => {
+                    let p = dir.join(&e.name);
+                    // After the run, a directory the launch walk saw is looked at through its
+                    // own record (above).
+                    if whole || !launch.contains_key(p.as_path()) {
+                        queue.push((p, depth + 1, true));
+                    }
+                }
+                Step::Skip => {}
+            }
+        }
+        out.listings.push(listing);
+    }
+    out.found.sort();
+    out
+}
+
+fn now_ns() -> i128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
+}
+
+/// The directory at `path` (a real one, no link followed), or `None`.
+#[must_use]
+pub fn dir_state(path: &Path) -> Option<DirState> {
+    let m = std::fs::symlink_metadata(path).ok().filter(std::fs::Metadata::is_dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some(DirState { id: (m.dev(), m.ino()), ctime_ns: Some(i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec())) })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = m;
+        Some(DirState { id: (0, 0), ctime_ns: None })
+    }
+}
+
+/// Reads the directory `dir` at `depth`: its identity and change time from the descriptor it is
+/// read through (so they are the listed directory's), and the entries the walk uses. `Ok(None)`
+/// when it has more than `limit` entries.
+fn read_listing(dir: &Path, depth: usize, names: &[&str], limit: usize) -> std::io::Result<Option<(Listing, usize)>> {
+    let read_ns = now_ns();
+    let mut l = Listing { path: dir.to_path_buf(), depth, id: (0, 0), ctime_ns: None, read_ns, entries: Vec::new() };
+    let mut n = 0usize;
+    let mut add = |name: OsString, is_dir: bool, l: &mut Listing| -> bool {
+        n += 1;
+        if n > limit {
+            return false;
+        }
+        if step(depth, &name, is_dir, names) != Step::Skip {
+            l.entries.push(Entry { name, dir: is_dir });
+        }
+        true
+    };
+    #[cfg(unix)]
+    {
+        let st = read_dir_fd(dir, |name, is_dir, id, ctime| {
+            if let Some((i, c)) = id.zip(ctime) {
+                l.id = i;
+                l.ctime_ns = Some(c);
+                return true;
+            }
+            add(name.to_os_string(), is_dir, &mut l)
+        })?;
+        if !st {
+            return Ok(None);
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        for e in std::fs::read_dir(dir)?.flatten() {
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if !add(e.file_name(), is_dir, &mut l) {
+                return Ok(None);
+            }
+        }
+    }
+    Ok(Some((l, n)))
+}
+
+/// Opens `dir` (no link followed), reports its identity and change time first (`f(_, _, Some,
+/// Some)`), then each entry but `.` and `..` with whether it is a directory (`d_type`, or an
+/// `lstat` where the filesystem gives none), until `f` returns false. `Ok(false)` when `f`
+/// stopped it.
+#[cfg(unix)]
+fn read_dir_fd(dir: &Path, mut f: impl FnMut(&OsStr, bool, Option<(u64, u64)>, Option<i128>) -> bool) -> std::io::Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: open with a valid C string.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a zeroed stat buffer filled by fstat on our descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        let e = std::io::Error::last_os_error();
+        // SAFETY: closing our descriptor.
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    #[allow(clippy::unnecessary_cast)]
+    let ctime = i128::from(st.st_ctime as i64) * 1_000_000_000 + i128::from(st.st_ctime_nsec as i64);
+    #[allow(clippy::unnecessary_cast)]
+    let id = (st.st_dev as u64, st.st_ino as u64);
+    // SAFETY: fdopendir takes ownership of fd (closed by closedir below).
+    let d = unsafe { libc::fdopendir(fd) };
+    if d.is_null() {
+        let e = std::io::Error::last_os_error();
+        // SAFETY: fdopendir failed: the descriptor is still ours.
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    let mut result = Ok(f(OsStr::new(""), false, Some(id), Some(ctime)));
+    while matches!(result, Ok(true)) {
+        // SAFETY: errno is thread-local; cleared so that the end and an error can be told apart.
+        unsafe { *errno() = 0 };
+        // SAFETY: readdir on our open stream.
+        let ent = unsafe { libc::readdir(d) };
+        if ent.is_null() {
+            // SAFETY: reading our thread's errno.
+            let err = unsafe { *errno() };
+            if err != 0 {
+                result = Err(std::io::Error::from_raw_os_error(err));
+            }
+            break;
+        }
+        // SAFETY: readdir returned a valid entry whose d_name is NUL-terminated.
+        let (name, dtype) = unsafe { (std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()), (*ent).d_type) };
+        let bytes = name.to_bytes();
+        if bytes == b"." || bytes == b".." {
+            continue;
+        }
+        let is_dir = match dtype {
+            libc::DT_DIR => true,
+            libc::DT_UNKNOWN => {
+                // SAFETY: a zeroed stat buffer; fstatat relative to the stream's descriptor.
+                let mut est: libc::stat = unsafe { std::mem::zeroed() };
+                // SAFETY: as above, with the entry's NUL-terminated name.
+                unsafe { libc::fstatat(libc::dirfd(d), name.as_ptr(), &mut est, libc::AT_SYMLINK_NOFOLLOW) == 0 && est.st_mode & libc::S_IFMT == libc::S_IFDIR }
+            }
+            _ => false,
+        };
+        result = Ok(f(OsStr::from_bytes(bytes), is_dir, None, None));
+    }
+    // SAFETY: closing the stream (and its descriptor).
+    unsafe { libc::closedir(d) };
+    result
+}
+
+#[cfg(all(unix, any(target_os = "linux", target_os = "android")))]
+fn errno() -> *mut libc::c_int {
+    // SAFETY: glibc's thread-local errno location.
+    unsafe { libc::__errno_location() }
+}
+
+#[cfg(all(unix, not(any(target_os = "linux", target_os = "android"))))]
+fn errno() -> *mut libc::c_int {
+    // SAFETY: the BSD/macOS thread-local errno location.
+    unsafe { libc::__error() }
+}
+
+/// The records of earlier walks of one writable root (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WalkCache {
+    /// Each recorded directory, by path.
+    pub dirs: HashMap<PathBuf, Listing>,
+}
+
+/// The first line of a record file.
+const MAGIC: &[u8] = b"localgpt-nested-walk 1\n";
+
+/// What a root's records are keyed by: the root, the names looked for and the walk's rules (a
+/// change to any makes the records another walk's). Length-prefixed, so that two different
+/// lists never give the same key.
+fn key(root: &Path, names: &[&str]) -> Vec<u8> {
+    let mut k = Vec::new();
+    let mut part = |b: &[u8]| {
+        k.extend_from_slice(format!("{}:", b.len()).as_bytes());
+        k.extend_from_slice(b);
+    };
+    part(root.as_os_str().as_encoded_bytes());
+    part(format!("{NESTED_DEPTH}").as_bytes());
+    for n in names {
+        part(n.as_bytes());
+    }
+    part(b"skip");
+    for n in NESTED_SKIP {
+        part(n.as_bytes());
+    }
+    k
+}
+
+/// The file name of a root's records: a hash of its key (the key itself is checked inside).
+#[must_use]
+pub fn record_name(root: &Path, names: &[&str]) -> String {
+    let h = key(root, names).iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    format!("walk-{h:016x}")
+}
+
+impl WalkCache {
+    /// The record file's bytes for the directories of `listings` that a walk from `root` reaches
+    /// through them (each one once; the last listing of a path wins): the magic line, the key,
+    /// one record per directory (`D dev ino ctime_ns read_ns depth entries path-below-root`)
+    /// followed by its entries (`d name`, a directory, or `o name`), then the counts — each
+    /// record ended by a NUL. `None` beyond [`MAX_RECORDED_DIRS`].
+    #[must_use]
+    pub fn encode<'a>(root: &Path, names: &[&str], listings: impl IntoIterator<Item = &'a Listing>) -> Option<Vec<u8>> {
+        let by_path: HashMap<&Path, &Listing> = listings.into_iter().filter(|l| l.ctime_ns.is_some() && l.id != (0, 0)).map(|l| (l.path.as_path(), l)).collect();
+        let mut b = MAGIC.to_vec();
+        b.extend_from_slice(b"K ");
+        b.extend_from_slice(&key(root, names));
+        b.push(0);
+        let (mut dirs, mut entries) = (0usize, 0usize);
+        let mut stack: Vec<(PathBuf, usize)> = vec![(root.to_path_buf(), 0)];
+        let mut done: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+        while let Some((p, depth)) = stack.pop() {
+            let Some(l) = by_path.get(p.as_path()).filter(|l| l.depth == depth) else { continue };
+            if !done.insert(p.clone()) {
+                continue;
+            }
+            dirs += 1;
+            if dirs > MAX_RECORDED_DIRS {
+                return None;
+            }
+            let rel = p.strip_prefix(root).unwrap_or(Path::new(""));
+            b.extend_from_slice(format!("D {} {} {} {} {} {} ", l.id.0, l.id.1, l.ctime_ns.unwrap_or(0), l.read_ns, l.depth, l.entries.len()).as_bytes());
+            b.extend_from_slice(rel.as_os_str().as_encoded_bytes());
+            b.push(0);
+            for e in &l.entries {
+                entries += 1;
+                b.extend_from_slice(if e.dir { b"d " } else { b"o " });
+                b.extend_from_slice(e.name.as_encoded_bytes());
+                b.push(0);
+                if step(depth, &e.name, e.dir, names) == Step::Descend {
+                    stack.push((p.join(&e.name), depth + 1));
+                }
+            }
+        }
+        // The counts last: a file cut at a record's end must not read as fewer directories.
+        b.extend_from_slice(format!("C {dirs} {entries}").as_bytes());
+        b.push(0);
+        Some(b)
+    }
+
+    /// Reads [`WalkCache::encode`]'s bytes for `root` and `names`; `None` for anything else
+    /// (another version or key, a cut or edited file, a name with a `/`, a path that climbs).
+    #[must_use]
+    pub fn decode(root: &Path, names: &[&str], b: &[u8]) -> Option<WalkCache> {
+        let rest = b.strip_prefix(MAGIC)?.strip_suffix(&[0])?;
+        let mut records = rest.split(|&c| c == 0);
+        let k = records.next()?.strip_prefix(b"K ")?;
+        if k != key(root, names).as_slice() {
+            return None;
+        }
+        let mut c = WalkCache::default();
+        let (mut dirs, mut entries) = (0usize, 0usize);
+        let mut ended = false;
+        while let Some(r) = records.next() {
+            if ended {
+                return None;
+            }
+            if let Some(counts) = r.strip_prefix(b"C ") {
+                ended = counts == format!("{dirs} {entries}").as_bytes();
+                if !ended {
+                    return None;
+                }
+                continue;
+            }
+            let r = r.strip_prefix(b"D ")?;
+            let mut f = r.splitn(7, |&c| c == b' ');
+            let mut num = || std::str::from_utf8(f.next()?).ok();
+            let (dev, ino, ctime, read, depth, n): (u64, u64, i128, i128, usize, usize) =
+                (num()?.parse().ok()?, num()?.parse().ok()?, num()?.parse().ok()?, num()?.parse().ok()?, num()?.parse().ok()?, num()?.parse().ok()?);
+            let rel = Path::new(OsStr::from_encoded_bytes_checked(f.next()?)?);
+            if rel.is_absolute() || rel.components().any(|x| !matches!(x, std::path::Component::Normal(_))) || rel.components().count() != depth {
+                return None;
+            }
+            let mut l = Listing { path: root.join(rel), depth, id: (dev, ino), ctime_ns: Some(ctime), read_ns: read, entries: Vec::with_capacity(n.min(1024)) };
+            for _ in 0..n {
+                let e = records.next()?;
+                let (dir, name) = match e.split_first()? {
+                    (b'd', rest) => (true, rest.strip_prefix(b" ")?),
+                    (b'o', rest) => (false, rest.strip_prefix(b" ")?),
+                    _ => return None,
+                };
+                if name.is_empty() || name.contains(&b'/') || name == b"." || name == b".." {
+                    return None;
+                }
+                l.entries.push(Entry { name: OsStr::from_encoded_bytes_checked(name)?.to_os_string(), dir });
+                entries += 1;
+            }
+            dirs += 1;
+            if c.dirs.insert(l.path.clone(), l).is_some() {
+                return None;
+            }
+        }
+        ended.then_some(c)
+    }
+}
+
+/// `OsStr` from bytes that came from `as_encoded_bytes` of a path on this platform.
+trait FromEncoded {
+    fn from_encoded_bytes_checked(b: &[u8]) -> Option<&OsStr>;
+}
+
+impl FromEncoded for OsStr {
+    fn from_encoded_bytes_checked(b: &[u8]) -> Option<&OsStr> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            Some(OsStr::from_bytes(b))
+        }
+        #[cfg(not(unix))]
+        {
+            std::str::from_utf8(b).ok().map(OsStr::new)
+        }
+    }
+}
+
+/// Where the records are kept (Linux): `$XDG_STATE_HOME/localgpt/sandbox/walks`, beside the
+/// pending changes. Whether a run may use it is the planner's decision (it must lie outside
+/// everything the command can write).
+#[cfg(target_os = "linux")]
+#[must_use]
+pub fn records_dir() -> PathBuf {
+    crate::pending::state_dir().join("walks")
+}
+
+/// The records of `root`'s earlier walks in `dir`, or `None` (none, unusable, or `dir` not a
+/// private directory of this user).
+#[cfg(target_os = "linux")]
+#[must_use]
+pub fn load(dir: &Path, root: &Path, names: &[&str]) -> Option<WalkCache> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let d = private_dir(dir, false)?;
+    let name = std::ffi::CString::new(record_name(root, names)).ok()?;
+    // SAFETY: openat relative to our directory descriptor with a NUL-terminated name.
+    let fd = unsafe { libc::openat(std::os::fd::AsRawFd::as_raw_fd(&d), name.as_ptr(), libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: we own fd.
+    let mut f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let m = f.metadata().ok()?;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if !m.is_file() || m.uid() != me || m.mode() & 0o022 != 0 {
+        return None;
+    }
+    let mut b = Vec::with_capacity(usize::try_from(m.len()).unwrap_or(0).min(64 << 20));
+    f.by_ref().take(256 << 20).read_to_end(&mut b).ok()?;
+    WalkCache::decode(root, names, &b)
+}
+
+/// Writes `root`'s records into `dir` (made private to this user when missing): written whole
+/// under a temporary name and renamed into place, nothing followed through a link.
+///
+/// # Errors
+/// Why nothing was written (the next launch walk then reads what was not recorded before, within
+/// its budget).
+#[cfg(target_os = "linux")]
+pub fn save<'a>(dir: &Path, root: &Path, names: &[&str], listings: impl IntoIterator<Item = &'a Listing>) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let bytes = WalkCache::encode(root, names, listings).ok_or_else(|| format!("more than {MAX_RECORDED_DIRS} directories"))?;
+    let d = private_dir(dir, true).ok_or_else(|| format!("{} is not a private directory of this user", dir.display()))?;
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let final_name = record_name(root, names);
+    let tmp = format!(".{final_name}.{}-{}.tmp", std::process::id(), SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let (tmp_c, final_c) = (std::ffi::CString::new(tmp).map_err(|e| e.to_string())?, std::ffi::CString::new(final_name).map_err(|e| e.to_string())?);
+    // SAFETY: openat relative to our directory descriptor with a NUL-terminated name.
+    let fd = unsafe { libc::openat(d.as_raw_fd(), tmp_c.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0o600) };
+    if fd < 0 {
+        return Err(format!("create a record in {}: {}", dir.display(), std::io::Error::last_os_error()));
+    }
+    // SAFETY: we own fd.
+    let mut f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let written = std::io::Write::write_all(&mut f, &bytes);
+    drop(f);
+    // SAFETY: renameat/unlinkat relative to our directory descriptor with NUL-terminated names.
+    let renamed = written.is_ok() && unsafe { libc::renameat(d.as_raw_fd(), tmp_c.as_ptr(), d.as_raw_fd(), final_c.as_ptr()) } == 0;
+    if !renamed {
+        let e = written.err().unwrap_or_else(std::io::Error::last_os_error);
+        // SAFETY: as above.
+        unsafe { libc::unlinkat(d.as_raw_fd(), tmp_c.as_ptr(), 0) };
+        return Err(format!("write a record in {}: {e}", dir.display()));
+    }
+    Ok(())
+}
+
+/// `dir` opened as a real directory (no link followed) owned by this user with no group or other
+/// access; made so first when `create` and it is missing.
+#[cfg(target_os = "linux")]
+fn private_dir(dir: &Path, create: bool) -> Option<std::fs::File> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+    if create && std::fs::symlink_metadata(dir).is_err() {
+        if let Some(parent) = dir.parent() {
+            let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(parent);
+        }
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+    }
+    let d = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW).open(dir).ok()?;
+    let m = d.metadata().ok()?;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    (m.is_dir() && m.uid() == me && m.mode() & 0o077 == 0).then_some(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listing(root: &Path, rel: &str, entries: &[(&str, bool)]) -> Listing {
+        let path = if rel.is_empty() { root.to_path_buf() } else { root.join(rel) };
+        let depth = Path::new(rel).components().count();
+        Listing { path, depth, id: (7, 100 + depth as u64), ctime_ns: Some(1_000), read_ns: 10_000_000_000, entries: entries.iter().map(|(n, d)| Entry { name: (*n).into(), dir: *d }).collect() }
+    }
+
+    #[test]
+    fn records_read_back_exactly_and_nothing_else_reads() {
+        let root = Path::new("/w/ws");
+        let names = [".git", ".vscode"];
+        let ls = vec![
+            listing(root, "", &[("a", true), ("b c\nd", true)]),
+            listing(root, "a", &[(".git", true), ("x", true)]),
+            listing(root, "a/x", &[(".vscode", false)]),
+            listing(root, "b c\nd", &[]),
+            // Not reachable from the root through the listings: not written.
+            listing(root, "gone", &[("y", true)]),
+        ];
+        let b = WalkCache::encode(root, &names, &ls).unwrap();
+        let c = WalkCache::decode(root, &names, &b).unwrap();
+        assert_eq!(c.dirs.len(), 4);
+        for l in &ls[..4] {
+            assert_eq!(c.dirs.get(&l.path), Some(l));
+        }
+        assert!(!c.dirs.contains_key(&root.join("gone")));
+        // Another root, other names: another walk's records.
+        assert!(WalkCache::decode(Path::new("/w/other"), &names, &b).is_none());
+        assert!(WalkCache::decode(root, &[".git"], &b).is_none());
+        // Every cut, and every byte changed to another in a field, is refused or reads the same.
+        for n in 0..b.len() {
+            assert!(WalkCache::decode(root, &names, &b[..n]).is_none(), "cut at {n}");
+        }
+        let mut longer = b.clone();
+        longer.extend_from_slice(b"D 1 2 3 4 1 0 z\0");
+        assert!(WalkCache::decode(root, &names, &longer).is_none());
+        for bad in [&b"D 7 100 1000 10000000000 1 0 ../x\0"[..], b"D 7 100 1000 10000000000 0 0 /abs\0", b"D 7 100 1000 10000000000 2 0 a\0", b"D 7 100 1000 1 1 1 q\0o a/b\0"] {
+            let mut edited = b.clone();
+            let at = edited.windows(2).rposition(|w| w == b"C ").unwrap();
+            edited.splice(at..at, bad.iter().copied());
+            assert!(WalkCache::decode(root, &names, &edited).is_none(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn a_listing_holds_only_for_the_same_inode_and_change_time_recorded_long_enough_after_it() {
+        let l = Listing { path: "/w".into(), depth: 0, id: (1, 2), ctime_ns: Some(5_000_000_000), read_ns: 8_000_000_000, entries: Vec::new() };
+        assert!(l.holds(&DirState { id: (1, 2), ctime_ns: Some(5_000_000_000) }));
+        assert!(!l.holds(&DirState { id: (1, 3), ctime_ns: Some(5_000_000_000) }), "another directory at the path");
+        assert!(!l.holds(&DirState { id: (1, 2), ctime_ns: Some(5_000_000_001) }), "changed");
+        assert!(!l.holds(&DirState { id: (1, 2), ctime_ns: Some(4_000_000_000) }), "changed, with a clock set back");
+        let racy = Listing { read_ns: 6_500_000_000, ..l.clone() };
+        assert!(!racy.holds(&DirState { id: (1, 2), ctime_ns: Some(5_000_000_000) }), "read within the racy window of its last change");
+        let none = Listing { id: (0, 0), ..l };
+        assert!(!none.holds(&DirState { id: (0, 0), ctime_ns: Some(5_000_000_000) }));
+    }
+
+    /// The listings of a walk as if it had read each directory long after its last change.
+    fn aged(mut w: NestedWalk) -> Vec<Listing> {
+        for l in &mut w.listings {
+            l.read_ns = l.ctime_ns.unwrap() + 3 * RACY_WINDOW_NS;
+        }
+        w.listings
+    }
+
+    fn cache_of<'a>(root: &Path, names: &[&str], ls: impl IntoIterator<Item = &'a Listing>) -> WalkCache {
+        WalkCache::decode(root, names, &WalkCache::encode(root, names, ls).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_recorded_directory_is_not_read_again_nor_charged_and_a_changed_one_is_read() {
+        let d = crate::test_dir();
+        let ws = std::fs::canonicalize(d.path()).unwrap();
+        for p in ["a/b/.git", "x/y"] {
+            std::fs::create_dir_all(ws.join(p)).unwrap();
+        }
+        let names = [".git", ".vscode"];
+        let first = walk_nested(&ws, &names, NESTED_ENTRIES, Known::Launch(None));
+        assert_eq!((first.from_records, first.found.len()), (0, 1));
+        let cache = cache_of(&ws, &names, &aged(first));
+        let again = walk_nested(&ws, &names, NESTED_ENTRIES, Known::Launch(Some(&cache)));
+        assert_eq!(again.from_records, again.listings.len(), "every directory held by its record");
+        assert_eq!(again.found, vec![(ws.join("a/b/.git"), true)]);
+        // A flood in a recorded directory: read whatever its size (the budget is for what no
+        // walk has seen), and what it holds is found.
+        for i in 0..300 {
+            std::fs::write(ws.join(format!("x/f{i}")), "").unwrap();
+        }
+        std::fs::create_dir_all(ws.join("x/repo/.git")).unwrap();
+        let flooded = walk_nested(&ws, &names, 10, Known::Launch(Some(&cache)));
+        assert!(flooded.stopped.is_none());
+        assert_eq!(flooded.found, vec![(ws.join("a/b/.git"), true), (ws.join("x/repo/.git"), true)]);
+        // Without records the same budget stops in it.
+        assert!(walk_nested(&ws, &names, 10, Known::Launch(None)).stopped.is_some());
+        // A directory that is not the recorded one (same path, another inode) is read.
+        std::fs::rename(ws.join("a"), ws.join("a-old")).unwrap();
+        std::fs::create_dir_all(ws.join("a/b/.vscode")).unwrap();
+        let replaced = walk_nested(&ws, &names, NESTED_ENTRIES, Known::Launch(Some(&cache)));
+        assert!(replaced.found.contains(&(ws.join("a/b/.vscode"), true)) && !replaced.found.contains(&(ws.join("a/b/.git"), true)));
+    }
+
+    #[test]
+    fn the_walk_after_the_run_reads_what_no_longer_holds_and_what_is_new() {
+        let d = crate::test_dir();
+        let ws = std::fs::canonicalize(d.path()).unwrap();
+        for p in ["a/b/c", "x/y", "quiet/q1/q2"] {
+            std::fs::create_dir_all(ws.join(p)).unwrap();
+        }
+        let names = [".git", ".vscode", ".bashrc"];
+        let launch = aged(walk_nested(&ws, &names, NESTED_ENTRIES, Known::Launch(None)));
+        assert!(launch.iter().any(|l| l.path == ws && l.depth == 0) && launch.iter().any(|l| l.path == ws.join("a/b/c") && l.depth == 3));
+        // The run: a repository deep in a known directory whose mtime is then set back (its
+        // ctime cannot be), a new subtree holding a .vscode, and x moved under a.
+        std::fs::create_dir_all(ws.join("a/b/c/.git/hooks")).unwrap();
+        let c = std::ffi::CString::new(ws.join("a/b/c").as_os_str().as_encoded_bytes()).unwrap();
+        let old = [libc::timespec { tv_sec: 1_000_000, tv_nsec: 0 }, libc::timespec { tv_sec: 1_000_000, tv_nsec: 0 }];
+        // SAFETY: a valid C string and two timespecs.
+        assert_eq!(unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), old.as_ptr(), 0) }, 0);
+        std::fs::create_dir_all(ws.join("new/n1/.vscode")).unwrap();
+        std::fs::rename(ws.join("x"), ws.join("a/x")).unwrap();
+        std::fs::write(ws.join("a/x/y/.bashrc"), "id\n").unwrap();
+        let after = walk_nested(&ws, &names, NESTED_ENTRIES, Known::AfterRun(&launch));
+        let found: Vec<PathBuf> = after.found.iter().map(|(p, _)| p.strip_prefix(&ws).unwrap().to_path_buf()).collect();
+        assert_eq!(found, vec![PathBuf::from("a/b/c/.git"), PathBuf::from("a/x/y/.bashrc"), PathBuf::from("new/n1/.vscode")]);
+        // What did not change was not read again.
+        assert!(!after.listings.iter().any(|l| l.path.starts_with(ws.join("quiet"))));
+        // Recorded together, the launch's and the after-run walk's listings describe the tree as
+        // it is now: a later launch finds what the run made without reading anything recorded.
+        let after = aged(after);
+        let recorded = cache_of(&ws, &names, launch.iter().chain(&after));
+        let next = walk_nested(&ws, &names, 0, Known::Launch(Some(&recorded)));
+        assert!(next.stopped.is_none());
+        let found: Vec<PathBuf> = next.found.iter().map(|(p, _)| p.strip_prefix(&ws).unwrap().to_path_buf()).collect();
+        assert_eq!(found, vec![PathBuf::from("a/b/c/.git"), PathBuf::from("a/x/y/.bashrc"), PathBuf::from("new/n1/.vscode")]);
+        assert!(!recorded.dirs.contains_key(&ws.join("x")), "x moved away");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn records_are_kept_only_in_a_private_directory_of_this_user() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = crate::test_dir();
+        let ws = std::fs::canonicalize(d.path()).unwrap().join("ws");
+        std::fs::create_dir_all(ws.join("a/.git")).unwrap();
+        let names = [".git"];
+        let ls = aged(walk_nested(&ws, &names, NESTED_ENTRIES, Known::Launch(None)));
+        let dir = d.path().join("state/walks");
+        save(&dir, &ws, &names, &ls).unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(load(&dir, &ws, &names).map(|c| c.dirs.len()), Some(ls.len()));
+        // Open to others: not used, not written.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o770)).unwrap();
+        assert!(load(&dir, &ws, &names).is_none() && save(&dir, &ws, &names, &ls).is_err());
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // The record a link to another file: not followed.
+        let file = dir.join(record_name(&ws, &names));
+        std::fs::rename(&file, dir.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), &file).unwrap();
+        assert!(load(&dir, &ws, &names).is_none());
+        // The directory a link: not followed.
+        let link = d.path().join("state/link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(load(&link, &ws, &names).is_none() && save(&link, &ws, &names, &ls).is_err());
+    }
+}
