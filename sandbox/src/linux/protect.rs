@@ -1103,7 +1103,9 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         // What both walks read, for the next launch walk: a directory made during the run is
         // read then without counting against its budget (what it then reads again is only what
         // changed since). A stopped walk's part, so that the next one goes further.
-        if let Some(dir) = &plan.walk_records {
+        // (Nothing new to record when every directory was held by its record and none changed.)
+        let unchanged = w.from_records == w.listings.len() && after.is_empty();
+        if let Some(dir) = plan.walk_records.as_ref().filter(|_| !unchanged) {
             if let Err(e) = crate::plan::nested::save(dir, &w.root, &names, w.listings.iter().chain(&after)) {
                 out.notes.push(format!("the nested walk's records of {} were not kept ({e}): the next launch walk reads its directories again, within its budget", root_name(&w.root, ws)));
             }
