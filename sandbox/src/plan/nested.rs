@@ -591,6 +591,14 @@ pub fn save<'a>(dir: &Path, root: &Path, names: &[&str], listings: impl IntoIter
     let final_name = record_name(root, names);
     let tmp = format!(".{final_name}.{}-{}.tmp", std::process::id(), SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     let (tmp_c, final_c) = (std::ffi::CString::new(tmp).map_err(|e| e.to_string())?, std::ffi::CString::new(final_name).map_err(|e| e.to_string())?);
+    // A root recorded for the first time: the oldest records go when there are too many (every
+    // temporary workspace leaves one).
+    // SAFETY: a zeroed stat buffer; fstatat relative to our directory descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above, with a NUL-terminated name.
+    if unsafe { libc::fstatat(d.as_raw_fd(), final_c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+        prune(&d);
+    }
     // SAFETY: openat relative to our directory descriptor with a NUL-terminated name.
     let fd = unsafe { libc::openat(d.as_raw_fd(), tmp_c.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0o600) };
     if fd < 0 {
@@ -609,6 +617,58 @@ pub fn save<'a>(dir: &Path, root: &Path, names: &[&str], listings: impl IntoIter
         return Err(format!("write a record in {}: {e}", dir.display()));
     }
     Ok(())
+}
+
+/// The most record files kept: beyond, the least recently written go, down to
+/// [`KEPT_AFTER_PRUNE`] (a root whose record went is walked again within the budget).
+#[cfg(target_os = "linux")]
+const MAX_RECORD_FILES: usize = 1000;
+#[cfg(target_os = "linux")]
+const KEPT_AFTER_PRUNE: usize = 800;
+
+/// Removes the least recently written records of the directory `d` when it holds more than
+/// [`MAX_RECORD_FILES`], and temporary files more than an hour old (a writer that died).
+#[cfg(target_os = "linux")]
+fn prune(d: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: openat of "." relative to our directory descriptor: a second descriptor of it.
+    let fd = unsafe { libc::openat(d.as_raw_fd(), c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return;
+    }
+    let Ok(list) = std::fs::read_dir(format!("/proc/self/fd/{fd}")) else {
+        // SAFETY: closing our descriptor.
+        unsafe { libc::close(fd) };
+        return;
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |t| t.as_secs());
+    let mut records: Vec<(i64, std::ffi::CString)> = Vec::new();
+    for e in list.flatten() {
+        let Ok(name) = std::ffi::CString::new(e.file_name().as_bytes()) else { continue };
+        // SAFETY: a zeroed stat buffer; fstatat relative to our directory descriptor.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::fstatat(d.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            continue;
+        }
+        let b = name.as_bytes();
+        if b.starts_with(b"walk-") {
+            records.push((st.st_mtime, name));
+        } else if b.starts_with(b".walk-") && b.ends_with(b".tmp") && u64::try_from(st.st_mtime).is_ok_and(|m| m + 3600 < now) {
+            // SAFETY: unlinkat relative to our directory descriptor.
+            unsafe { libc::unlinkat(d.as_raw_fd(), name.as_ptr(), 0) };
+        }
+    }
+    // SAFETY: closing our descriptor.
+    unsafe { libc::close(fd) };
+    if records.len() > MAX_RECORD_FILES {
+        records.sort();
+        for (_, name) in &records[..records.len() - KEPT_AFTER_PRUNE] {
+            // SAFETY: unlinkat relative to our directory descriptor.
+            unsafe { libc::unlinkat(d.as_raw_fd(), name.as_ptr(), 0) };
+        }
+    }
 }
 
 /// `dir` opened as a real directory (no link followed) owned by this user with no group or other
@@ -791,6 +851,14 @@ mod tests {
         std::fs::rename(&file, dir.join("elsewhere")).unwrap();
         std::os::unix::fs::symlink(dir.join("elsewhere"), &file).unwrap();
         assert!(load(&dir, &ws, &names).is_none());
+        // Too many records: the oldest go when a new root is recorded.
+        for i in 0..=MAX_RECORD_FILES {
+            std::fs::write(dir.join(format!("walk-old{i:04}")), "x").unwrap();
+        }
+        save(&dir, &ws.join("a"), &names, &[]).unwrap();
+        let left = std::fs::read_dir(&dir).unwrap().count();
+        assert!(left <= KEPT_AFTER_PRUNE + 3, "{left} left");
+        assert!(dir.join(record_name(&ws.join("a"), &names)).exists());
         // The directory a link: not followed.
         let link = d.path().join("state/link");
         std::os::unix::fs::symlink(&dir, &link).unwrap();
