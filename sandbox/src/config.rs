@@ -69,6 +69,9 @@ pub struct SandboxSettings {
     pub home: Option<PathBuf>,
     /// Workspace paths bound read-only at Full level.
     pub protected_workspace_paths: Vec<String>,
+    /// The launch walk's budget for nested protected names (entries of directories no earlier
+    /// walk recorded; see [`crate::plan::nested`]).
+    pub nested_walk_entries: u64,
     /// A trusted directory the workspace must resolve into (symlinks followed); `None`: any.
     pub workspace_root: Option<PathBuf>,
     /// Accept a workspace that is `/`, a system directory, `$HOME` or one of its ancestors.
@@ -106,6 +109,7 @@ impl Default for SandboxSettings {
             dangerously_allow_full_access: false,
             home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
             protected_workspace_paths: crate::defaults::default_protected_names(),
+            nested_walk_entries: crate::plan::nested::NESTED_ENTRIES as u64,
             workspace_root: None,
             force_workspace: false,
             config_file: None,
@@ -136,6 +140,7 @@ struct SandboxSection {
     max_tmp_bytes: Option<u64>,
     dangerously_allow_full_access: Option<bool>,
     protected_workspace_paths: Option<Vec<String>>,
+    nested_walk_entries: Option<u64>,
     workspace_root: Option<PathBuf>,
     force_workspace: Option<bool>,
     allow_paths: Option<AllowPaths>,
@@ -276,7 +281,7 @@ impl SandboxSettings {
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = sec.$f { s.$f = v; } )* };
         }
-        take!(timeout_secs, max_output_bytes, max_processes, max_open_files);
+        take!(timeout_secs, max_output_bytes, max_processes, max_open_files, nested_walk_entries);
         s.max_file_size_bytes = sec.max_file_size_bytes.or(s.max_file_size_bytes);
         s.max_memory_bytes = sec.max_memory_bytes.or(s.max_memory_bytes);
         s.max_tmp_bytes = sec.max_tmp_bytes.or(s.max_tmp_bytes);
@@ -569,6 +574,7 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         require_level: settings.require,
         environment: settings.env.clone(),
         protected_workspace_paths: settings.protected_workspace_paths.clone(),
+        nested_walk_entries: settings.nested_walk_entries,
         unconfined_acknowledged: settings.dangerously_allow_full_access,
         skipped_grants,
         moved_denies: Vec::new(),

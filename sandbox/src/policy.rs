@@ -177,6 +177,13 @@ fn default_protected() -> Vec<String> {
     crate::defaults::default_protected_names()
 }
 
+fn default_nested_walk_entries() -> u64 {
+    crate::plan::nested::NESTED_ENTRIES as u64
+}
+
+/// The least [`SandboxPolicy::nested_walk_entries`] accepted.
+pub const MIN_NESTED_WALK_ENTRIES: u64 = 1000;
+
 fn default_true() -> bool {
     true
 }
@@ -243,6 +250,11 @@ pub struct SandboxPolicy {
     /// the sandbox (`.git/hooks`, `.git/config`, `.vscode`, …).
     #[serde(default = "default_protected")]
     pub protected_workspace_paths: Vec<String>,
+    /// How many directory entries the launch walk for nested protected names reads at most in
+    /// directories no earlier walk recorded (`plan::nested`); a walk that runs out is reported
+    /// and its root's persistence protection degraded.
+    #[serde(default = "default_nested_walk_entries")]
+    pub nested_walk_entries: u64,
     /// The user explicitly acknowledged running without kernel confinement
     /// (`full-access` mode or level `none`).
     pub unconfined_acknowledged: bool,
@@ -357,6 +369,7 @@ impl SandboxPolicy {
         }
         in_range("max_processes", u64::from(self.max_processes), u64::from(MIN_PROCESSES), u64::from(MAX_PROCESSES))?;
         in_range("max_open_files", self.max_open_files, MIN_OPEN_FILES, MAX_OPEN_FILES)?;
+        in_range("nested_walk_entries", self.nested_walk_entries, MIN_NESTED_WALK_ENTRIES, u64::MAX / 2)?;
         if let Some(m) = self.max_memory_bytes {
             in_range("max_memory_bytes", m, MIN_MEMORY_BYTES, u64::MAX / 2)?;
         }
@@ -455,6 +468,7 @@ mod tests {
             require_level: None,
             environment: EnvPolicy::default(),
             protected_workspace_paths: default_protected(),
+            nested_walk_entries: default_nested_walk_entries(),
             unconfined_acknowledged: false,
             skipped_grants: Vec::new(),
             moved_denies: Vec::new(),

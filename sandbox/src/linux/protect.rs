@@ -1077,7 +1077,7 @@ pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &
 /// both walks read is then recorded for the next launch walk ([`crate::plan::nested`]), so that
 /// nothing this run made counts against the next launch walk's budget either.
 pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut ProtectedReview) {
-    use crate::plan::protected::{nested_kind, root_name, walk_nested, Known, NESTED_ENTRIES};
+    use crate::plan::protected::{nested_kind, root_name, walk_nested, Known};
     let ws = &plan.workspace;
     // The names the launch walk looked for (the table's, or the configured ones): not the
     // workspace's other protected paths (a link's target, `core.hooksPath`'s directory), which
@@ -1089,7 +1089,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
     let mut found: Vec<(PathBuf, bool)> = Vec::new();
     for w in &plan.nested_walks {
         let after = if w.stopped {
-            out.notes.push(format!("the launch walk for nested protected names in {} stopped after {NESTED_ENTRIES} entries: names created in its subdirectories during the run were not reviewed", root_name(&w.root, ws)));
+            out.notes.push(format!("the launch walk for nested protected names in {} stopped after {} entries: names created in its subdirectories during the run were not reviewed", root_name(&w.root, ws), w.budget));
             Vec::new()
         } else {
             let walk = walk_nested(&w.root, &names, usize::MAX, Known::AfterRun(&w.listings));

@@ -671,6 +671,14 @@ fn prune(d: &std::fs::File) {
     }
 }
 
+/// Records can be kept in `dir`: it is missing (it will be made private to this user) or a
+/// private directory of this user ([`load`] and [`save`] check it again as they open it).
+#[cfg(target_os = "linux")]
+#[must_use]
+pub fn usable(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) || private_dir(dir, false).is_some()
+}
+
 /// `dir` opened as a real directory (no link followed) owned by this user with no group or other
 /// access; made so first when `create` and it is missing.
 #[cfg(target_os = "linux")]

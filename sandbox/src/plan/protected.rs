@@ -269,7 +269,7 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     #[cfg(target_os = "linux")]
     let records = {
         let dir = super::nested::records_dir();
-        canonical_beyond(resolver, &dir).filter(|c| !roots.iter().chain(&scratch_dirs).any(|r| c.starts_with(r)) && !files.iter().any(|f| f.starts_with(c)))
+        canonical_beyond(resolver, &dir).filter(|c| !roots.iter().chain(&scratch_dirs).any(|r| c.starts_with(r)) && !files.iter().any(|f| f.starts_with(c)) && super::nested::usable(c))
     };
     #[cfg(not(target_os = "linux"))]
     let records = None;
@@ -315,7 +315,8 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     // Nested copies in each writable root (a repository in a subdirectory, `sub/.vscode`),
     // present at launch, found by a bounded walk, and the submodules git would enter.
     let first_nested = p.out.len();
-    let walks: Vec<RootWalk> = roots.iter().map(|root| nested_protected(&mut p, root, &single)).collect();
+    let budget = usize::try_from(policy.nested_walk_entries).unwrap_or(usize::MAX);
+    let walks: Vec<RootWalk> = roots.iter().map(|root| nested_protected(&mut p, root, &single, budget)).collect();
     // Each nested repository and submodule checked out at launch: what its own configuration
     // names in its worktree (`core.hooksPath = .githooks`, `include.path = ../shared.gitconfig`)
     // runs at the user's next git command in it; a relative `core.hooksPath` of the global
@@ -526,6 +527,8 @@ pub struct RootWalk {
     pub listings: Vec<Listing>,
     /// How many of them the records of earlier walks held ([`super::nested`]).
     pub from_records: usize,
+    /// Its budget (entries of directories no earlier walk recorded).
+    pub budget: usize,
     /// It ran out of its budget: names deeper in the root were not looked for.
     pub stopped: bool,
 }
@@ -565,13 +568,13 @@ fn table_entry(rel: &Path) -> Option<&'static crate::defaults::ProtectedEntry> {
 /// The table's names present in the subdirectories of `root`, a writable root (depth 1 to
 /// [`NESTED_DEPTH`]), each protected as what it is, and the submodules git would enter. A walk
 /// that runs out of its budget is reported (the rest of the root is not looked at).
-fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str]) -> RootWalk {
+fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str], budget: usize) -> RootWalk {
     #[cfg(target_os = "linux")]
     let records = p.records.as_deref().and_then(|d| super::nested::load(d, root, names));
     #[cfg(not(target_os = "linux"))]
     let records = None;
-    let NestedWalk { found, stopped, listings, from_records } = walk_nested(root, names, NESTED_ENTRIES, Known::Launch(records.as_ref()));
-    let walk = RootWalk { root: root.to_path_buf(), listings, from_records, stopped: stopped.is_some() };
+    let NestedWalk { found, stopped, listings, from_records } = walk_nested(root, names, budget, Known::Launch(records.as_ref()));
+    let walk = RootWalk { root: root.to_path_buf(), listings, from_records, budget, stopped: stopped.is_some() };
     let first = p.out.len();
     for (path, _) in found {
         let n = path.file_name().map(PathBuf::from).unwrap_or_default();
@@ -580,7 +583,7 @@ fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str]) -> RootW
     if let Some(dir) = stopped {
         let why = root_name(root, p.roots.first().map_or(root, PathBuf::as_path));
         let next = if p.records.is_some() { "what it read is recorded: the next launch walk goes on from there" } else { "no records of it can be kept where this run could write them" };
-        p.bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {NESTED_ENTRIES} entries: protected names deeper in {why} were not looked for ({next})") });
+        p.bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {budget} entries: protected names deeper in {why} were not looked for ({next}; `nested_walk_entries` raises the budget)") });
     }
     // The submodules git would enter, wherever they are (`vendor/lib`, deeper than the walk
     // goes): those `.gitmodules` registers and every gitlink of the repositories' indexes. git
@@ -753,7 +756,7 @@ mod tests {
         let mut resolver = PathResolver::new();
         let mut p = Protector { resolver: &mut resolver, roots: vec![policy.workspace_path.clone()], files: Vec::new(), scratch: Vec::new(), records: None, out: Vec::new(), bad: Vec::new(), in_scratch: Vec::new() };
         let names: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
-        nested_protected(&mut p, &policy.workspace_path, &names);
+        nested_protected(&mut p, &policy.workspace_path, &names, NESTED_ENTRIES);
         (p.out, p.bad)
     }
 
