@@ -498,7 +498,8 @@ impl WalkCache {
             if rel.is_absolute() || rel.components().any(|x| !matches!(x, std::path::Component::Normal(_))) || rel.components().count() != depth {
                 return None;
             }
-            let mut l = Listing { path: root.join(rel), depth, id: (dev, ino), ctime_ns: Some(ctime), read_ns: read, entries: Vec::with_capacity(n.min(1024)) };
+            let path = if depth == 0 { root.to_path_buf() } else { root.join(rel) };
+            let mut l = Listing { path, depth, id: (dev, ino), ctime_ns: Some(ctime), read_ns: read, entries: Vec::with_capacity(n.min(1024)) };
             for _ in 0..n {
                 let e = records.next()?;
                 let (dir, name) = match e.split_first()? {
