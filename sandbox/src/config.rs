@@ -523,24 +523,11 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
     // The sandbox's own state (pending changes, the records later runs trust): where a writable
     // path of this run holds it (a workspace that is the home directory, `--allow-write
     // ~/.local`), the command is denied it, so that no run can plant or edit what a later one
-    // trusts. (The scratch directories are left out: a state kept in `/tmp` is never trusted.)
+    // trusts; a workspace or a grant inside it is refused.
     #[cfg(unix)]
     if settings.mode == SandboxMode::WorkspaceWrite {
-        let state = crate::pending::state_dir();
-        let sc = canonical_as_far_as_it_exists(&state);
-        let scratch = |w: &Path| t.scratch_write.iter().any(|s| Path::new(s) == w);
-        for w in &writable_paths {
-            let wc = canonical_as_far_as_it_exists(w);
-            if wc != sc && wc.starts_with(&sc) {
-                return Err(SandboxError::Policy(format!(
-                    "allow-write {}: inside the sandbox's own state ({}: pending changes and the records later runs trust), which no sandboxed command may write",
-                    w.display(), state.display())));
-            }
-        }
-        let held = std::iter::once(&ws).chain(writable_paths.iter().filter(|w| !scratch(w))).any(|w| sc.starts_with(canonical_as_far_as_it_exists(w)));
-        if held && !deny_paths.iter().any(|d| sc.starts_with(canonical_as_far_as_it_exists(d))) {
-            deny_paths.push(state);
-        }
+        let scratch: Vec<PathBuf> = t.scratch_write.iter().map(PathBuf::from).collect();
+        deny_own_state(&crate::pending::state_dir(), &ws, &writable_paths, &scratch, &mut deny_paths)?;
     }
     let policy = SandboxPolicy {
         workspace_via_symlink: first_symlink_in(workspace).map(|_| workspace.to_path_buf()),
@@ -718,6 +705,26 @@ fn refuse_protected_grants(ws: &Path, writes: &[PathBuf], protected: &[String]) 
 /// granted there. Landlock cannot grant inside a denied directory (a rule on the deny's parent
 /// would be needed, which the deny forbids), so a grant inside a deny, and a workspace inside a
 /// deny, are refused with the reason instead of being silently ineffective.
+/// Denies `state` (the sandbox's own state directory) to the command when the workspace or a
+/// writable path other than the scratch directories holds it; refuses a workspace or writable
+/// path inside it. (A state kept in a scratch directory is never trusted: not denied.)
+#[cfg(unix)]
+fn deny_own_state(state: &Path, ws: &Path, writable: &[PathBuf], scratch: &[PathBuf], deny_paths: &mut Vec<PathBuf>) -> Result<(), SandboxError> {
+    let sc = canonical_as_far_as_it_exists(state);
+    for (what, w) in std::iter::once(("workspace", ws)).chain(writable.iter().map(|w| ("allow-write", w.as_path()))) {
+        if canonical_as_far_as_it_exists(w).starts_with(&sc) {
+            return Err(SandboxError::Policy(format!(
+                "{what} {}: inside the sandbox's own state ({}: pending changes and the records later runs trust), which no sandboxed command may write",
+                w.display(), state.display())));
+        }
+    }
+    let held = std::iter::once(ws).chain(writable.iter().map(PathBuf::as_path).filter(|w| !scratch.iter().any(|s| s == w))).any(|w| sc.starts_with(canonical_as_far_as_it_exists(w)));
+    if held && !deny_paths.iter().any(|d| sc.starts_with(canonical_as_far_as_it_exists(d))) {
+        deny_paths.push(state.to_path_buf());
+    }
+    Ok(())
+}
+
 /// `p` made canonical as far as it exists (its nearest existing ancestor), the rest appended as
 /// written.
 #[cfg(unix)]
@@ -878,6 +885,32 @@ mod tests {
         assert!(SandboxSettings::from_toml("[sandbox]\nmode='yolo'\n").is_err());
         assert!(SandboxSettings::from_toml("[sandbox\n").is_err());
         assert!(SandboxSettings::from_toml("[sandbox.allow_paths]\nread=['rel/dir']\n").is_err());
+    }
+
+    #[test]
+    fn the_sandboxs_own_state_is_denied_where_a_writable_path_holds_it() {
+        let d = crate::test_dir();
+        let home = std::fs::canonicalize(d.path()).unwrap();
+        let state = home.join(".local/state/localgpt/sandbox");
+        let ws = home.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let scratch = vec![PathBuf::from("/tmp")];
+        let deny = |ws: &Path, writable: &[PathBuf]| {
+            let mut denies = Vec::new();
+            deny_own_state(&state, ws, writable, &scratch, &mut denies).map(|()| denies)
+        };
+        // Outside everything writable: nothing to deny.
+        assert_eq!(deny(&ws, &[PathBuf::from("/tmp")]).unwrap(), Vec::<PathBuf>::new());
+        // The workspace is the home directory, or a grant holds the state (it need not exist).
+        assert_eq!(deny(&home, &[]).unwrap(), vec![state.clone()]);
+        assert_eq!(deny(&ws, &[home.join(".local")]).unwrap(), vec![state.clone()]);
+        // Inside it: refused.
+        std::fs::create_dir_all(state.join("pending/x")).unwrap();
+        assert!(deny(&state.join("pending/x"), &[]).is_err());
+        assert!(deny(&ws, &[state.join("pending")]).is_err());
+        // Through a link to it: the same.
+        std::os::unix::fs::symlink(&state, home.join("st")).unwrap();
+        assert!(deny(&ws, &[home.join("st/pending")]).is_err());
     }
 
     #[test]
