@@ -378,7 +378,7 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
     for w in &plan.nested_walks {
         let records = match &plan.walk_records {
             Some(d) => format!("records kept in {}", d.display()),
-            None => "no records kept: where they would be, this run could write them".to_string(),
+            None => "no records kept: where they would be, this run could write them, or that directory is not private to this user".to_string(),
         };
         let _ = writeln!(s, "  nested names in {}: {} directories looked at to depth {}, {} of them as earlier walks recorded them ({records}){}",
             localgpt_sandbox::plan::protected::root_name(&w.root, &plan.workspace), w.listings.len(), localgpt_sandbox::plan::protected::NESTED_DEPTH, w.from_records,

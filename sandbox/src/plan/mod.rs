@@ -1436,7 +1436,7 @@ fn workspace_persistence(plan: &Plan, caps: &Capabilities, tree_killed: bool) ->
     } else if plan.walk_records.is_some() {
         format!("{review}; the walk that looks for them remembers across runs what it read, so that no run can push a name out of the next run's reach")
     } else {
-        format!("{review}; the walk that looks for them keeps no records (where they would be, this run could write them), so its budget counts every directory again")
+        format!("{review}; the walk that looks for them keeps no records (where they would be, this run could write them, or that directory is not private to this user), so its budget counts every directory again")
     };
     if !private.is_empty() {
         detail.push(format!("private copies for the run (overlay; cannot be renamed or removed): {}", private.join(", ")));

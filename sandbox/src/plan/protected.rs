@@ -582,7 +582,7 @@ fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str], budget: 
     }
     if let Some(dir) = stopped {
         let why = root_name(root, p.roots.first().map_or(root, PathBuf::as_path));
-        let next = if p.records.is_some() { "what it read is recorded: the next launch walk goes on from there" } else { "no records of it can be kept where this run could write them" };
+        let next = if p.records.is_some() { "what it read is recorded: the next launch walk goes on from there" } else { "no records of it are kept: where they would be, this run could write them, or that directory is not private to this user" };
         p.bad.push(Unprotectable { path: dir, why: format!("{NESTED_STOPPED} {budget} entries: protected names deeper in {why} were not looked for ({next}; `nested_walk_entries` raises the budget)") });
     }
     // The submodules git would enter, wherever they are (`vendor/lib`, deeper than the walk
