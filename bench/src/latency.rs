@@ -6,11 +6,15 @@
 //! order), so that machine drift hits every variant alike. Writes the latency section of the
 //! release report (`sections/latency.json`, `latency.json`, `latency.md`, `latency-cdf.svg`) and
 //! exits 1 when the gate fails: p99 added < 50 ms, every level `status` lists measured, and —
-//! with 1000+ samples per variant (full mode) — Full's p99 within 1.1× bubblewrap's.
+//! with 1000+ samples per variant (full mode) — Full's p99 within 1.1× bubblewrap's. With
+//! `--user NAME` (as root) `/bin/true` also runs as that unprivileged user — bare, at Standard
+//! and Full, under bubblewrap and Sandlock — in the same interleaved run, each against that
+//! user's bare run: what someone who is not root gets.
 //!
 //! ```text
 //! localgpt-latency [--quick | --full] [-n N] [--warmup W] [--bin PATH] [--out DIR]
 //!                  [--no-bwrap] [--sandlock PATH | --no-sandlock] [--phase-runs K] [--seed S]
+//!                  [--user NAME]
 //! ```
 
 use std::collections::BTreeMap;
@@ -55,11 +59,14 @@ struct Opts {
     phase_runs: usize,
     seed: u64,
     argv: Vec<String>,
+    /// An unprivileged user the `@user` variants of `/bin/true` run as (`--user`, as root):
+    /// what a user who is not root gets, beside the same peers run as that user.
+    user: Option<String>,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: localgpt-latency [--quick | --full] [-n N] [--warmup W] [--bin PATH] [--out DIR] [--no-bwrap] [--sandlock PATH | --no-sandlock] [--phase-runs K] [--seed S]"
+        "usage: localgpt-latency [--quick | --full] [-n N] [--warmup W] [--bin PATH] [--out DIR] [--no-bwrap] [--sandlock PATH | --no-sandlock] [--phase-runs K] [--seed S] [--user NAME]"
     );
     std::process::exit(2)
 }
@@ -79,6 +86,7 @@ fn parse_opts() -> Opts {
         phase_runs: 200,
         seed: 0x5eed_1a7e,
         argv: std::env::args().collect(),
+        user: None,
     };
     let mut n_set = false;
     let mut it = std::env::args().skip(1);
@@ -109,6 +117,7 @@ fn parse_opts() -> Opts {
             "--no-sandlock" => o.sandlock = None,
             "--phase-runs" => o.phase_runs = num(val("--phase-runs")) as usize,
             "--seed" => o.seed = num(val("--seed")),
+            "--user" => o.user = Some(val("--user")),
             "-h" | "--help" => usage(),
             _ => {
                 eprintln!("localgpt-latency: unknown argument {a}");
@@ -132,6 +141,9 @@ fn parse_opts() -> Opts {
 enum How {
     /// Spawn this argv (absolute path first).
     Spawn(Vec<String>),
+    /// Spawn this argv as this user (`fork`, the user's groups, gid and uid, `execve`: every
+    /// `@user` variant alike, the bare one included).
+    SpawnAs(Vec<String>, User),
     /// Call the library in-process (`run_argv`), as an embedding agent does, starting the helper
     /// this way (`Auto` forks, since this tool is single-threaded; `Exec` always execs), on a
     /// thread of its own when the last field says so: then the host is multithreaded while the
@@ -151,6 +163,42 @@ struct Variant {
     failures: usize,
     failure_examples: Vec<String>,
     disabled: Option<String>,
+}
+
+/// An unprivileged user, as `getpwnam` and `getgrouplist` give it.
+#[derive(Clone, Debug)]
+struct User {
+    name: String,
+    uid: u32,
+    gid: u32,
+    groups: Vec<libc::gid_t>,
+    home: PathBuf,
+}
+
+impl User {
+    fn lookup(name: &str) -> Result<User, String> {
+        let c = CString::new(name).map_err(|e| e.to_string())?;
+        // SAFETY: getpwnam with a valid C string; the record is copied out at once.
+        let pw = unsafe { libc::getpwnam(c.as_ptr()) };
+        if pw.is_null() {
+            return Err(format!("--user {name}: no such user"));
+        }
+        // SAFETY: pw is a valid passwd record until the next getpw* call.
+        let (uid, gid, home) = unsafe { ((*pw).pw_uid, (*pw).pw_gid, PathBuf::from(std::ffi::OsStr::from_bytes(std::ffi::CStr::from_ptr((*pw).pw_dir).to_bytes()))) };
+        if uid == 0 {
+            return Err(format!("--user {name}: uid 0 is not an unprivileged user"));
+        }
+        let mut n: libc::c_int = 64;
+        let mut groups: Vec<libc::gid_t> = vec![0; 64];
+        // SAFETY: the buffer holds n entries; n is updated to the count.
+        if unsafe { libc::getgrouplist(c.as_ptr(), gid, groups.as_mut_ptr(), &mut n) } < 0 {
+            groups = vec![0; usize::try_from(n).unwrap_or(0)];
+            // SAFETY: as above, with the size asked for.
+            unsafe { libc::getgrouplist(c.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
+        }
+        groups.truncate(usize::try_from(n).unwrap_or(0));
+        Ok(User { name: name.to_string(), uid, gid, groups, home })
+    }
 }
 
 struct Cmd {
@@ -203,13 +251,53 @@ impl Spawner {
     /// onto fd `i` (-1: inherited). Returns the pid and the time just before the spawn call (the
     /// C strings and file actions are prepared before that instant, outside any timed interval).
     fn spawn_with(&self, argv: &[String], extra: Option<&CString>, stdio: [i32; 3]) -> Result<(i32, Instant, u64), String> {
+        self.spawn_as(argv, extra, stdio, None)
+    }
+
+    /// [`Spawner::spawn_with`], as `user` when given: `fork`, then in the child the stdio
+    /// `dup2`s, `setgroups`, `setresgid`, `setresuid` and `execve` (the user's `HOME`, `USER`
+    /// and `LOGNAME` in place of the tool's); the child exits 127 when any of them fails.
+    fn spawn_as(&self, argv: &[String], extra: Option<&CString>, stdio: [i32; 3], user: Option<&User>) -> Result<(i32, Instant, u64), String> {
         let cargs: Vec<CString> =
             argv.iter().map(|a| CString::new(a.as_bytes()).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
         let mut ptrs: Vec<*mut libc::c_char> = cargs.iter().map(|a| a.as_ptr() as *mut _).collect();
         ptrs.push(std::ptr::null_mut());
-        let mut envp: Vec<*mut libc::c_char> = self.env.iter().map(|a| a.as_ptr() as *mut _).collect();
+        let user_env: Vec<CString> = user
+            .map(|u| {
+                [format!("HOME={}", u.home.display()), format!("USER={}", u.name), format!("LOGNAME={}", u.name)].into_iter().filter_map(|s| CString::new(s).ok()).collect()
+            })
+            .unwrap_or_default();
+        let replaced = |e: &CString| user.is_some() && [&b"HOME="[..], b"USER=", b"LOGNAME="].iter().any(|k| e.as_bytes().starts_with(k));
+        let mut envp: Vec<*mut libc::c_char> = self.env.iter().filter(|e| !replaced(e)).map(|a| a.as_ptr() as *mut _).collect();
+        envp.extend(user_env.iter().map(|e| e.as_ptr() as *mut libc::c_char));
         envp.extend(extra.map(|e| e.as_ptr() as *mut libc::c_char));
         envp.push(std::ptr::null_mut());
+        if let Some(u) = user {
+            let (t0, t0_ns) = (Instant::now(), now_ns());
+            // SAFETY: this tool is single-threaded while it spawns (library variants join their
+            // thread first), so the child may run anything; it only makes system calls on
+            // memory prepared above and exits if one fails.
+            let pid = unsafe { libc::fork() };
+            if pid < 0 {
+                return Err(format!("fork: {}", std::io::Error::last_os_error()));
+            }
+            if pid == 0 {
+                // SAFETY: the child's own descriptors and credentials, then exec or exit.
+                unsafe {
+                    for (target, &fd) in stdio.iter().enumerate() {
+                        if fd >= 0 && libc::dup2(fd, target as i32) < 0 {
+                            libc::_exit(127);
+                        }
+                    }
+                    if libc::setgroups(u.groups.len(), u.groups.as_ptr()) != 0 || libc::setresgid(u.gid, u.gid, u.gid) != 0 || libc::setresuid(u.uid, u.uid, u.uid) != 0 {
+                        libc::_exit(127);
+                    }
+                    libc::execve(cargs[0].as_ptr(), ptrs.as_ptr().cast(), envp.as_ptr().cast());
+                    libc::_exit(127);
+                }
+            }
+            return Ok((pid, t0, t0_ns));
+        }
         // SAFETY: the file actions are initialised and destroyed here; every pointer outlives the
         // posix_spawn call.
         unsafe {
@@ -233,9 +321,9 @@ impl Spawner {
 
     /// Spawns `argv` with stdin/stdout/stderr on /dev/null (or stderr inherited when
     /// `show_stderr`), waits for it; returns (wall ms from spawn to reap, wait status, ru_maxrss KB).
-    fn run(&self, argv: &[String], show_stderr: bool) -> Result<(f64, i32, i64), String> {
+    fn run(&self, argv: &[String], show_stderr: bool, user: Option<&User>) -> Result<(f64, i32, i64), String> {
         let stderr = if show_stderr { -1 } else { self.errlog };
-        let (pid, t0, _) = self.spawn_with(argv, None, [self.devnull, self.devnull, stderr])?;
+        let (pid, t0, _) = self.spawn_as(argv, None, [self.devnull, self.devnull, stderr], user)?;
         let mut st = 0;
         // SAFETY: wait4 gets valid out-pointers.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -300,10 +388,11 @@ impl Spawner {
     /// Runs one variant once; Ok((ms, maxrss KB or -1)) when the command exited 0.
     fn once(&self, how: &How, show_stderr: bool) -> Result<(f64, i64), String> {
         match how {
-            How::Spawn(argv) => {
+            How::Spawn(argv) | How::SpawnAs(argv, _) => {
+                let user = if let How::SpawnAs(_, u) = how { Some(u) } else { None };
                 // SAFETY: truncating our own log file (outside the timed interval).
                 unsafe { libc::ftruncate(self.errlog, 0) };
-                let (ms, st, rss) = self.run(argv, show_stderr)?;
+                let (ms, st, rss) = self.run(argv, show_stderr, user)?;
                 if libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0 {
                     Ok((ms, rss))
                 } else {
@@ -440,6 +529,34 @@ fn run(o: &Opts) -> Result<bool, String> {
     let mono_s = mono.to_string_lossy().into_owned();
     std::env::set_current_dir(&ws).map_err(|e| format!("chdir {}: {e}", ws.display()))?;
     let ws_s = ws.to_string_lossy().into_owned();
+    // `--user`: a workspace of the user's own and copies of the binaries it can execute (this
+    // tree may lie where the user cannot reach, /root say).
+    // SAFETY: geteuid cannot fail.
+    let root_user = unsafe { libc::geteuid() } == 0;
+    let as_user: Option<(User, String, Option<String>, PathBuf)> = match &o.user {
+        Some(name) if root_user => {
+            let u = User::lookup(name)?;
+            let ubin_dir = root.join("bin");
+            std::fs::create_dir_all(&ubin_dir).map_err(|e| format!("create {}: {e}", ubin_dir.display()))?;
+            let copy = |from: &Path, name: &str| -> Result<String, String> {
+                let to = ubin_dir.join(name);
+                std::fs::copy(from, &to).map_err(|e| format!("copy {} to {}: {e}", from.display(), to.display()))?;
+                std::fs::set_permissions(&to, std::os::unix::fs::PermissionsExt::from_mode(0o755)).map_err(|e| format!("chmod {}: {e}", to.display()))?;
+                Ok(to.to_string_lossy().into_owned())
+            };
+            let ubin = copy(&bin, "localgpt")?;
+            let usl = o.sandlock.as_deref().map(|s| copy(s, "sandlock")).transpose()?;
+            let uws = root.join("ws-user");
+            std::fs::create_dir_all(&uws).map_err(|e| format!("create {}: {e}", uws.display()))?;
+            std::os::unix::fs::chown(&uws, Some(u.uid), Some(u.gid)).map_err(|e| format!("chown {}: {e}", uws.display()))?;
+            Some((u, ubin, usl, uws))
+        }
+        Some(_) => {
+            eprintln!("localgpt-latency: --user needs root (to run as another user): left out");
+            None
+        }
+        None => None,
+    };
 
     let mut cmds = vec![Cmd { id: "true", label: "/bin/true".into(), argv: vec!["/bin/true".into(), "x".into()] }];
     if let Some(b) = which("bash") {
@@ -524,6 +641,28 @@ fn run(o: &Opts) -> Result<bool, String> {
                 add(ci, &format!("lib-{l}-zygote"), format!("library run_argv {l} (zygote: multithreaded host)"), true, How::Library(lib_policy(l)?, argv.clone(), HelperStart::Auto, true));
                 add(ci, &format!("lib-{l}-exec"), format!("library run_argv {l} (exec: HelperStart::Exec)"), true, How::Library(lib_policy(l)?, argv, HelperStart::Exec, false));
             }
+            // What a user who is not root gets: bare, Standard and Full, and the peers, all run
+            // as that user (`--user`), each measured against the bare run and bubblewrap of that
+            // user. Root pays for things no peer does (a cgroup per run, `/etc` granted entry by
+            // entry around its private files); an ordinary user does not.
+            if let Some((u, ubin, usl, uws)) = &as_user {
+                add(ci, "bare@user", format!("bare, as {}", u.name), false, How::SpawnAs(c.argv.clone(), u.clone()));
+                for l in levels.iter().filter(|l| *l == "standard" || *l == "full") {
+                    let mut v = vec![ubin.clone(), "sandbox".into(), "run".into(), "--quiet".into(), "--level".into(), l.clone(), "--workspace".into(), uws.to_string_lossy().into_owned(), "--".into()];
+                    v.extend(c.argv.iter().cloned());
+                    add(ci, &format!("{l}@user"), format!("localgpt {l}, as {}", u.name), true, How::SpawnAs(v, u.clone()));
+                }
+                if let Some(b) = &bwrap {
+                    let mut v = bwrap_prefix(b, uws, &[]);
+                    v.extend(c.argv.iter().cloned());
+                    add(ci, "bwrap@user", format!("bwrap --unshare-all, as {}", u.name), false, How::SpawnAs(v, u.clone()));
+                }
+                if let Some(sl) = usl {
+                    let mut v = sandlock_prefix(Path::new(sl), uws, true, &[], &[]);
+                    v.extend(c.argv.iter().cloned());
+                    add(ci, "sandlock-nosup@user", format!("sandlock run --no-supervisor, as {}", u.name), false, How::SpawnAs(v, u.clone()));
+                }
+            }
         }
     }
 
@@ -532,8 +671,8 @@ fn run(o: &Opts) -> Result<bool, String> {
     for v in &mut variants {
         if let Err(e) = sp.once(&v.how, false) {
             let _ = sp.once(&v.how, true);
-            if v.id == "bwrap" || v.id.starts_with("sandlock") {
-                eprintln!("localgpt-latency: peer {} does not work here, leaving it out: {e}", v.label);
+            if v.id == "bwrap" || v.id.starts_with("sandlock") || v.id.ends_with("@user") {
+                eprintln!("localgpt-latency: {} does not work here, leaving it out: {e}", v.label);
                 v.disabled = Some(e);
                 continue;
             }
@@ -623,7 +762,7 @@ fn run(o: &Opts) -> Result<bool, String> {
                         "--".into(),
                     ];
                     argv.extend(sandbox(l, 0, &cmds[0].argv));
-                    if sp.run(&argv, false).is_ok_and(|(_, st, _)| libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0) {
+                    if sp.run(&argv, false, None).is_ok_and(|(_, st, _)| libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0) {
                         let text = std::fs::read_to_string(&trace_file).unwrap_or_default();
                         let ph = phases_of_trace(&text);
                         if ph.len() > 2 {
@@ -739,6 +878,8 @@ fn analyse(
                 continue;
             }
             let Some(s) = Summary::of(&v.samples) else { continue };
+            // A user's variants against that user's bare run and bubblewrap.
+            let (bare, bw) = if v.id.ends_with("@user") { (summ(ci, "bare@user"), summ(ci, "bwrap@user")) } else { (bare.clone(), bw.clone()) };
             let (a50, a90, a99) = bare.as_ref().map_or((f64::NAN, f64::NAN, f64::NAN), |b| (s.p50 - b.p50, s.p90 - b.p90, s.p99 - b.p99));
             let ratio = bw.as_ref().map_or(f64::NAN, |b| s.p99 / b.p99);
             let added_ratio = match (&bw, &bare) {
@@ -778,10 +919,10 @@ fn analyse(
                 f(s.p90),
                 f(s.p99),
                 f(s.max),
-                if v.id == "bare" { "—".into() } else { f(a50) },
-                if v.id == "bare" { "—".into() } else { f(a99) },
+                if v.id.starts_with("bare") { "—".into() } else { f(a50) },
+                if v.id.starts_with("bare") { "—".into() } else { f(a99) },
                 f(ratio),
-                if v.id == "bare" || v.id == "bwrap" { "—".into() } else { f(added_ratio) },
+                if v.id.starts_with("bare") || v.id.starts_with("bwrap") { "—".into() } else { f(added_ratio) },
                 v.failures
             );
         }
@@ -819,9 +960,15 @@ fn analyse(
     // --no-supervisor at p50 and p99. A p99 behind fewer than RATIO_GATE_MIN_SAMPLES samples is
     // reported with that caveat.
     let frac = GOAL_PEER_FRACTION;
-    for (ours, peer, key, peer_label, p50_too) in
-        [("full", "bwrap", "full_vs_bwrap", "bwrap --unshare-all", false), ("standard", "sandlock-nosup", "standard_vs_sandlock", "Sandlock --no-supervisor", true)]
-    {
+    let mut peer_goals = vec![("full", "bwrap", "full_vs_bwrap", "bwrap --unshare-all", false), ("standard", "sandlock-nosup", "standard_vs_sandlock", "Sandlock --no-supervisor", true)];
+    // The same, as the unprivileged user (`--user`), when measured.
+    if t("bare@user").is_some() {
+        peer_goals.extend([
+            ("full@user", "bwrap@user", "full_vs_bwrap_user", "bwrap --unshare-all (both as the unprivileged user)", false),
+            ("standard@user", "sandlock-nosup@user", "standard_vs_sandlock_user", "Sandlock --no-supervisor (both as the unprivileged user)", true),
+        ]);
+    }
+    for (ours, peer, key, peer_label, p50_too) in peer_goals {
         match (t(ours), t(peer)) {
             (Some(a), Some(b)) => {
                 let r99 = a.p99 / b.p99;
