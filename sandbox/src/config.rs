@@ -701,52 +701,34 @@ fn refuse_protected_grants(ws: &Path, writes: &[PathBuf], protected: &[String]) 
     Ok(())
 }
 
-/// The rule between grants and denies: **a deny covers everything inside it**, whatever is
-/// granted there. Landlock cannot grant inside a denied directory (a rule on the deny's parent
-/// would be needed, which the deny forbids), so a grant inside a deny, and a workspace inside a
-/// deny, are refused with the reason instead of being silently ineffective.
 /// Denies `state` (the sandbox's own state directory) to the command when the workspace or a
 /// writable path other than the scratch directories holds it; refuses a workspace or writable
 /// path inside it. (A state kept in a scratch directory is never trusted: not denied.)
 #[cfg(unix)]
 fn deny_own_state(state: &Path, ws: &Path, writable: &[PathBuf], scratch: &[PathBuf], deny_paths: &mut Vec<PathBuf>) -> Result<(), SandboxError> {
-    let sc = canonical_as_far_as_it_exists(state);
+    let mut resolver = crate::plan::resolve::PathResolver::new();
+    // Where a path is, or what a directory made there would be (as written where that cannot be
+    // told: a dangling link on the way).
+    let mut canon = |p: &Path| resolver.canonicalize_beyond(p).unwrap_or_else(|| p.to_path_buf());
+    let sc = canon(state);
     for (what, w) in std::iter::once(("workspace", ws)).chain(writable.iter().map(|w| ("allow-write", w.as_path()))) {
-        if canonical_as_far_as_it_exists(w).starts_with(&sc) {
+        if canon(w).starts_with(&sc) {
             return Err(SandboxError::Policy(format!(
                 "{what} {}: inside the sandbox's own state ({}: pending changes and the records later runs trust), which no sandboxed command may write",
                 w.display(), state.display())));
         }
     }
-    let held = std::iter::once(ws).chain(writable.iter().map(PathBuf::as_path).filter(|w| !scratch.iter().any(|s| s == w))).any(|w| sc.starts_with(canonical_as_far_as_it_exists(w)));
-    if held && !deny_paths.iter().any(|d| sc.starts_with(canonical_as_far_as_it_exists(d))) {
+    let held = std::iter::once(ws).chain(writable.iter().map(PathBuf::as_path).filter(|w| !scratch.iter().any(|s| s == w))).any(|w| sc.starts_with(canon(w)));
+    if held && !deny_paths.iter().any(|d| sc.starts_with(canon(d))) {
         deny_paths.push(state.to_path_buf());
     }
     Ok(())
 }
 
-/// `p` made canonical as far as it exists (its nearest existing ancestor), the rest appended as
-/// written.
-#[cfg(unix)]
-fn canonical_as_far_as_it_exists(p: &Path) -> PathBuf {
-    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
-    let mut at = p;
-    loop {
-        if let Ok(c) = std::fs::canonicalize(at) {
-            let mut out = c;
-            out.extend(rest.iter().rev());
-            return out;
-        }
-        match (at.file_name(), at.parent()) {
-            (Some(n), Some(parent)) => {
-                rest.push(n);
-                at = parent;
-            }
-            _ => return p.to_path_buf(),
-        }
-    }
-}
-
+/// The rule between grants and denies: **a deny covers everything inside it**, whatever is
+/// granted there. Landlock cannot grant inside a denied directory (a rule on the deny's parent
+/// would be needed, which the deny forbids), so a grant inside a deny, and a workspace inside a
+/// deny, are refused with the reason instead of being silently ineffective.
 fn refuse_grants_inside_denies(ws: &Path, reads: &[PathBuf], writes: &[PathBuf], denies: &[PathBuf]) -> Result<(), SandboxError> {
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     for d in denies {

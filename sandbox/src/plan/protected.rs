@@ -269,7 +269,7 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     #[cfg(target_os = "linux")]
     let records = {
         let dir = super::nested::records_dir();
-        canonical_beyond(resolver, &dir).filter(|c| !roots.iter().chain(&scratch_dirs).any(|r| c.starts_with(r)) && !files.iter().any(|f| f.starts_with(c)) && super::nested::usable(c))
+        resolver.canonicalize_beyond(&dir).filter(|c| !roots.iter().chain(&scratch_dirs).any(|r| c.starts_with(r)) && !files.iter().any(|f| f.starts_with(c)) && super::nested::usable(c))
     };
     #[cfg(not(target_os = "linux"))]
     let records = None;
@@ -347,34 +347,6 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let git_config_files = included.into_iter().filter(|f| out.iter().any(|q| q.kind == ProtectedKind::GitDir && f.starts_with(&q.path))).collect();
     let nested_names = single.iter().map(|n| (*n).to_string()).collect();
     ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, git_config_files, in_scratch, walk_records: records }
-}
-
-/// `path` made canonical where it exists, and beyond its nearest existing ancestor (made
-/// canonical) by the names that do not exist yet; `None` when it cannot be told (a relative
-/// path, a name that climbs, an ancestor that is not a directory, a dangling link on the way).
-#[cfg(target_os = "linux")]
-fn canonical_beyond(resolver: &mut PathResolver, path: &Path) -> Option<PathBuf> {
-    if !path.is_absolute() || path.components().any(|c| matches!(c, std::path::Component::ParentDir | std::path::Component::CurDir)) {
-        return None;
-    }
-    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
-    let mut at = path;
-    loop {
-        match resolver.canonicalize(at) {
-            Ok(c) if c.kind == FileKind::Dir || rest.is_empty() => {
-                let mut out = c.path;
-                out.extend(rest.iter().rev());
-                return Some(out);
-            }
-            Ok(_) => return None,
-            // Missing, not a link that leads nowhere (the records would go where it leads).
-            Err(_) if std::fs::symlink_metadata(at).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) => {
-                rest.push(at.file_name()?);
-                at = at.parent()?;
-            }
-            Err(_) => return None,
-        }
-    }
 }
 
 /// Removes from `out` each path that lies inside another one (covered by it: the outer one is

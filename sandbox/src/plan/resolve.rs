@@ -190,6 +190,35 @@ impl PathResolver {
         }
     }
 
+    /// `p` made canonical where it exists, and beyond its nearest existing ancestor (made
+    /// canonical) by the names that do not exist yet — what a directory made there later will
+    /// be; `None` when that cannot be told: a relative path, a `.` or `..`, an ancestor that is
+    /// not a directory, or a symbolic link on the way that leads nowhere (what is made there
+    /// goes where it leads). Stricter than [`PathResolver::canonicalize_lenient`], which
+    /// appends the rest lexically whatever stands in the way.
+    pub fn canonicalize_beyond(&mut self, p: &Path) -> Option<PathBuf> {
+        if !p.is_absolute() || p.components().any(|c| matches!(c, std::path::Component::ParentDir | std::path::Component::CurDir)) {
+            return None;
+        }
+        let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+        let mut at = p;
+        loop {
+            match self.canonicalize(at) {
+                Ok(c) if c.kind == FileKind::Dir || rest.is_empty() => {
+                    let mut out = c.path;
+                    out.extend(rest.iter().rev());
+                    return Some(out);
+                }
+                Ok(_) => return None,
+                Err(_) if std::fs::symlink_metadata(at).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) => {
+                    rest.push(at.file_name()?);
+                    at = at.parent()?;
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
     /// Whether `p` exists without following a final symlink (`lstat` succeeds; a dangling link
     /// exists), from the resolver's memory where it can.
     pub fn lexists(&mut self, p: &Path) -> bool {
@@ -542,6 +571,21 @@ pub(crate) mod tests {
         symlink("self", root.join("self")).unwrap();
         symlink("a/file/x", root.join("through-file")).unwrap();
         (d, root)
+    }
+
+    #[test]
+    fn canonical_beyond_what_exists_only_where_it_can_be_told() {
+        let (_d, root) = world();
+        let mut r = PathResolver::new();
+        // Existing, through a link, then names that do not exist yet.
+        assert_eq!(r.canonicalize_beyond(&root.join("a/b")), Some(root.join("a/b")));
+        assert_eq!(r.canonicalize_beyond(&root.join("to-root/new/x")), Some(PathBuf::from("/new/x")));
+        assert_eq!(r.canonicalize_beyond(&root.join("a/b/new/deeper")), Some(root.join("a/b/new/deeper")));
+        // A dangling link on the way, a file on the way, a relative path, `..`: not told.
+        assert_eq!(r.canonicalize_beyond(&root.join("dangling/x")), None);
+        assert_eq!(r.canonicalize_beyond(&root.join("a/file/x")), None);
+        assert_eq!(r.canonicalize_beyond(Path::new("rel/x")), None);
+        assert_eq!(r.canonicalize_beyond(&root.join("a/../a")), None);
     }
 
     #[test]
