@@ -185,8 +185,33 @@ pub const PROCESSES_PER_CPU: u32 = 32;
 /// fork bomb (the memory cgroup bounds what each task may hold).
 #[must_use]
 pub fn default_max_processes() -> u32 {
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    // `available_parallelism` is the CPUs this process may run on, lowered by a cgroup CPU
+    // quota (which it reads from /proc/self/cgroup and the cgroup's files at every start): where
+    // those CPUs alone are too few to raise the bound above its floor, the quota cannot either.
+    if affinity_cpus().is_some_and(|n| n.saturating_mul(PROCESSES_PER_CPU) <= MIN_DEFAULT_PROCESSES) {
+        return MIN_DEFAULT_PROCESSES;
+    }
+    processes_for(std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
+}
+
+fn processes_for(cpus: usize) -> u32 {
     MIN_DEFAULT_PROCESSES.max(u32::try_from(cpus).unwrap_or(u32::MAX).saturating_mul(PROCESSES_PER_CPU))
+}
+
+/// How many CPUs `sched_getaffinity` lets this process run on (Linux; `None` elsewhere or when
+/// it fails, e.g. more CPUs than a `cpu_set_t` holds).
+fn affinity_cpus() -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: a zeroed cpu_set_t of its own size, filled by the kernel.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; pid 0 is the calling thread.
+        if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } == 0 {
+            // SAFETY: a cpu_set_t the kernel filled.
+            return u32::try_from(unsafe { libc::CPU_COUNT(&set) }).ok();
+        }
+    }
+    None
 }
 
 /// Windows system directories granted read + execute (the unelevated tier does not confine
@@ -254,6 +279,17 @@ pub fn tables(platform: Platform) -> Tables {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_process_bound_is_the_one_available_parallelism_gives() {
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        assert_eq!(default_max_processes(), processes_for(cpus));
+        // The CPUs this process may use bound what a quota leaves.
+        if let Some(n) = affinity_cpus() {
+            assert!(cpus <= n as usize, "{cpus} > {n}");
+        }
+        assert_eq!([1, 32, 33, 64].map(processes_for), [1024, 1024, 1056, 2048]);
+    }
 
     #[test]
     fn the_plain_reading_of_the_protected_table_is_the_toml_reading() {

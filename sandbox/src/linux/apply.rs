@@ -68,7 +68,7 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
     use landlock::{
         AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetStatus, Scope,
     };
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::{AsRawFd, OwnedFd};
 
     /// uapi `struct landlock_path_beneath_attr` (packed).
     #[repr(C, packed)]
@@ -80,19 +80,71 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
     const RULE_PATH_BENEATH: libc::c_int = 1;
 
     /// `open(path, O_PATH | O_CLOEXEC)`, what the crate's `PathFd` does; `buf` is reused for the
-    /// C string.
-    fn open_path(path: &std::path::Path, buf: &mut Vec<u8>) -> std::io::Result<OwnedFd> {
+    /// C string; the caller keeps the descriptor in [`RuleFds`].
+    fn open_path(path: &std::path::Path, buf: &mut Vec<u8>) -> std::io::Result<i32> {
         buf.clear();
         buf.extend_from_slice(path.as_os_str().as_bytes());
         buf.push(0);
         let c = std::ffi::CStr::from_bytes_with_nul(buf).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-        // SAFETY: a valid C string; the returned descriptor is owned below.
+        // SAFETY: a valid C string; the returned descriptor is kept by `RuleFds`.
         let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        // SAFETY: `fd` was just opened and nothing else owns it.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        Ok(fd)
+    }
+
+    /// The rules' `O_PATH` descriptors, closed together (one `close_range`) rather than one
+    /// `close` per rule: a rule costs an open, an add and a close, and a Standard plan has ~180
+    /// of them. Nothing else opens a descriptor meanwhile (the process is single-threaded, and
+    /// every descriptor above the report's was closed before Landlock), so the range from the
+    /// lowest kept to the highest holds only rules' descriptors, all above the ruleset's
+    /// (`floor`; one at or below it, which the kernel's lowest-free-number rule cannot give, is
+    /// closed on its own). They are close-on-exec too: none reaches the command whatever
+    /// happens here.
+    struct RuleFds {
+        lo: i32,
+        hi: i32,
+        floor: i32,
+        strays: Vec<i32>,
+    }
+    impl RuleFds {
+        fn new(floor: i32) -> Self {
+            RuleFds { lo: 0, hi: -1, floor, strays: Vec::new() }
+        }
+        fn keep(&mut self, fd: i32) {
+            if fd <= self.floor {
+                self.strays.push(fd);
+                return;
+            }
+            self.lo = if self.hi < self.lo { fd } else { self.lo.min(fd) };
+            self.hi = self.hi.max(fd);
+        }
+        fn any(&self) -> bool {
+            self.hi >= self.lo || !self.strays.is_empty()
+        }
+        fn close(&mut self) {
+            if self.hi >= self.lo {
+                // SAFETY: closes only the descriptors kept here (see above).
+                let r = unsafe { libc::syscall(libc::SYS_close_range, self.lo as u32, self.hi as u32, 0u32) };
+                if r != 0 {
+                    for fd in self.lo..=self.hi {
+                        // SAFETY: as above, one by one (a kernel before close_range).
+                        unsafe { libc::close(fd) };
+                    }
+                }
+            }
+            for fd in self.strays.drain(..) {
+                // SAFETY: a rule's descriptor, kept here.
+                unsafe { libc::close(fd) };
+            }
+            (self.lo, self.hi) = (0, -1);
+        }
+    }
+    impl Drop for RuleFds {
+        fn drop(&mut self) {
+            self.close();
+        }
     }
 
     let fs = BitFlags::<AccessFs>::from_bits(ll.fs as _).map_err(|e| format!("landlock fs rights: {e}"))?;
@@ -119,14 +171,27 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
         .and_then(|c| Option::<OwnedFd>::from(c).ok_or_else(|| "landlock ruleset fd: none".to_string()))?;
     let mut buf = Vec::new();
     let mut applied = 0;
+    // The duplicate took the lowest free number then: above the original too.
+    let mut fds = RuleFds::new(ruleset_fd.as_raw_fd());
     for (path, access) in &ll.rules {
         // The crate's checks before its syscall: known rights, not empty, all handled.
         let a = BitFlags::<AccessFs>::from_bits(*access as _).map_err(|e| format!("landlock rule rights: {e}"))?;
         if a.is_empty() || !fs.contains(a) {
             return Err(format!("landlock rule {}: rights {access:#x} empty or not handled ({:#x})", path.display(), ll.fs));
         }
-        let fd = match open_path(path, &mut buf) {
-            Ok(fd) => fd,
+        let opened = match open_path(path, &mut buf) {
+            // Out of descriptors (a low `max_open_files`): the kept ones are closed first.
+            Err(e) if e.raw_os_error() == Some(libc::EMFILE) && fds.any() => {
+                fds.close();
+                open_path(path, &mut buf)
+            }
+            r => r,
+        };
+        let fd = match opened {
+            Ok(fd) => {
+                fds.keep(fd);
+                fd
+            }
             // A path that vanished since the plan was made (the snapshot expansion around a
             // denied path lists every entry of e.g. ~/.cargo, where cargo creates and deletes
             // `.global-cache-journal` and lock files) is simply not granted: dropping a grant
@@ -134,7 +199,7 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
             Err(_) if matches!(std::fs::symlink_metadata(path), Err(ref m) if m.kind() == std::io::ErrorKind::NotFound) => continue,
             Err(e) => return Err(format!("landlock open {}: {e}", path.display())),
         };
-        let attr = PathBeneathAttr { allowed_access: *access, parent_fd: fd.as_raw_fd() };
+        let attr = PathBeneathAttr { allowed_access: *access, parent_fd: fd };
         // SAFETY: both descriptors are open and `attr` outlives the call, which only reads it.
         let r = unsafe {
             libc::syscall(
@@ -150,6 +215,7 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
         }
         applied += 1;
     }
+    fds.close();
     drop(ruleset_fd);
     let status = created.restrict_self().map_err(|e| format!("landlock restrict_self: {e}"))?;
     if status.ruleset != RulesetStatus::FullyEnforced {

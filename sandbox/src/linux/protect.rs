@@ -764,6 +764,12 @@ impl Reviewer<'_> {
     ///   written at the old path.
     fn locate(&mut self, p: &ProtectedPath, id: Option<(u64, u64)>) -> Option<PathBuf> {
         let parent = p.path.parent()?;
+        // Directly in its writable root there is no link on the way to take out (the root is
+        // not on the way): absent at launch and now is then known without the root's
+        // resolution, which every protected name of the table would pay.
+        if id.is_none() && parent == self.root_of(&p.path) && std::fs::symlink_metadata(&p.path).is_err() {
+            return None;
+        }
         // Taking out a link on the way leaves no parent: whether it is a real directory is known
         // from here on.
         let parent_real = real_dir_path(parent);
@@ -910,7 +916,7 @@ impl Reviewer<'_> {
             // follows each one, protecting the link and where it leads): a link on the way now is
             // the command's (`ln -s elsewhere dir`, leading a link target or a nested file to a
             // file of its choosing). Taken out first; the file is then reviewed where it is.
-            if p.path.parent().is_some_and(|d| !real_dir_path(d)) {
+            if p.path.parent().is_some_and(|d| d != self.root_of(&p.path) && !real_dir_path(d)) {
                 self.link_on_the_way(p);
             }
             let mut now = std::fs::symlink_metadata(&p.path).ok();

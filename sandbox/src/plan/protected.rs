@@ -460,23 +460,25 @@ impl Protector<'_> {
             }
             return;
         };
-        match std::fs::symlink_metadata(&target) {
-            Ok(m) if m.is_dir() => {
+        // What stands there, from the resolver's memory: `follow` has just looked (the plan is
+        // made before anything runs).
+        match self.resolver.lstat_kind(&target) {
+            Some(FileKind::Dir) => {
                 let kind = if hint == ProtectedKind::GitDir { ProtectedKind::GitDir } else { ProtectedKind::Dir };
                 self.out.push(ProtectedPath { path: target, kind, absent: false, private: false, reason });
             }
-            Ok(m) if m.is_file() => self.out.push(ProtectedPath { path: target, kind: ProtectedKind::File, absent: false, private: false, reason }),
-            Ok(_) => self.bad.push(Unprotectable { path: target, why: "neither a file nor a directory".into() }),
-            Err(_) => {
+            Some(FileKind::File) => self.out.push(ProtectedPath { path: target, kind: ProtectedKind::File, absent: false, private: false, reason }),
+            Some(FileKind::Other) => self.bad.push(Unprotectable { path: target, why: "neither a file nor a directory".into() }),
+            None => {
                 // Absent: reviewed in place after the run, if its nearest existing ancestor is a
                 // real directory of the root (the review takes out a link the command puts on
                 // the way). Under a `.git` file (a worktree's or submodule's), nothing: git
                 // reads nothing there.
-                let existing = target.ancestors().skip(1).find(|a| std::fs::symlink_metadata(a).is_ok());
+                let existing = target.ancestors().skip(1).find(|a| self.resolver.lexists(a));
                 let real_dir = existing.and_then(|e| self.resolver.canonicalize(e).ok().map(|c| (e, c))).is_some_and(|(e, c)| c.kind == FileKind::Dir && c.path.starts_with(&root) && c.path == e);
                 if real_dir {
                     self.out.push(ProtectedPath { path: target, kind: hint, absent: true, private: false, reason });
-                } else if !existing.is_some_and(|e| e.file_name().is_some_and(is_dotgit) && std::fs::symlink_metadata(e).is_ok_and(|m| m.is_file())) {
+                } else if !existing.is_some_and(|e| e.file_name().is_some_and(is_dotgit) && self.resolver.lstat_kind(e) == Some(FileKind::File)) {
                     self.bad.push(Unprotectable { path: target, why: "absent, and its parent is not a directory of the workspace".into() });
                 }
             }
