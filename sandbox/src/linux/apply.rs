@@ -94,51 +94,27 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
         Ok(fd)
     }
 
-    /// The rules' `O_PATH` descriptors, closed together (one `close_range`) rather than one
-    /// `close` per rule: a rule costs an open, an add and a close, and a Standard plan has ~180
-    /// of them. Nothing else opens a descriptor meanwhile (the process is single-threaded, and
-    /// every descriptor above the report's was closed before Landlock), so the range from the
-    /// lowest kept to the highest holds only rules' descriptors, all above the ruleset's
-    /// (`floor`; one at or below it, which the kernel's lowest-free-number rule cannot give, is
-    /// closed on its own). They are close-on-exec too: none reaches the command whatever
-    /// happens here.
-    struct RuleFds {
-        lo: i32,
-        hi: i32,
-        floor: i32,
-        strays: Vec<i32>,
-    }
+    /// The rules' `O_PATH` descriptors, closed together rather than one `close` per rule (a rule
+    /// costs an open, an add and a close, and a Standard plan has ~180 of them): the kernel gives
+    /// the lowest free numbers, so they are normally one run of numbers and one `close_range`
+    /// closes them; otherwise (a descriptor left open in between, as the ablation build leaves
+    /// inherited ones) each is closed on its own. Only what was opened here is closed. They are
+    /// close-on-exec too: none reaches the command whatever happens here.
+    struct RuleFds(Vec<i32>);
     impl RuleFds {
-        fn new(floor: i32) -> Self {
-            RuleFds { lo: 0, hi: -1, floor, strays: Vec::new() }
-        }
-        fn keep(&mut self, fd: i32) {
-            if fd <= self.floor {
-                self.strays.push(fd);
-                return;
-            }
-            self.lo = if self.hi < self.lo { fd } else { self.lo.min(fd) };
-            self.hi = self.hi.max(fd);
-        }
-        fn any(&self) -> bool {
-            self.hi >= self.lo || !self.strays.is_empty()
-        }
         fn close(&mut self) {
-            if self.hi >= self.lo {
-                // SAFETY: closes only the descriptors kept here (see above).
-                let r = unsafe { libc::syscall(libc::SYS_close_range, self.lo as u32, self.hi as u32, 0u32) };
-                if r != 0 {
-                    for fd in self.lo..=self.hi {
-                        // SAFETY: as above, one by one (a kernel before close_range).
-                        unsafe { libc::close(fd) };
-                    }
+            let (Some(&lo), Some(&hi)) = (self.0.iter().min(), self.0.iter().max()) else { return };
+            // SAFETY: closes only descriptors opened here: the run lo..=hi holds nothing else
+            // when it holds as many numbers as were kept (each kept number is distinct).
+            let one_run = usize::try_from(hi - lo).is_ok_and(|n| n + 1 == self.0.len())
+                && unsafe { libc::syscall(libc::SYS_close_range, lo as u32, hi as u32, 0u32) } == 0;
+            if !one_run {
+                for &fd in &self.0 {
+                    // SAFETY: a descriptor opened here and not closed yet.
+                    unsafe { libc::close(fd) };
                 }
             }
-            for fd in self.strays.drain(..) {
-                // SAFETY: a rule's descriptor, kept here.
-                unsafe { libc::close(fd) };
-            }
-            (self.lo, self.hi) = (0, -1);
+            self.0.clear();
         }
     }
     impl Drop for RuleFds {
@@ -171,8 +147,7 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
         .and_then(|c| Option::<OwnedFd>::from(c).ok_or_else(|| "landlock ruleset fd: none".to_string()))?;
     let mut buf = Vec::new();
     let mut applied = 0;
-    // The duplicate took the lowest free number then: above the original too.
-    let mut fds = RuleFds::new(ruleset_fd.as_raw_fd());
+    let mut fds = RuleFds(Vec::with_capacity(ll.rules.len().min(1024)));
     for (path, access) in &ll.rules {
         // The crate's checks before its syscall: known rights, not empty, all handled.
         let a = BitFlags::<AccessFs>::from_bits(*access as _).map_err(|e| format!("landlock rule rights: {e}"))?;
@@ -181,7 +156,7 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
         }
         let opened = match open_path(path, &mut buf) {
             // Out of descriptors (a low `max_open_files`): the kept ones are closed first.
-            Err(e) if e.raw_os_error() == Some(libc::EMFILE) && fds.any() => {
+            Err(e) if e.raw_os_error() == Some(libc::EMFILE) && !fds.0.is_empty() => {
                 fds.close();
                 open_path(path, &mut buf)
             }
@@ -189,7 +164,7 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
         };
         let fd = match opened {
             Ok(fd) => {
-                fds.keep(fd);
+                fds.0.push(fd);
                 fd
             }
             // A path that vanished since the plan was made (the snapshot expansion around a

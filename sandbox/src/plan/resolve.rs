@@ -222,44 +222,32 @@ impl PathResolver {
     /// Whether `p` exists without following a final symlink (`lstat` succeeds; a dangling link
     /// exists), from the resolver's memory where it can.
     pub fn lexists(&mut self, p: &Path) -> bool {
-        #[cfg(unix)]
-        if let (Some(parent), Some(name)) = (p.parent().filter(|_| p.is_absolute()), p.file_name()) {
-            // Only a plain path (no `.`, `..`, `//` or trailing `/`) is its parent plus a name.
-            if p.as_os_str() != normalize(p).as_os_str() {
-                return std::fs::symlink_metadata(p).is_ok();
-            }
-            let Ok(parent) = self.canonicalize(parent) else {
-                return std::fs::symlink_metadata(p).is_ok();
-            };
-            if parent.kind != FileKind::Dir {
-                return false;
-            }
-            return self.link_or_step(&parent.path.join(name)).is_some();
-        }
-        std::fs::symlink_metadata(p).is_ok()
+        self.lstat_kind(p).is_some()
     }
 
     /// What `lstat(p)` finds, from the resolver's memory where it can: `None` when it fails (no
-    /// such file, a file on the way, …), a symbolic link as [`FileKind::Other`]. As
-    /// [`PathResolver::lexists`], the parent is resolved (a link on the way is followed, as
+    /// such file, a file on the way, …), a symbolic link as [`FileKind::Other`] (as
+    /// [`FileKind::of`] says of it). The parent is resolved (a link on the way is followed, as
     /// `lstat` follows it).
     pub fn lstat_kind(&mut self, p: &Path) -> Option<FileKind> {
         #[cfg(unix)]
         if let (Some(parent), Some(name)) = (p.parent().filter(|_| p.is_absolute()), p.file_name()) {
+            // Only a plain path (no `.`, `..`, `//` or trailing `/`) is its parent plus a name.
             if p.as_os_str() == normalize(p).as_os_str() {
                 if let Ok(parent) = self.canonicalize(parent) {
                     if parent.kind != FileKind::Dir {
                         return None;
                     }
                     let at = parent.path.join(name);
+                    // It exists: a link, or what its remembered step says.
                     return match self.link_or_step(&at)? {
                         Some(_) => Some(FileKind::Other),
-                        None => self.steps.get(at.as_os_str()).and_then(|s| s.as_ref().ok()).map(|s| s.kind),
+                        None => Some(self.steps.get(at.as_os_str()).and_then(|s| s.as_ref().ok()).map_or(FileKind::Other, |s| s.kind)),
                     };
                 }
             }
         }
-        std::fs::symlink_metadata(p).ok().map(|m| if m.file_type().is_symlink() { FileKind::Other } else { FileKind::of(m.file_type()) })
+        std::fs::symlink_metadata(p).ok().map(|m| FileKind::of(m.file_type()))
     }
 
     /// The target, as stored, of the symlink at `p`, whose parent must be a canonical directory
@@ -803,7 +791,7 @@ pub(crate) mod tests {
             for n in names {
                 let p = root.join(n);
                 assert_eq!(r.lexists(&p), std::fs::symlink_metadata(&p).is_ok(), "lexists {n}");
-                let kind = std::fs::symlink_metadata(&p).ok().map(|m| if m.file_type().is_symlink() { FileKind::Other } else { FileKind::of(m.file_type()) });
+                let kind = std::fs::symlink_metadata(&p).ok().map(|m| FileKind::of(m.file_type()));
                 assert_eq!(r.lstat_kind(&p), kind, "lstat_kind {n}");
             }
             for n in ["a", "abs-b", "chain1", "dangling", "loop1", "self", "missing", "a/to-file", "a/dangling-deep"] {
