@@ -52,6 +52,24 @@ pub fn forget() {
     }
 }
 
+/// The stamps recorded so far (`None` unless enabled), for [`restore`]: around a child that
+/// shares this process's memory and flushes them as its own.
+#[cfg(target_os = "linux")]
+pub(crate) fn save() -> Option<Vec<(&'static str, u64)>> {
+    if !enabled() {
+        return None;
+    }
+    STAMPS.lock().ok().map(|v| v.clone())
+}
+
+/// Puts back what [`save`] returned.
+#[cfg(target_os = "linux")]
+pub(crate) fn restore(saved: Option<Vec<(&'static str, u64)>>) {
+    if let (Some(s), Ok(mut v)) = (saved, STAMPS.lock()) {
+        *v = s;
+    }
+}
+
 /// Records the time of `label` (no-op unless enabled).
 pub fn stamp(label: &'static str) {
     if enabled() {

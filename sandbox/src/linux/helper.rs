@@ -124,10 +124,11 @@ pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
         fail(&format!("pipe: {}", std::io::Error::last_os_error()));
     }
     crate::timing::stamp("fork");
-    let pid = fork_child();
+    // Standard and minimal: the command's process. Full: PID 1 of the new PID namespace, which
+    // lives on as the namespace's init, so it is a real fork.
+    let pid = if plan.namespaces.is_none() { spawn_command(plan, argv) } else { fork_child() };
     if pid == 0 {
         match &plan.namespaces {
-            // Full level: this child is PID 1 of the new PID namespace.
             Some(ns) => {
                 // SAFETY: closing our copy of the read end.
                 unsafe { libc::close(status_pipe[0]) };
@@ -140,7 +141,7 @@ pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
                     libc::write(fd, st.to_ne_bytes().as_ptr().cast(), 4);
                 })
             }
-            None => exec_confined(plan, argv),
+            None => unreachable!("spawn_command does not return in the child"),
         }
     }
     // SAFETY: the supervisor keeps no copy of the report pipe, so EOF means "exec done"; nor of
@@ -238,11 +239,91 @@ fn start_init(plan: &HelperPlan, ns: &crate::linux::mounts::NamespacePlan, argv:
             Err(e) => fail(&format!("sock_diag socket: {e}")),
         }
     }
-    let cmd = fork_child();
-    if cmd == 0 {
-        exec_confined(plan, argv);
+    spawn_command(plan, argv)
+}
+
+/// Starts the command's process, which confines itself and execs ([`exec_confined`]); returns
+/// its pid. The child shares this process's memory until its `execve` (`CLONE_VM |
+/// CLONE_VFORK`, as `posix_spawn` does), so the page tables are not copied and the child's
+/// writes do not fault in private copies of this process's pages; this process waits in the
+/// kernel until the child has exec'd or exited. That is sound here because the caller (the
+/// supervisor, or PID 1) is single-threaded and suspended while the child runs: the child's
+/// allocations and its writes to statics happen with nothing else running in the address
+/// space, and what it leaves behind is a few leaked allocations of a process that exits with
+/// the run. Every signal is blocked around the clone, so none of this process's handlers runs
+/// in the child before it resets them; the child's mask is cleared just before `execve`
+/// ([`supervise::reset_signals_for_exec`]), so a signal sent meanwhile acts then. The timing
+/// stamps (`LOCALGPT_SANDBOX_TIMING`), which the child flushes as its own, are put back.
+fn spawn_command(plan: &HelperPlan, argv: &[CString]) -> i32 {
+    /// The child's stack until `execve`: confinement and the report need far less.
+    const STACK: usize = 1 << 20;
+    struct Start<'a> {
+        plan: &'a HelperPlan,
+        argv: &'a [CString],
+        parent: i32,
     }
-    cmd
+    extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the `Start` on the parent's stack, which stays as it is while the
+        // parent is suspended (until this child execs or exits).
+        let start = unsafe { &*arg.cast::<Start<'_>>() };
+        // A panic must not unwind out of the clone's entry point (release builds abort anyway).
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            child_start(start.parent);
+            exec_confined(start.plan, start.argv)
+        }));
+        // SAFETY: leave without running anything of the parent's.
+        unsafe { libc::_exit(127) }
+    }
+    // SAFETY: getpid cannot fail.
+    let parent = unsafe { libc::getpid() };
+    let start = Start { plan, argv, parent };
+    // SAFETY: a fresh private anonymous mapping; its lowest page becomes the guard.
+    let stack = unsafe { libc::mmap(std::ptr::null_mut(), STACK, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK, -1, 0) };
+    if stack == libc::MAP_FAILED {
+        fail(&format!("mmap the command's start stack: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: the first page of the mapping just made.
+    if unsafe { libc::mprotect(stack, 4096, libc::PROT_NONE) } != 0 {
+        fail(&format!("mprotect the command's start stack guard: {}", std::io::Error::last_os_error()));
+    }
+    let saved = crate::timing::save();
+    // SAFETY: sigset_t is plain data, filled by sigfillset; the old mask is restored below.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: blocking signals of our own single-threaded process; `child` and `start` live
+    // until clone returns, which (CLONE_VFORK) is after the child's execve or exit; the stack's
+    // top is 16-byte aligned.
+    let (pid, err) = unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let top = stack.cast::<u8>().add(STACK).cast::<libc::c_void>();
+        let pid = libc::clone(child, top, libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, std::ptr::from_ref(&start).cast_mut().cast());
+        let err = std::io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        libc::munmap(stack, STACK);
+        (pid, err)
+    };
+    crate::timing::restore(saved);
+    if pid < 0 {
+        fail(&format!("clone the command's process: {err}"));
+    }
+    pid
+}
+
+/// In a new child (of [`fork_child`] or [`spawn_command`]): the stop handlers reset, death with
+/// the parent, and an exit if the parent was already gone.
+fn child_start(parent: i32) {
+    supervise::reset_stop_handlers();
+    // SAFETY: plain syscalls on our own process. In a new PID namespace getppid() of PID 1
+    // is 0, so the check only applies when the parent is visible.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        let pp = libc::getppid();
+        if pp != parent && pp != 0 && libc::getpid() != 1 {
+            libc::_exit(127);
+        }
+    }
 }
 
 /// Forks; the child resets the stop handlers and dies with its parent.
@@ -255,16 +336,7 @@ fn fork_child() -> i32 {
         fail(&format!("fork: {}", std::io::Error::last_os_error()));
     }
     if pid == 0 {
-        supervise::reset_stop_handlers();
-        // SAFETY: plain syscalls on our own process. In a new PID namespace getppid() of PID 1
-        // is 0, so the check only applies when the parent is visible.
-        unsafe {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            let pp = libc::getppid();
-            if pp != parent && pp != 0 && libc::getpid() != 1 {
-                libc::_exit(127);
-            }
-        }
+        child_start(parent);
     }
     pid
 }
