@@ -124,12 +124,13 @@ pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
         fail(&format!("pipe: {}", std::io::Error::last_os_error()));
     }
     crate::timing::stamp("fork");
-    // Standard and minimal: the command's process. Full: PID 1 of the new PID namespace, which
-    // lives on as the namespace's init, so it is a real fork.
-    let pid = if plan.namespaces.is_none() { spawn_command(plan, argv) } else { fork_child() };
-    if pid == 0 {
-        match &plan.namespaces {
-            Some(ns) => {
+    let pid = match &plan.namespaces {
+        // Standard and minimal: the command's process.
+        None => spawn_command(plan, argv),
+        // Full: PID 1 of the new PID namespace, which lives on as its init, so a real fork.
+        Some(ns) => {
+            let pid = fork_child();
+            if pid == 0 {
                 // SAFETY: closing our copy of the read end.
                 unsafe { libc::close(status_pipe[0]) };
                 let cmd = start_init(plan, ns, argv);
@@ -141,9 +142,9 @@ pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
                     libc::write(fd, st.to_ne_bytes().as_ptr().cast(), 4);
                 })
             }
-            None => unreachable!("spawn_command does not return in the child"),
+            pid
         }
-    }
+    };
     // SAFETY: the supervisor keeps no copy of the report pipe, so EOF means "exec done"; nor of
     // the status pipe's write end.
     unsafe {

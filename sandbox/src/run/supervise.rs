@@ -218,8 +218,9 @@ pub(crate) fn supervise_run(
             let mut status: Option<i32> = None;
             let mut written: Option<u64> = None;
             let mut drain_deadline: Option<Instant> = None;
-            // Small until a read fills it (then 64 KiB): a command that prints little, the
+            // Small until a read fills it (then READ_BUF_MAX): a command that prints little, the
             // common case, does not pay 16 zeroed pages at every run.
+            const READ_BUF_MAX: usize = 64 * 1024;
             let mut buf = vec![0u8; 4096];
             loop {
                 if status.is_some() && !streams.iter().any(|s| s.open) && !report_open {
@@ -344,8 +345,8 @@ pub(crate) fn supervise_run(
                     // SAFETY: reading into our buffer.
                     #[cfg(not(target_os = "linux"))]
                     let got = unsafe { libc::read(p.fd, buf.as_mut_ptr().cast(), buf.len()) };
-                    if got > 0 && got as usize == buf.len() && buf.len() < 64 * 1024 {
-                        buf.resize(64 * 1024, 0);
+                    if got > 0 && got as usize == buf.len() && buf.len() < READ_BUF_MAX {
+                        buf.resize(READ_BUF_MAX, 0);
                     }
                     if p.fd == rep.read {
                         if got > 0 {
