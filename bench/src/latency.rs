@@ -150,6 +150,10 @@ enum How {
     /// run lasts, and `Auto` has the zygote fork the helper (only the run is timed, not the
     /// thread's start).
     Library(Box<localgpt_sandbox::SandboxPolicy>, Vec<String>, localgpt_sandbox::run::HelperStart, bool),
+    /// Spawn this argv through a warm `handle::Sandbox` (made once, before the first sample:
+    /// capabilities detected once) and wait for it, as an agent host does (`spawn` starts a
+    /// runner thread, so the host is multithreaded and the zygote forks the helper).
+    Handle(Box<localgpt_sandbox::Sandbox>, Vec<String>),
 }
 
 struct Variant {
@@ -419,6 +423,18 @@ impl Spawner {
                     Err(format!("library run of `{}` exited {}", argv.join(" "), r.exit_code))
                 }
             }
+            How::Handle(sandbox, argv) => {
+                let cmd = localgpt_sandbox::Command::new(&argv[0]).args(&argv[1..]);
+                let t0 = Instant::now();
+                let r = sandbox.spawn(&cmd).and_then(|mut child| child.wait());
+                let ms = t0.elapsed().as_secs_f64() * 1000.0;
+                let r = r.map_err(|e| e.to_string())?;
+                if r.exit_code == 0 {
+                    Ok((ms, -1))
+                } else {
+                    Err(format!("Sandbox::spawn of `{}` exited {}", argv.join(" "), r.exit_code))
+                }
+            }
         }
     }
 }
@@ -639,7 +655,9 @@ fn run(o: &Opts) -> Result<bool, String> {
                 let argv = vec!["/bin/true".to_string()];
                 add(ci, &format!("lib-{l}"), format!("library run_argv {l} (fork: single-threaded host)"), true, How::Library(lib_policy(l)?, argv.clone(), HelperStart::Auto, false));
                 add(ci, &format!("lib-{l}-zygote"), format!("library run_argv {l} (zygote: multithreaded host)"), true, How::Library(lib_policy(l)?, argv.clone(), HelperStart::Auto, true));
-                add(ci, &format!("lib-{l}-exec"), format!("library run_argv {l} (exec: HelperStart::Exec)"), true, How::Library(lib_policy(l)?, argv, HelperStart::Exec, false));
+                add(ci, &format!("lib-{l}-exec"), format!("library run_argv {l} (exec: HelperStart::Exec)"), true, How::Library(lib_policy(l)?, argv.clone(), HelperStart::Exec, false));
+                let warm = localgpt_sandbox::Sandbox::new(*lib_policy(l)?).map_err(|e| e.to_string())?;
+                add(ci, &format!("lib-{l}-sandbox"), format!("library Sandbox::spawn + wait {l} (warm Sandbox)"), true, How::Handle(Box::new(warm), argv));
             }
             // What a user who is not root gets: bare, Standard and Full, and the peers, all run
             // as that user (`--user`), each measured against the bare run and bubblewrap of that
@@ -940,6 +958,7 @@ fn analyse(
         ("lib-standard", "library", "library run_argv, single-threaded host (fork)", GOAL_LIBRARY_P50_MS, GOAL_LIBRARY_P99_MS),
         ("lib-standard-zygote", "library_zygote", "library run_argv, multithreaded host (zygote)", GOAL_LIBRARY_P50_MS, GOAL_LIBRARY_P99_MS),
         ("lib-standard-exec", "library_exec", "library run_argv, HelperStart::Exec", GOAL_LIBRARY_P50_MS, GOAL_LIBRARY_P99_MS),
+        ("lib-standard-sandbox", "library_sandbox", "library Sandbox::spawn + wait, warm Sandbox", GOAL_LIBRARY_P50_MS, GOAL_LIBRARY_P99_MS),
     ] {
         if let Some((a50, a99)) = added(&t(id)) {
             let met = a50 <= g50 && a99 <= g99;

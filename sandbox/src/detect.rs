@@ -533,6 +533,34 @@ pub fn detect_quick() -> Capabilities {
     }
 }
 
+/// `cached` (what [`detect_quick`] returned earlier in this process) as a run made now would
+/// detect it, without reading `/proc` again: what a process can change in its own life is looked
+/// at again, the machine's kernel features are not. A change of effective uid or gid (a host that
+/// drops privileges) detects everything again; a user namespace or a per-run cgroup that failed
+/// since ([`record_userns_failure`], [`record_cgroup_failure`]) is unavailable, as in a fresh
+/// detection.
+#[must_use]
+pub fn refresh(cached: &Capabilities) -> Capabilities {
+    refresh_from(cached, effective_ids(), USERNS_FAILURE.get().map(String::as_str), CGROUP_FAILURE.get().is_some()).unwrap_or_else(detect_quick)
+}
+
+/// [`refresh`] over the process's ids and failure records (pure, for tests); `None` when
+/// everything must be detected again.
+fn refresh_from(cached: &Capabilities, ids: (u32, u32), userns_failure: Option<&str>, cgroup_failed: bool) -> Option<Capabilities> {
+    if ids != (cached.uid, cached.gid) {
+        return None;
+    }
+    let mut c = cached.clone();
+    if let (Some(why), Some(userns)) = (userns_failure, c.user_namespaces.as_mut()) {
+        *userns = Feature { available: false, detail: why.to_string() };
+    }
+    if cgroup_failed {
+        c.cgroup_pids = None;
+        c.cgroup_memory = None;
+    }
+    Some(c)
+}
+
 /// The capabilities a machine of `platform` is assumed to have when a plan is made for it
 /// elsewhere (`localgpt sandbox explain --platform macos` on Linux): the backend present, the
 /// caller's own uid and environment. On `platform`'s own machine this is [`detect_quick`].
@@ -611,6 +639,32 @@ mod tests {
         assert_eq!(caps(0, false, false).kernel_level(), SandboxLevel::None);
         let m = caps(0, true, false).missing_for(SandboxLevel::Standard);
         assert!(m[0].contains("lsm="), "{m:?}");
+    }
+
+    #[test]
+    fn refresh_keeps_the_machine_and_looks_again_at_the_process() {
+        let mut cached = caps(7, true, true);
+        cached.cgroup_pids = Some(CgroupPids { base: "/sys/fs/cgroup/x".into(), version: "v2".into() });
+        cached.cgroup_memory = cached.cgroup_pids.clone();
+        // Nothing changed: the same capabilities.
+        assert_eq!(refresh_from(&cached, (1000, 1000), None, false).as_ref(), Some(&cached));
+        // Another uid or gid: everything detected again.
+        assert_eq!(refresh_from(&cached, (0, 1000), None, false), None);
+        assert_eq!(refresh_from(&cached, (1000, 0), None, false), None);
+        // A user namespace that failed since: unavailable, saying why; nothing else changes.
+        let r = refresh_from(&cached, (1000, 1000), Some("unshare: EPERM"), false).unwrap();
+        let u = r.user_namespaces.as_ref().unwrap();
+        assert!(!u.available && u.detail == "unshare: EPERM");
+        assert_eq!(r.kernel_level(), SandboxLevel::Standard);
+        assert_eq!(r.cgroup_pids, cached.cgroup_pids);
+        // A per-run cgroup refused since: no cgroup controller.
+        let r = refresh_from(&cached, (1000, 1000), None, true).unwrap();
+        assert!(r.cgroup_pids.is_none() && r.cgroup_memory.is_none());
+        assert_eq!(r.user_namespaces, cached.user_namespaces);
+        // Off Linux there is no namespace to mark.
+        let mut mac = cached.clone();
+        mac.user_namespaces = None;
+        assert!(refresh_from(&mac, (1000, 1000), Some("x"), false).unwrap().user_namespaces.is_none());
     }
 
     #[test]

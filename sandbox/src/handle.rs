@@ -41,12 +41,15 @@ use crate::error::SandboxError;
 use crate::policy::SandboxPolicy;
 use crate::run::{CancelToken, HelperStart, OutputSink, RunOptions, RunResult, StdinMode, Stream};
 
-/// A policy prepared for running commands: validated once, shared by every [`spawn`](Sandbox::spawn)
-/// (each run still detects capabilities and plans: a run's plan depends on the workspace as it
-/// is at that moment).
+/// A policy prepared for running commands: validated once and the machine's capabilities
+/// detected once, both shared by every [`spawn`](Sandbox::spawn). Each run still plans: a run's
+/// plan depends on the workspace and the home directory as they are at that moment. What a
+/// process can change in its own life is looked at again at each run (its uid and gid, a user
+/// namespace or a per-run cgroup that failed since), the kernel's features are not.
 #[derive(Clone, Debug)]
 pub struct Sandbox {
     policy: SandboxPolicy,
+    caps: crate::detect::Capabilities,
     helper_exe: Option<PathBuf>,
 }
 
@@ -57,7 +60,7 @@ impl Sandbox {
     /// [`SandboxError::Policy`] when the policy is invalid.
     pub fn new(policy: SandboxPolicy) -> Result<Sandbox, SandboxError> {
         policy.validate()?;
-        Ok(Sandbox { policy, helper_exe: None })
+        Ok(Sandbox { policy, caps: crate::detect::detect_quick(), helper_exe: None })
     }
 
     /// The binary that becomes the helper (it must call [`crate::dispatch`] first); default: this
@@ -85,7 +88,7 @@ impl Sandbox {
         if cmd.argv.is_empty() {
             return Err(SandboxError::Policy("no command given".into()));
         }
-        let prepared = crate::run::prepare(&self.policy)?;
+        let prepared = crate::run::prepare_with(&self.policy, Some(&self.caps))?;
         let token = CancelToken::new()?;
         let pid = Arc::new(AtomicI32::new(0));
         let (stdin_mode, stdin, relay_src) = if cmd.piped_stdin {

@@ -135,27 +135,20 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
             let why = caps.seccomp_broker.as_ref().map_or_else(|| "not detected".to_string(), |b| b.detail.clone());
             return Err(SandboxError::Unsupported(format!("--allow-unix-socket: the runner cannot answer the command's connect calls here ({why})")));
         }
-        let mut rules = seccomp::seccomp_table_with(scope, brokered);
-        // Below Landlock ABI 3 nothing else stops truncation outside the workspace at Standard
-        // (at Full the read-only mounts do).
-        if level == SandboxLevel::Standard && (1..3).contains(&caps.landlock.abi) {
-            rules.extend(seccomp::truncate_guard_rules());
-        }
-        // Without a PID namespace the host's same-uid processes are in reach: only the
-        // command's own scheduling may change (see the function).
-        if !full {
-            rules.extend(seccomp::scheduling_guard_rules(brokered));
-        }
-        // Nor, below Landlock ABI 6, does anything else keep its signals in the sandbox: the
+        // Below Landlock ABI 6 nothing else keeps the command's signals in the sandbox: the
         // runner checks each (see the function). Without the runner this stays degraded.
         let signal_scoped = landlock.as_ref().is_some_and(|l| l.scopes & landlock::scope::SIGNAL != 0);
-        if level == SandboxLevel::Standard && !full && !signal_scoped && brokered {
-            rules.extend(seccomp::signal_guard_rules());
-        }
-        let arch = crate::linux::syscalls::SeccompArch::native();
-        let rules = seccomp::for_arch(rules, arch);
-        let program = seccomp::compile_for(arch, &rules).map_err(SandboxError::Plan)?;
-        Some(SeccompPlan { arch, rules, program })
+        Some(seccomp_plan(SeccompShape {
+            scope,
+            brokered,
+            // Below Landlock ABI 3 nothing else stops truncation outside the workspace at
+            // Standard (at Full the read-only mounts do).
+            truncate_guard: level == SandboxLevel::Standard && (1..3).contains(&caps.landlock.abi),
+            // Without a PID namespace the host's same-uid processes are in reach: only the
+            // command's own scheduling may change (see the function).
+            scheduling_guard: !full,
+            signal_guard: level == SandboxLevel::Standard && !full && !signal_scoped && brokered,
+        })?)
     } else {
         None
     };
@@ -310,9 +303,80 @@ fn is_default_read(p: &Path, defaults: &HashSet<PathBuf>) -> bool {
 
 
 
+/// What a plan's seccomp filter depends on: it is a pure function of these (and of the native
+/// architecture), so [`seccomp_plan`] builds each shape once per process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SeccompShape {
+    scope: seccomp::SocketScope,
+    brokered: bool,
+    truncate_guard: bool,
+    scheduling_guard: bool,
+    signal_guard: bool,
+}
+
+/// The seccomp plan of `shape`: its rows for the native architecture and their program, built
+/// the first time this process asks for that shape (a host's `Sandbox` plans every run; the
+/// table and its compilation do not change between runs) and cloned afterwards.
+///
+/// # Errors
+/// [`SandboxError::Plan`] when the program cannot be compiled.
+fn seccomp_plan(shape: SeccompShape) -> Result<SeccompPlan, SandboxError> {
+    static BUILT: std::sync::Mutex<Vec<(SeccompShape, SeccompPlan)>> = std::sync::Mutex::new(Vec::new());
+    if let Some((_, p)) = BUILT.lock().ok().as_deref().and_then(|b| b.iter().find(|(s, _)| *s == shape)) {
+        return Ok(p.clone());
+    }
+    let plan = build_seccomp_plan(shape)?;
+    if let Ok(mut b) = BUILT.lock() {
+        b.push((shape, plan.clone()));
+    }
+    Ok(plan)
+}
+
+/// [`seccomp_plan`] built now.
+///
+/// # Errors
+/// As [`seccomp_plan`].
+fn build_seccomp_plan(shape: SeccompShape) -> Result<SeccompPlan, SandboxError> {
+    let mut rules = seccomp::seccomp_table_with(shape.scope, shape.brokered);
+    if shape.truncate_guard {
+        rules.extend(seccomp::truncate_guard_rules());
+    }
+    if shape.scheduling_guard {
+        rules.extend(seccomp::scheduling_guard_rules(shape.brokered));
+    }
+    if shape.signal_guard {
+        rules.extend(seccomp::signal_guard_rules());
+    }
+    let arch = crate::linux::syscalls::SeccompArch::native();
+    let rules = seccomp::for_arch(rules, arch);
+    let program = seccomp::compile_for(arch, &rules).map_err(SandboxError::Plan)?;
+    Ok(SeccompPlan { arch, rules, program })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seccomp_plans_built_once_are_the_plans_built_each_time() {
+        use seccomp::SocketScope::{HostNetworkOpen, OwnNetworkNamespace, SocketpairsOnly};
+        for scope in [HostNetworkOpen, OwnNetworkNamespace, SocketpairsOnly] {
+            for bits in 0..16u8 {
+                let shape = SeccompShape { scope, brokered: bits & 1 != 0, truncate_guard: bits & 2 != 0, scheduling_guard: bits & 4 != 0, signal_guard: bits & 8 != 0 };
+                let built = build_seccomp_plan(shape).unwrap();
+                // The first call builds and keeps it, the second hands back the kept one.
+                assert_eq!(seccomp_plan(shape).unwrap(), built, "{shape:?}");
+                assert_eq!(seccomp_plan(shape).unwrap(), built, "{shape:?}");
+            }
+        }
+        // Each guard is in the key: a shape with it is not handed the plan without it.
+        let base = SeccompShape { scope: SocketpairsOnly, brokered: true, truncate_guard: false, scheduling_guard: false, signal_guard: false };
+        let plain = seccomp_plan(base).unwrap();
+        for with in [SeccompShape { truncate_guard: true, ..base }, SeccompShape { scheduling_guard: true, ..base }, SeccompShape { signal_guard: true, ..base }] {
+            let guarded = seccomp_plan(with).unwrap();
+            assert!(guarded.rules.len() > plain.rules.len() && guarded.program != plain.program, "{with:?}");
+        }
+    }
 
     #[test]
     fn default_read_lookup_matches_the_linear_scan() {

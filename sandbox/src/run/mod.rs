@@ -301,13 +301,22 @@ pub struct PreparedRun {
 /// [`SandboxError::Policy`] for an invalid policy, [`SandboxError::LevelUnavailable`] /
 /// [`SandboxError::Plan`] when the plan cannot be made; nothing runs in either case.
 pub fn prepare(policy: &SandboxPolicy) -> Result<PreparedRun, SandboxError> {
+    prepare_with(policy, None)
+}
+
+/// [`prepare`] with capabilities detected earlier in this process ([`crate::handle::Sandbox`]
+/// keeps them), brought up to date by [`crate::detect::refresh`]; `None` detects them now.
+///
+/// # Errors
+/// As [`prepare`].
+pub(crate) fn prepare_with(policy: &SandboxPolicy, detected: Option<&Capabilities>) -> Result<PreparedRun, SandboxError> {
     // Validated once and the level chosen once, for the scratch decision and the plan alike.
     policy.validate()?;
     // A denied file moved since a previous run is denied where it is now.
     let mut followed = policy.clone();
     crate::denied::follow(&mut followed);
     let policy = &followed;
-    let caps = crate::detect::detect_quick();
+    let caps = detected.map_or_else(crate::detect::detect_quick, crate::detect::refresh);
     crate::timing::stamp("detected");
     let level = crate::plan::choose_level(policy, &caps)?;
     // The per-run scratch dir holds the redirected caches; with a private /tmp (namespaces) they
