@@ -367,3 +367,33 @@ fn killed_zygote_in_its_own_process() {
     let second = zygote_pid().expect("a new zygote");
     assert_ne!(first, second);
 }
+
+/// A warm `Sandbox` reuses the Landlock ruleset of its earlier runs only while every rule's
+/// path leads where it did (Standard; Full binds the grants afresh at every run): a granted
+/// directory moved away and another made in its place is the grant at the next run, and the
+/// moved one, now outside every grant, is out of reach. Checked from outside by what the
+/// command could read; bare, the moved file is readable (the probe would escape).
+#[test]
+fn a_granted_directory_replaced_between_runs_is_granted_anew() {
+    let w = World::new();
+    let granted = w.outside.join("granted");
+    std::fs::create_dir(&granted).unwrap();
+    std::fs::write(granted.join("f"), "first").unwrap();
+    let sb = sandbox(&w, |s| s.extra_read = vec![granted.clone()]);
+    let read = |path: &Path| -> (i32, String) {
+        let mut child = sb.spawn(&Command::new("cat").arg(path.as_os_str())).unwrap();
+        let mut out = String::new();
+        child.stdout().unwrap().read_to_string(&mut out).unwrap();
+        (child.wait().unwrap().exit_code, out)
+    };
+    assert_eq!(read(&granted.join("f")), (0, "first".to_string()));
+    assert_eq!(read(&granted.join("f")), (0, "first".to_string()), "the same grant at the next run");
+    let moved = w.outside.join("moved");
+    std::fs::rename(&granted, &moved).unwrap();
+    std::fs::create_dir(&granted).unwrap();
+    std::fs::write(granted.join("f"), "second").unwrap();
+    assert_eq!(read(&granted.join("f")), (0, "second".to_string()), "the new directory is the grant");
+    let (code, out) = read(&moved.join("f"));
+    assert!(code != 0 && !out.contains("first"), "the moved-away directory stayed in reach: exit {code}, {out:?}");
+    assert_eq!(std::fs::read_to_string(moved.join("f")).unwrap(), "first", "bare, it is readable");
+}

@@ -64,10 +64,87 @@ pub fn close_fds_from(first: u32) -> Result<(), String> {
     Ok(())
 }
 
-fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
-    use landlock::{
-        AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetStatus, Scope,
-    };
+/// A Landlock ruleset with every rule of a [`HelperLandlock`] added, not yet enforced.
+pub(crate) struct BuiltRuleset {
+    pub(crate) fd: std::os::fd::OwnedFd,
+    /// How many rules were added (a path that vanished since the plan was made is not).
+    pub(crate) applied: usize,
+}
+
+/// The fd a ruleset built before the helper started is kept at, in the helper and in the
+/// command's process until it is enforced (the first one above the report fd).
+pub(crate) const PREBUILT_FD: i32 = REPORT_FD + 1;
+
+/// A ruleset the runner handed to the helper (from its cache of built rulesets,
+/// [`crate::linux::rulesets`], through the zygote), and the Landlock part of the plan it was
+/// built from: the command's process enforces it instead of building its own when its plan's
+/// Landlock part is that one. Only for a plan without namespaces: its rules were opened in the
+/// runner's mount namespace, which is then the command's.
+struct Prebuilt {
+    landlock: HelperLandlock,
+    ruleset: BuiltRuleset,
+}
+
+static PREBUILT: std::sync::Mutex<Option<Prebuilt>> = std::sync::Mutex::new(None);
+
+fn prebuilt() -> std::sync::MutexGuard<'static, Option<Prebuilt>> {
+    PREBUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Hands `ruleset`, built from `landlock`, to the helper this process becomes (the zygote's
+/// clone, before [`crate::run::spawn::become_helper`], which keeps it at [`PREBUILT_FD`]).
+pub(crate) fn offer_prebuilt(landlock: HelperLandlock, ruleset: BuiltRuleset) {
+    *prebuilt() = Some(Prebuilt { landlock, ruleset });
+}
+
+/// Forgets (and closes) a ruleset offered with [`offer_prebuilt`]. Whether there was one.
+pub(crate) fn withdraw_prebuilt() -> bool {
+    prebuilt().take().is_some()
+}
+
+/// In the helper, before its fds are put in place: the descriptor of the offered ruleset (to be
+/// moved to [`PREBUILT_FD`]), if any.
+pub(crate) fn prebuilt_fd() -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    prebuilt().as_ref().map(|p| p.ruleset.fd.as_raw_fd())
+}
+
+/// In the helper, once the offered ruleset's descriptor was duplicated to
+/// [`PREBUILT_FD`]: the offer now names that one (its old number is closed with the others
+/// above it, so it is forgotten here rather than closed).
+pub(crate) fn keep_prebuilt_at_its_fd() {
+    use std::os::fd::FromRawFd;
+    if let Some(p) = prebuilt().as_mut() {
+        // SAFETY: PREBUILT_FD is the duplicate the caller just made and owns nothing else.
+        let moved = unsafe { std::os::fd::OwnedFd::from_raw_fd(PREBUILT_FD) };
+        std::mem::forget(std::mem::replace(&mut p.ruleset.fd, moved));
+    }
+}
+
+/// Whether a ruleset was offered (the first fd to close in the command's process is then the
+/// one above it).
+pub(crate) fn has_prebuilt() -> bool {
+    prebuilt().is_some()
+}
+
+/// Builds the ruleset of `ll`: created by the crate with every handled right a hard
+/// requirement (an ABI without one of them is an error, so the ruleset enforces all of them),
+/// each rule added on an `O_PATH` descriptor of its path.
+///
+/// # Errors
+/// The failing step; a rule's path that vanished since the plan was made is skipped instead
+/// (dropping a grant can only remove access, never add it).
+pub(crate) fn build_ruleset(ll: &HelperLandlock) -> Result<BuiltRuleset, String> {
+    build_ruleset_seeing(ll, &mut |_| {})
+}
+
+/// [`build_ruleset`], showing `seen` each rule's `O_PATH` descriptor as it is added (`None` for
+/// a rule skipped because its path vanished), in the order of `ll.rules`.
+///
+/// # Errors
+/// As [`build_ruleset`].
+pub(crate) fn build_ruleset_seeing(ll: &HelperLandlock, seen: &mut dyn FnMut(Option<i32>)) -> Result<BuiltRuleset, String> {
+    use landlock::{AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr, Scope};
     use std::os::fd::{AsRawFd, OwnedFd};
 
     /// uapi `struct landlock_path_beneath_attr` (packed).
@@ -136,15 +213,17 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
         let sc = BitFlags::<Scope>::from_bits(ll.scopes as _).map_err(|e| format!("landlock scopes: {e}"))?;
         rs = rs.scope(sc).map_err(|e| format!("landlock scope: {e}"))?;
     }
-    let created = rs.create().map_err(|e| format!("landlock create: {e}"))?;
-    // Path rules go through `landlock_add_rule` on a duplicate of the ruleset's fd: the crate's
-    // `add_rule` also `fstat`s every path to reject directory-only rights on a file, which the
-    // plan already accounts for and the kernel rejects anyway (EINVAL). Ruleset creation and
-    // `restrict_self` (and its status) stay the crate's.
-    let ruleset_fd = created
-        .try_clone()
-        .map_err(|e| format!("landlock ruleset fd: {e}"))
-        .and_then(|c| Option::<OwnedFd>::from(c).ok_or_else(|| "landlock ruleset fd: none".to_string()))?;
+    // Path rules go through `landlock_add_rule` on the ruleset's fd, and it is enforced by
+    // `landlock_restrict_self` on it: the crate's `add_rule` also `fstat`s every path to reject
+    // directory-only rights on a file, which the plan already accounts for and the kernel
+    // rejects anyway (EINVAL); and a ruleset built before the helper started (see
+    // [`offer_prebuilt`]) reaches the command's process as a descriptor, not as the crate's
+    // value. Creation stays the crate's: with hard requirements it fails rather than create a
+    // ruleset that handles less than asked, so whatever it returns is enforced whole.
+    let fd = rs
+        .create()
+        .map_err(|e| format!("landlock create: {e}"))
+        .and_then(|c| Option::<OwnedFd>::from(c).ok_or_else(|| "landlock create: no ruleset".to_string()))?;
     let mut buf = Vec::new();
     let mut applied = 0;
     let mut fds = RuleFds(Vec::with_capacity(ll.rules.len().min(1024)));
@@ -162,7 +241,7 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
             }
             r => r,
         };
-        let fd = match opened {
+        let rule_fd = match opened {
             Ok(fd) => {
                 fds.0.push(fd);
                 fd
@@ -171,35 +250,42 @@ fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
             // denied path lists every entry of e.g. ~/.cargo, where cargo creates and deletes
             // `.global-cache-journal` and lock files) is simply not granted: dropping a grant
             // can only remove access, never add it.
-            Err(_) if matches!(std::fs::symlink_metadata(path), Err(ref m) if m.kind() == std::io::ErrorKind::NotFound) => continue,
+            Err(_) if matches!(std::fs::symlink_metadata(path), Err(ref m) if m.kind() == std::io::ErrorKind::NotFound) => {
+                seen(None);
+                continue;
+            }
             Err(e) => return Err(format!("landlock open {}: {e}", path.display())),
         };
-        let attr = PathBeneathAttr { allowed_access: *access, parent_fd: fd };
+        seen(Some(rule_fd));
+        let attr = PathBeneathAttr { allowed_access: *access, parent_fd: rule_fd };
         // SAFETY: both descriptors are open and `attr` outlives the call, which only reads it.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_add_rule,
-                ruleset_fd.as_raw_fd(),
-                RULE_PATH_BENEATH,
-                &attr as *const PathBeneathAttr,
-                0u32,
-            )
-        };
+        let r = unsafe { libc::syscall(libc::SYS_landlock_add_rule, fd.as_raw_fd(), RULE_PATH_BENEATH, &attr as *const PathBeneathAttr, 0u32) };
         if r != 0 {
             return Err(format!("landlock rule {}: {}", path.display(), std::io::Error::last_os_error()));
         }
         applied += 1;
     }
-    fds.close();
-    drop(ruleset_fd);
-    let status = created.restrict_self().map_err(|e| format!("landlock restrict_self: {e}"))?;
-    if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(format!("landlock ruleset not fully enforced: {:?}", status.ruleset));
+    Ok(BuiltRuleset { fd, applied })
+}
+
+/// Enforces `ll` on the calling process (which has set `no_new_privs`): the ruleset offered for
+/// exactly this Landlock part by the runner, or one built now. Returns how many rules it has.
+fn landlock(ll: &HelperLandlock) -> Result<usize, String> {
+    use std::os::fd::AsRawFd;
+    let offered = prebuilt().take();
+    let built = match offered {
+        Some(p) if p.landlock == *ll => p.ruleset,
+        _ => build_ruleset(ll)?,
+    };
+    // SAFETY: a ruleset descriptor we own; no flags.
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, built.fd.as_raw_fd(), 0u32) } != 0 {
+        return Err(os_err("landlock restrict_self"));
     }
-    if !status.no_new_privs {
+    // SAFETY: an integer query.
+    if unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } != 1 {
         return Err("landlock: no_new_privs not set".into());
     }
-    Ok(applied)
+    Ok(built.applied)
 }
 
 #[repr(C)]
@@ -323,7 +409,9 @@ pub fn apply_confinement(plan: &HelperPlan) -> Result<AppliedReport, String> {
     rep.cgroup = !plan.cgroup_procs.is_empty();
     apply_rlimits(&plan.rlimits)?;
     crate::timing::stamp("rlimits");
-    close_fds_from(REPORT_FD as u32 + 1)?;
+    // A ruleset offered by the runner is at the first fd above the report fd: kept until it is
+    // enforced (and closed then, or when it is not this plan's).
+    close_fds_from(if has_prebuilt() { PREBUILT_FD as u32 + 1 } else { REPORT_FD as u32 + 1 })?;
     crate::timing::stamp("fds_closed");
     // SAFETY: integer arguments.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
@@ -336,6 +424,8 @@ pub fn apply_confinement(plan: &HelperPlan) -> Result<AppliedReport, String> {
         rep.landlock = crate::run::report::LANDLOCK_ENFORCED.into();
         crate::timing::stamp("landlock");
     }
+    // An offer for a plan without Landlock is closed here all the same.
+    let _ = withdraw_prebuilt();
     if plan.drop_capabilities {
         drop_capabilities()?;
         rep.capabilities_dropped = true;

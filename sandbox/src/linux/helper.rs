@@ -109,6 +109,11 @@ pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
         }
     }
     join_cgroup(plan);
+    if plan.namespaces.is_some() && crate::linux::apply::has_prebuilt() {
+        // A ruleset is offered only for a plan without namespaces: its rules were opened in the
+        // runner's mount namespace, not in the fresh root the command will see.
+        fail("a prebuilt Landlock ruleset was offered for a plan with namespaces");
+    }
     if let Some(ns) = &plan.namespaces {
         if let Err(e) = namespaces::enter_user_and_pid_namespaces(ns) {
             fail_at(SetupStep::UserNamespace, &e);
@@ -125,8 +130,19 @@ pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
     }
     crate::timing::stamp("fork");
     let pid = match &plan.namespaces {
-        // Standard and minimal: the command's process.
-        None => spawn_command(plan, argv),
+        // Standard and minimal: the command's process. It enforces the ruleset the runner
+        // built for it, if any (taken from the memory it shares with us until its exec); our
+        // copy of the descriptor is closed once it has started.
+        None => {
+            let offered = crate::linux::apply::has_prebuilt();
+            let pid = spawn_command(plan, argv);
+            // Still offered: the command's process stopped before it took it; closed with it.
+            if offered && !crate::linux::apply::withdraw_prebuilt() {
+                // SAFETY: the offered ruleset's descriptor in this process, used by nothing else.
+                unsafe { libc::close(crate::linux::apply::PREBUILT_FD) };
+            }
+            pid
+        }
         // Full: PID 1 of the new PID namespace, which lives on as its init, so a real fork.
         Some(ns) => {
             let pid = fork_child();

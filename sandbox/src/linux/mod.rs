@@ -30,6 +30,8 @@ pub mod proxy;
 #[cfg(target_os = "linux")]
 pub(crate) mod dns;
 #[cfg(target_os = "linux")]
+pub(crate) mod rulesets;
+#[cfg(target_os = "linux")]
 pub(crate) mod zygote;
 
 /// Runs `f` on a new thread of the runner unless `counter` already counts `max` running ones

@@ -54,6 +54,9 @@ const FLAG_STDIN: u32 = 1;
 /// Request flag: the plan has namespaces (Full): clone the helper straight into new user and PID
 /// namespaces as their PID 1, as a forking runner does.
 const FLAG_NS_INIT: u32 = 2;
+/// Request flag: a Landlock ruleset built for the plan is passed (last), its rule count in the
+/// payload ([`crate::linux::rulesets`]); the helper offers it to the command's process.
+const FLAG_RULESET: u32 = 4;
 /// The largest request accepted (a plan with thousands of paths is well below).
 const MAX_PAYLOAD: usize = 64 << 20;
 /// The zygote's end of the socketpair.
@@ -158,10 +161,11 @@ pub(crate) fn idle_keepers() -> usize {
 }
 
 /// A request as bytes: header (magic, payload length, flags) and
-/// payload (lengths, then the plan, argv and environment, each string NUL-terminated).
-fn encode(plan_json: &[u8], argv: &[CString], env: &[CString], flags: u32) -> (Vec<u8>, Vec<u8>) {
+/// payload (lengths and the passed ruleset's rule count, then the plan, argv and environment,
+/// each string NUL-terminated).
+fn encode(plan_json: &[u8], argv: &[CString], env: &[CString], rules: u32, flags: u32) -> (Vec<u8>, Vec<u8>) {
     let mut payload = Vec::with_capacity(plan_json.len() + 64);
-    for n in [plan_json.len(), argv.len(), env.len()] {
+    for n in [plan_json.len(), argv.len(), env.len(), rules as usize] {
         payload.extend_from_slice(&(n as u32).to_le_bytes());
     }
     payload.extend_from_slice(plan_json);
@@ -181,6 +185,8 @@ struct Request {
     plan_json: Vec<u8>,
     argv: Vec<CString>,
     env: Vec<CString>,
+    /// The passed ruleset's rule count (0 without one).
+    rules: u32,
 }
 
 /// The `i`th little-endian `u32` of `b`.
@@ -190,8 +196,8 @@ fn word(b: &[u8], i: usize) -> Option<u32> {
 
 fn decode(payload: &[u8]) -> Option<Request> {
     let word = |i: usize| word(payload, i).map(|n| n as usize);
-    let (plan_len, argc, envc) = (word(0)?, word(1)?, word(2)?);
-    let rest = payload.get(12..)?;
+    let (plan_len, argc, envc, rules) = (word(0)?, word(1)?, word(2)?, word(3)?);
+    let rest = payload.get(16..)?;
     let plan_json = rest.get(..plan_len)?.to_vec();
     let mut strings = rest.get(plan_len..)?.split_inclusive(|&b| b == 0);
     let mut take = |n: usize| -> Option<Vec<CString>> {
@@ -199,7 +205,7 @@ fn decode(payload: &[u8]) -> Option<Request> {
     };
     let argv = take(argc)?;
     let env = take(envc)?;
-    (strings.next().is_none() && !argv.is_empty()).then_some(Request { plan_json, argv, env })
+    (strings.next().is_none() && !argv.is_empty()).then_some(Request { plan_json, argv, env, rules: rules as u32 })
 }
 
 /// Reads exactly `buf.len()` bytes from `fd`, collecting passed descriptors into `passed`.
@@ -238,14 +244,15 @@ enum Failure {
 }
 
 /// One request on a zygote's socket; the helper's pid.
-fn request(z: &Zygote, plan_json: &[u8], argv: &[CString], env: &[CString], fds: &HelperFds, ns_init: bool) -> Result<i32, Failure> {
+fn request(z: &Zygote, plan_json: &[u8], argv: &[CString], env: &[CString], fds: &HelperFds, ns_init: bool, ruleset: Option<(i32, u32)>) -> Result<i32, Failure> {
     // The runner's own stdin, when it is to be inherited and open.
     // SAFETY: F_GETFD only queries a descriptor number.
     let stdin = fds.stdin.or_else(|| (unsafe { libc::fcntl(0, libc::F_GETFD) } >= 0).then_some(0));
     let mut pass = vec![fds.out, fds.err, fds.report];
     pass.extend(stdin);
-    let flags = if stdin.is_some() { FLAG_STDIN } else { 0 } | if ns_init { FLAG_NS_INIT } else { 0 };
-    let (header, payload) = encode(plan_json, argv, env, flags);
+    pass.extend(ruleset.map(|(fd, _)| fd));
+    let flags = if stdin.is_some() { FLAG_STDIN } else { 0 } | if ns_init { FLAG_NS_INIT } else { 0 } | if ruleset.is_some() { FLAG_RULESET } else { 0 };
+    let (header, payload) = encode(plan_json, argv, env, ruleset.map_or(0, |(_, n)| n), flags);
     let fd = z.sock.as_raw_fd();
     send_with_fds(fd, &header, &pass).map_err(|_| Failure::Transport)?;
     send_with_fds(fd, &payload, &[]).map_err(|_| Failure::Transport)?;
@@ -345,7 +352,10 @@ fn spawn_zygote(exe: &Path, args: &[CString; 2], sock: i32) -> std::io::Result<i
 /// # Errors
 /// [`SandboxError::Setup`] when a zygote ended while serving the request: whether the helper had
 /// been started is unknown, so the run fails rather than start it a second time.
-pub(crate) fn spawn_helper(exe: &Path, plan_json: &[u8], argv: &[CString], env: &[CString], fds: &HelperFds, ns_init: bool) -> Option<Result<i32, SandboxError>> {
+///
+/// `ruleset` (a descriptor and its rule count) is a Landlock ruleset built for the plan's
+/// Landlock part, passed along for the command's process to enforce (a plan without namespaces).
+pub(crate) fn spawn_helper(exe: &Path, plan_json: &[u8], argv: &[CString], env: &[CString], fds: &HelperFds, ns_init: bool, ruleset: Option<(i32, u32)>) -> Option<Result<i32, SandboxError>> {
     let state = inherited_state();
     let mut zs = ZYGOTES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // A forked copy of the host drops its copies of the host's sockets (the host keeps its own).
@@ -374,7 +384,7 @@ pub(crate) fn spawn_helper(exe: &Path, plan_json: &[u8], argv: &[CString], env: 
             },
             None => return None,
         };
-        match request(&zs.running[i], plan_json, argv, env, fds, ns_init) {
+        match request(&zs.running[i], plan_json, argv, env, fds, ns_init, ruleset) {
             Ok(pid) => return Some(Ok(pid)),
             Err(Failure::Clone) => return None,
             Err(Failure::Lost(e)) => {
@@ -419,7 +429,8 @@ pub fn zygote_main() -> ! {
         let word = |i: usize| word(&header, i).unwrap_or(0);
         let (len, flags) = (word(1) as usize, word(2));
         let with_stdin = flags & FLAG_STDIN != 0;
-        let expected = 3 + usize::from(with_stdin);
+        let with_ruleset = flags & FLAG_RULESET != 0;
+        let expected = 3 + usize::from(with_stdin) + usize::from(with_ruleset);
         if word(0) != MAGIC || len > MAX_PAYLOAD || fds.len() != expected {
             // Not a request of ours: the host's end is broken; stop rather than guess.
             // SAFETY: immediate exit.
@@ -448,7 +459,7 @@ pub fn zygote_main() -> ! {
         // clone may run ordinary code; CLONE_PARENT makes the host its parent.
         let pid = unsafe { libc::syscall(libc::SYS_clone, clone_flags as libc::c_ulong, 0usize, 0usize, 0usize, 0usize) as i32 };
         if pid == 0 {
-            serve_as_helper(&fds, with_stdin, &payload, lifeline);
+            serve_as_helper(&fds, with_stdin, with_ruleset, &payload, lifeline);
         }
         let reply = if pid > 0 { pid } else { -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EAGAIN) };
         if lifeline >= 0 {
@@ -470,7 +481,7 @@ pub fn zygote_main() -> ! {
 
 /// In the zygote's clone: becomes the helper of the request — PID 1 of its namespaces when
 /// `lifeline` (a pidfd of the host) is open. Never returns.
-fn serve_as_helper(fds: &[OwnedFd], with_stdin: bool, payload: &[u8], lifeline: i32) -> ! {
+fn serve_as_helper(fds: &[OwnedFd], with_stdin: bool, with_ruleset: bool, payload: &[u8], lifeline: i32) -> ! {
     if lifeline >= 0 {
         // SAFETY: plain syscalls on our own process; a pollfd on a local.
         unsafe {
@@ -485,13 +496,22 @@ fn serve_as_helper(fds: &[OwnedFd], with_stdin: bool, payload: &[u8], lifeline: 
     let stdin = if with_stdin { Some(raw[3]) } else { None };
     let req = decode(payload);
     let env = req.as_ref().map(|r| r.env.clone()).unwrap_or_default();
+    let plan = req.as_ref().map(|r| serde_json::from_slice::<crate::plan::HelperPlan>(&r.plan_json));
+    // A ruleset passed for this plan's Landlock part (never for one with namespaces): offered to
+    // the command's process, which checks it is for its plan; become_helper keeps it at fd 4.
+    if let (true, Some(Ok(p)), Some(r)) = (with_ruleset, &plan, &req) {
+        if let (Some(ll), None, Some(Ok(fd))) = (&p.landlock, &p.namespaces, fds.last().map(OwnedFd::try_clone)) {
+            crate::linux::apply::offer_prebuilt(ll.clone(), crate::linux::apply::BuiltRuleset { fd, applied: r.rules as usize });
+        }
+    }
     crate::run::spawn::become_helper(&[stdin, Some(raw[0]), Some(raw[1]), Some(raw[2])], &env);
     // The environment's strings stay for the helper's whole life.
     std::mem::forget(env);
     let Some(req) = req else { crate::linux::helper::fail("the zygote's request is malformed") };
-    let plan: crate::plan::HelperPlan = match serde_json::from_slice(&req.plan_json) {
-        Ok(p) => p,
-        Err(e) => crate::linux::helper::fail(&format!("decode plan: {e}")),
+    let plan: crate::plan::HelperPlan = match plan {
+        Some(Ok(p)) => p,
+        Some(Err(e)) => crate::linux::helper::fail(&format!("decode plan: {e}")),
+        None => crate::linux::helper::fail("the zygote's request is malformed"),
     };
     crate::timing::stamp("plan_decoded");
     if lifeline >= 0 {
@@ -543,10 +563,10 @@ mod tests {
     #[test]
     fn requests_round_trip_and_malformed_ones_are_refused() {
         let (argv, env) = (vec![c("bash"), c("-c"), c("true")], vec![c("PATH=/usr/bin"), c("HOME=/h")]);
-        let (header, payload) = encode(b"{\"x\":1}", &argv, &env, FLAG_STDIN);
+        let (header, payload) = encode(b"{\"x\":1}", &argv, &env, 7, FLAG_STDIN);
         assert_eq!(header.len(), 12);
         assert_eq!(u32::from_le_bytes(header[4..8].try_into().unwrap()) as usize, payload.len());
-        assert_eq!(decode(&payload), Some(Request { plan_json: b"{\"x\":1}".to_vec(), argv: argv.clone(), env: env.clone() }));
+        assert_eq!(decode(&payload), Some(Request { plan_json: b"{\"x\":1}".to_vec(), argv: argv.clone(), env: env.clone(), rules: 7 }));
         // Truncated anywhere, or with trailing bytes, or without a command: refused.
         for cut in 0..payload.len() {
             assert_eq!(decode(&payload[..cut]), None, "cut at {cut}");
@@ -554,6 +574,6 @@ mod tests {
         let mut longer = payload.clone();
         longer.extend_from_slice(b"x\0");
         assert_eq!(decode(&longer), None);
-        assert_eq!(decode(&encode(b"{}", &[], &env, 0).1), None);
+        assert_eq!(decode(&encode(b"{}", &[], &env, 0, 0).1), None);
     }
 }

@@ -1615,6 +1615,17 @@ pub struct HelperLandlock {
 }
 
 impl Plan {
+    /// The Landlock part of [`Plan::helper_plan`].
+    #[must_use]
+    pub(crate) fn helper_landlock(&self) -> Option<HelperLandlock> {
+        self.landlock().map(|l| HelperLandlock {
+            fs: l.handled_fs,
+            net: l.handled_net,
+            scopes: l.scopes,
+            rules: l.rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
+        })
+    }
+
     /// The part of the plan the helper applies.
     #[must_use]
     pub fn helper_plan(&self, parent_pid: i32, cgroup_procs: Vec<PathBuf>) -> HelperPlan {
@@ -1622,12 +1633,7 @@ impl Plan {
             parent_pid,
             cwd: self.workspace.clone(),
             namespaces: self.namespaces().cloned(),
-            landlock: self.landlock().map(|l| HelperLandlock {
-                fs: l.handled_fs,
-                net: l.handled_net,
-                scopes: l.scopes,
-                rules: l.rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
-            }),
+            landlock: self.helper_landlock(),
             seccomp: self.seccomp().map(|s| s.program.clone()),
             rlimits: self.rlimits().iter().map(|r| (r.resource, r.soft.unwrap_or(r.value).min(r.value), r.value)).collect(),
             cgroup_procs,

@@ -571,7 +571,15 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
         fork_helper(&helper_plan, &args[1..], &env, &fds)
     } else {
         // The zygote only makes the start faster: where it does not serve, the helper is exec'd.
-        match (opts.helper_start != HelperStart::Exec).then(|| crate::linux::zygote::spawn_helper(&exe, &plan_json, &args[1..], &env, &fds, helper_plan.namespaces.is_some())).flatten() {
+        // Its helpers get a Landlock ruleset kept from an earlier run of this process when every
+        // rule still leads where it did (crate::linux::rulesets), so that the command's process
+        // does not build it again.
+        let zygote = || {
+            let ruleset = helper_plan.landlock.as_ref().filter(|_| helper_plan.namespaces.is_none()).and_then(crate::linux::rulesets::for_plan);
+            let passed = ruleset.as_ref().and_then(|(fd, n)| u32::try_from(*n).ok().map(|n| (std::os::fd::AsRawFd::as_raw_fd(fd), n)));
+            crate::linux::zygote::spawn_helper(&exe, &plan_json, &args[1..], &env, &fds, helper_plan.namespaces.is_some(), passed)
+        };
+        match (opts.helper_start != HelperStart::Exec).then(zygote).flatten() {
             Some(started) => started,
             None => exec_helper(&exe, &args, env, &plan_json, &fds),
         }

@@ -117,6 +117,15 @@ pub(crate) fn become_helper(srcs: &[Option<i32>; 4], env: &[CString]) {
                 }
             }
         }
+        // A Landlock ruleset the runner built for this helper's command goes to fd 4 (still
+        // close-on-exec), the fds above are closed.
+        let ruleset = match crate::linux::apply::prebuilt_fd() {
+            Some(fd) => match libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) {
+                r if r < 0 => libc::_exit(127),
+                r => r,
+            },
+            None => -1,
+        };
         for (target, &fd) in high.iter().enumerate() {
             if fd >= 0 && libc::dup2(fd, target as i32) < 0 {
                 libc::_exit(127);
@@ -125,8 +134,15 @@ pub(crate) fn become_helper(srcs: &[Option<i32>; 4], env: &[CString]) {
         if srcs[0].is_none() {
             libc::fcntl(0, libc::F_SETFD, 0);
         }
+        if ruleset >= 0 {
+            if libc::dup3(ruleset, crate::linux::apply::PREBUILT_FD, libc::O_CLOEXEC) < 0 {
+                libc::_exit(127);
+            }
+            crate::linux::apply::keep_prebuilt_at_its_fd();
+        }
     }
-    if let Err(e) = crate::linux::apply::close_fds_from(4) {
+    let first = if crate::linux::apply::has_prebuilt() { crate::linux::apply::PREBUILT_FD as u32 + 1 } else { 4 };
+    if let Err(e) = crate::linux::apply::close_fds_from(first) {
         crate::linux::helper::fail(&format!("helper fds: {e}"));
     }
     // SAFETY: resetting dispositions and the mask of our own single-threaded process; setting
