@@ -76,9 +76,9 @@ pub(crate) struct BuiltRuleset {
 pub(crate) const PREBUILT_FD: i32 = REPORT_FD + 1;
 
 /// A ruleset the runner handed to the helper (from its cache of built rulesets,
-/// [`crate::linux::rulesets`], through the zygote), and the Landlock part of the plan it was
-/// built from: the command's process enforces it instead of building its own when its plan's
-/// Landlock part is that one. Only for a plan without namespaces: its rules were opened in the
+/// [`crate::linux::rulesets`], through the zygote or its own fork when single-threaded), and the
+/// Landlock part of the plan it was built from: the command's process enforces it instead of
+/// building its own when its plan's Landlock part is that one. Only for a plan without namespaces: its rules were opened in the
 /// runner's mount namespace, which is then the command's.
 struct Prebuilt {
     landlock: HelperLandlock,
@@ -92,7 +92,8 @@ fn prebuilt() -> std::sync::MutexGuard<'static, Option<Prebuilt>> {
 }
 
 /// Hands `ruleset`, built from `landlock`, to the helper this process becomes (the zygote's
-/// clone, before [`crate::run::spawn::become_helper`], which keeps it at [`PREBUILT_FD`]).
+/// clone, or a runner about to fork its helper, before [`crate::run::spawn::become_helper`],
+/// which keeps it at [`PREBUILT_FD`]; the runner withdraws its own copy once it has forked).
 pub(crate) fn offer_prebuilt(landlock: HelperLandlock, ruleset: BuiltRuleset) {
     *prebuilt() = Some(Prebuilt { landlock, ruleset });
 }

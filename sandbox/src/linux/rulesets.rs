@@ -1,5 +1,6 @@
 //! Landlock rulesets kept across the runs of one process (a host's warm [`crate::Sandbox`], any
-//! multithreaded host whose helpers the zygote starts), so that a run whose plan has the same
+//! multithreaded host whose helpers the zygote starts, and from its second such run a
+//! single-threaded host that forks them itself), so that a run whose plan has the same
 //! Landlock part as an earlier one hands the helper a ruleset already built instead of having
 //! its command's process open, add and close every rule again (~180 rules at Standard: an
 //! `open(O_PATH)`, a `landlock_add_rule` and a `close` each).

@@ -272,6 +272,11 @@ pub use crate::network::NetEvent;
 
 pub(crate) static RUN_SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// Runs of this process with Landlock and without namespaces whose helper it forked itself
+/// (single-threaded, [`HelperStart::Auto`]).
+#[cfg(target_os = "linux")]
+static FORKED_RUNS: AtomicU64 = AtomicU64::new(0);
+
 /// Runs `command` with `bash -c` under `policy`, capturing the output.
 ///
 /// # Errors
@@ -568,7 +573,23 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     let fds = HelperFds { stdin: stdin_fd, out: out.write, err: err.write, report: rep.write };
     #[cfg(target_os = "linux")]
     let spawned = if fork {
-        fork_helper(&helper_plan, &args[1..], &env, &fds)
+        // A single-threaded host that ran such a command before from this process (an agent
+        // calling `run_*` in a loop) gets kept rulesets as the zygote's helpers do: the forked
+        // helper inherits the offer and keeps the descriptor at fd 4. A process's first run with
+        // Landlock and no namespaces (the CLI's only one) builds its ruleset in the command's
+        // process as before: keeping it would cost a `statx` per rule that no later run pays back.
+        let offered = helper_plan
+            .landlock
+            .as_ref()
+            .filter(|_| helper_plan.namespaces.is_none() && FORKED_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) > 0)
+            .and_then(|ll| crate::linux::rulesets::for_plan(ll).map(|(fd, applied)| crate::linux::apply::offer_prebuilt(ll.clone(), crate::linux::apply::BuiltRuleset { fd, applied })))
+            .is_some();
+        let spawned = fork_helper(&helper_plan, &args[1..], &env, &fds);
+        // The helper has its copy (or none was made): ours is closed.
+        if offered {
+            crate::linux::apply::withdraw_prebuilt();
+        }
+        spawned
     } else {
         // The zygote only makes the start faster: where it does not serve, the helper is exec'd.
         // Its helpers get a Landlock ruleset kept from an earlier run of this process when every
