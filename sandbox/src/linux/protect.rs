@@ -1165,7 +1165,7 @@ pub fn review_new_submodules(plan: &crate::plan::Plan, start: SystemTime, out: &
     for root in &roots {
         let mut dotgits = vec![root.join(".git")];
         dotgits.extend(gits.iter().filter(|g| g.starts_with(root)).cloned());
-        let found = submodule_gits(root, &dotgits);
+        let found = submodule_gits(root, &dotgits, plan.walk_records.as_deref());
         extend_new(&mut subs.unreadable, found.unreadable);
         extend_new(&mut subs.linked, found.linked);
         extend_new(&mut subs.plain, found.plain);

@@ -169,7 +169,7 @@ pub fn git_dir(dotgit: &Path) -> Option<PathBuf> {
         return None;
     }
     let real = if std::fs::symlink_metadata(dotgit).ok()?.file_type().is_symlink() { std::fs::canonicalize(dotgit).ok()? } else { dotgit.to_path_buf() };
-    let text = String::from_utf8(read_file(&real, 4096).ok()?).ok()?;
+    let text = String::from_utf8(read_file(&real, 4096).ok()?.0).ok()?;
     let to = text.lines().next()?.strip_prefix("gitdir:")?.trim();
     if to.is_empty() {
         return None;
@@ -185,20 +185,58 @@ pub fn git_dir(dotgit: &Path) -> Option<PathBuf> {
 /// The index (or its shared index) exists but is not a regular file, is larger than
 /// [`INDEX_MAX_BYTES`], or does not parse.
 pub fn gitlinks(gitdir: &Path) -> Result<Vec<PathBuf>, String> {
+    gitlinks_recorded(gitdir, None)
+}
+
+/// [`gitlinks`], taken from what an earlier read of the same index found while that read still
+/// holds: the index and its shared index the same files, unchanged, and changed last long enough
+/// before that read (Unix). Earlier reads are kept in this process, and in `records` (the nested
+/// walk's private directory, [`super::nested::records_dir`], which the planner lets a run use
+/// only where no command can write it) for the next process. Reading a large index costs ~1 ms
+/// per 10 000 files here, at launch and again after every run.
+///
+/// # Errors
+///
+/// As [`gitlinks`].
+pub fn gitlinks_recorded(gitdir: &Path, records: Option<&Path>) -> Result<Vec<PathBuf>, String> {
     let index = gitdir.join("index");
-    let (mut names, shared) = match read_file(&index, INDEX_MAX_BYTES) {
-        Ok(d) => parse(&d).map_err(|e| format!("{}: {e}", index.display()))?,
+    #[cfg(unix)]
+    match std::fs::symlink_metadata(&index) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Ok(m) => {
+            if let Some(links) = Some(memo::FileStamp::of(&m)).filter(|_| m.is_file()).and_then(|now| memo::remembered(&index, &now, records)) {
+                return Ok(links);
+            }
+        }
+        // (Not a regular file, or not readable: the read below says what.)
+        Err(_) => {}
+    }
+    #[cfg(unix)]
+    let read_ns = super::nested::now_ns();
+    let (data, meta) = match read_file(&index, INDEX_MAX_BYTES) {
+        Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(format!("{}: {e}", index.display())),
     };
+    let (mut names, shared) = parse(&data).map_err(|e| format!("{}: {e}", index.display()))?;
+    drop(data);
+    let mut shared_read = None;
     if let Some(hex) = shared {
         let s = gitdir.join(format!("sharedindex.{hex}"));
-        let d = read_file(&s, INDEX_MAX_BYTES).map_err(|e| format!("{} (the shared part of a split index): {e}", s.display()))?;
+        let (d, m) = read_file(&s, INDEX_MAX_BYTES).map_err(|e| format!("{} (the shared part of a split index): {e}", s.display()))?;
         names.extend(parse(&d).map_err(|e| format!("{}: {e}", s.display()))?.0);
+        shared_read = Some((s, m));
     }
     let mut out: Vec<PathBuf> = names.iter().filter_map(|n| rel_path(n)).collect();
     out.sort();
     out.dedup();
+    #[cfg(unix)]
+    {
+        let shared = shared_read.map(|(p, m)| (p, memo::FileStamp::of(&m)));
+        memo::remember(memo::IndexRead { index, stamp: memo::FileStamp::of(&meta), shared, read_ns, links: out.clone() }, records);
+    }
+    #[cfg(not(unix))]
+    let _ = (meta, shared_read, records);
     Ok(out)
 }
 
@@ -221,8 +259,8 @@ fn rel_path(name: &[u8]) -> Option<PathBuf> {
 
 /// Reads a regular file of at most `max` bytes without following a link and without blocking
 /// (a FIFO left where a file is expected is refused, not opened: opening it would wait for a
-/// writer).
-fn read_file(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+/// writer); with the metadata of the file read.
+fn read_file(path: &Path, max: u64) -> std::io::Result<(Vec<u8>, std::fs::Metadata)> {
     use std::io::Read;
     let mut o = std::fs::OpenOptions::new();
     o.read(true);
@@ -245,7 +283,221 @@ fn read_file(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     }
     let mut v = Vec::with_capacity(usize::try_from(m.len()).unwrap_or(0).saturating_add(1));
     f.take(max + 1).read_to_end(&mut v)?;
-    Ok(v)
+    Ok((v, m))
+}
+
+/// What earlier reads of an index found, and when they still hold (Unix: a file's identity and
+/// change time are what tell; the records on disk are Linux's, beside the nested walk's).
+#[cfg(unix)]
+mod memo {
+    use std::path::{Path, PathBuf};
+
+    /// A regular file as `stat` shows it: its identity, size and both times. A write to it
+    /// changes its change time (which no process can set back) to the current time, and
+    /// replacing it changes its identity.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(super) struct FileStamp {
+        pub(super) dev: u64,
+        pub(super) ino: u64,
+        pub(super) size: u64,
+        pub(super) mtime_ns: i128,
+        pub(super) ctime_ns: i128,
+    }
+
+    impl FileStamp {
+        /// The stamp of `m`.
+        pub(super) fn of(m: &std::fs::Metadata) -> FileStamp {
+            use std::os::unix::fs::MetadataExt;
+            let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+            FileStamp { dev: m.dev(), ino: m.ino(), size: m.size(), mtime_ns: ns(m.mtime(), m.mtime_nsec()), ctime_ns: ns(m.ctime(), m.ctime_nsec()) }
+        }
+
+        /// The regular file at `path` now (no link followed), or `None`.
+        pub(super) fn now(path: &Path) -> Option<FileStamp> {
+            std::fs::symlink_metadata(path).ok().filter(std::fs::Metadata::is_file).as_ref().map(FileStamp::of)
+        }
+    }
+
+    /// What one read of an index found: the index and its shared index (a split index's) as they
+    /// were read, when the read began (ns since the epoch, the clock file times come from), and
+    /// the gitlinks.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub(super) struct IndexRead {
+        pub(super) index: PathBuf,
+        pub(super) stamp: FileStamp,
+        pub(super) shared: Option<(PathBuf, FileStamp)>,
+        pub(super) read_ns: i128,
+        pub(super) links: Vec<PathBuf>,
+    }
+
+    impl IndexRead {
+        /// Both files are still the ones read, unchanged, and each changed last more than
+        /// [`super::super::nested::RACY_WINDOW_NS`] before the read began: a change in the same
+        /// tick of the file clock as the one before it could leave the times as they were (the
+        /// nested walk's records follow the same rule).
+        /// (`index` is the index's stamp now.)
+        pub(super) fn holds(&self, index: &FileStamp) -> bool {
+            self.holds_with(|p| if p == self.index { Some(*index) } else { FileStamp::now(p) })
+        }
+
+        pub(super) fn holds_with(&self, now: impl Fn(&Path) -> Option<FileStamp>) -> bool {
+            let same = |p: &Path, s: &FileStamp| s.ctime_ns < self.read_ns - super::super::nested::RACY_WINDOW_NS && now(p) == Some(*s);
+            same(&self.index, &self.stamp) && self.shared.as_ref().is_none_or(|(p, s)| same(p, s))
+        }
+
+        /// The record file's bytes (Linux): the magic line, then NUL-ended fields — the index's path, its
+        /// stamp, the shared index's stamp and path (when split), when the read began, each
+        /// gitlink, and their count last.
+        #[cfg(target_os = "linux")]
+        pub(super) fn encode(&self) -> Vec<u8> {
+            use std::io::Write;
+            let mut b = MAGIC.to_vec();
+            let stamp = |b: &mut Vec<u8>, s: &FileStamp| {
+                let _ = write!(b, "{} {} {} {} {}", s.dev, s.ino, s.size, s.mtime_ns, s.ctime_ns);
+            };
+            b.extend_from_slice(b"P ");
+            b.extend_from_slice(self.index.as_os_str().as_encoded_bytes());
+            b.extend_from_slice(b"\0F ");
+            stamp(&mut b, &self.stamp);
+            b.push(0);
+            if let Some((p, s)) = &self.shared {
+                b.extend_from_slice(b"S ");
+                stamp(&mut b, s);
+                b.push(b' ');
+                b.extend_from_slice(p.as_os_str().as_encoded_bytes());
+                b.push(0);
+            }
+            let _ = write!(b, "R {}", self.read_ns);
+            b.push(0);
+            for l in &self.links {
+                b.extend_from_slice(b"L ");
+                b.extend_from_slice(l.as_os_str().as_encoded_bytes());
+                b.push(0);
+            }
+            let _ = write!(b, "C {}", self.links.len());
+            b.push(0);
+            b
+        }
+
+        /// [`IndexRead::encode`]'s bytes for the index at `index`; `None` for anything else
+        /// (another version or index, a cut or edited file, a gitlink git would refuse).
+        #[cfg(target_os = "linux")]
+        pub(super) fn decode(index: &Path, b: &[u8]) -> Option<IndexRead> {
+            use super::super::nested::{decimal, signed_decimal};
+            let rest = b.strip_prefix(MAGIC)?.strip_suffix(&[0])?;
+            let mut fields = rest.split(|&c| c == 0);
+            if fields.next()?.strip_prefix(b"P ")? != index.as_os_str().as_encoded_bytes() {
+                return None;
+            }
+            let stamp = |f: &mut dyn Iterator<Item = &[u8]>| -> Option<FileStamp> {
+                Some(FileStamp {
+                    dev: u64::try_from(decimal(f.next()?)?).ok()?,
+                    ino: u64::try_from(decimal(f.next()?)?).ok()?,
+                    size: u64::try_from(decimal(f.next()?)?).ok()?,
+                    mtime_ns: signed_decimal(f.next()?)?,
+                    ctime_ns: signed_decimal(f.next()?)?,
+                })
+            };
+            let mut f = fields.next()?.strip_prefix(b"F ")?.split(|&c| c == b' ');
+            let st = stamp(&mut f)?;
+            if f.next().is_some() {
+                return None;
+            }
+            let mut next = fields.next()?;
+            let mut shared = None;
+            if let Some(s) = next.strip_prefix(b"S ") {
+                let mut f = s.splitn(6, |&c| c == b' ');
+                let sst = stamp(&mut f)?;
+                let path = f.next()?;
+                // The shared index lies beside the index (`sharedindex.<hex>`).
+                let name = path.strip_prefix(index.parent()?.as_os_str().as_encoded_bytes())?.strip_prefix(b"/")?;
+                if !name.starts_with(b"sharedindex.") || name.contains(&b'/') {
+                    return None;
+                }
+                shared = Some((PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path)), sst));
+                next = fields.next()?;
+            }
+            let read_ns = signed_decimal(next.strip_prefix(b"R ")?)?;
+            let mut links = Vec::new();
+            for field in fields.by_ref() {
+                if let Some(l) = field.strip_prefix(b"L ") {
+                    links.push(super::rel_path(l)?);
+                    continue;
+                }
+                let n = usize::try_from(decimal(field.strip_prefix(b"C ")?)?).ok()?;
+                return (n == links.len() && fields.next().is_none()).then_some(IndexRead { index: index.to_path_buf(), stamp: st, shared, read_ns, links });
+            }
+            None
+        }
+    }
+
+    /// The first line of a record file.
+    #[cfg(target_os = "linux")]
+    const MAGIC: &[u8] = b"localgpt-gitlinks 1\n";
+
+    /// The most reads this process keeps (a host's indexes: the workspace's and its nested
+    /// repositories').
+    const KEPT: usize = 64;
+
+    static KEPT_READS: std::sync::Mutex<Vec<IndexRead>> = std::sync::Mutex::new(Vec::new());
+
+    /// The record file's name for the index at `index`: a hash of its path (the path itself is
+    /// checked inside).
+    #[cfg(target_os = "linux")]
+    fn record_name(index: &Path) -> String {
+        let h = index.as_os_str().as_encoded_bytes().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+        format!("gitlinks-{h:016x}")
+    }
+
+    /// The gitlinks of the index at `index`, whose stamp is `now`, as a read that still holds
+    /// found them: one this process made, or one recorded in `records` (Linux).
+    pub(super) fn remembered(index: &Path, now: &FileStamp, records: Option<&Path>) -> Option<Vec<PathBuf>> {
+        let kept = KEPT_READS.lock().ok().and_then(|k| k.iter().find(|r| r.index == index).cloned());
+        if let Some(r) = kept {
+            return r.holds(now).then_some(r.links);
+        }
+        #[cfg(target_os = "linux")]
+        if let Some(r) = records.and_then(|d| super::super::nested::load_record(d, &record_name(index))).and_then(|b| IndexRead::decode(index, &b)) {
+            if r.holds(now) {
+                let links = r.links.clone();
+                keep(r);
+                return Some(links);
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = records;
+        None
+    }
+
+    /// Keeps what a read found, in this process and in `records` (Linux; a record that cannot be
+    /// written is only a later read).
+    pub(super) fn remember(r: IndexRead, records: Option<&Path>) {
+        #[cfg(target_os = "linux")]
+        if let Some(d) = records {
+            let _ = super::super::nested::save_record(d, &record_name(&r.index), &r.encode());
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = records;
+        keep(r);
+    }
+
+    /// Forgets what this process kept of the index at `index` (tests: to see the record alone).
+    #[cfg(test)]
+    pub(super) fn forget(index: &Path) {
+        if let Ok(mut k) = KEPT_READS.lock() {
+            k.retain(|x| x.index != index);
+        }
+    }
+
+    fn keep(r: IndexRead) {
+        if let Ok(mut k) = KEPT_READS.lock() {
+            k.retain(|x| x.index != r.index);
+            if k.len() >= KEPT {
+                k.remove(0);
+            }
+            k.push(r);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -361,5 +613,117 @@ mod tests {
             assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
             assert!(gitlinks(&ws.join("empty")).unwrap_err().contains("not a regular file"));
         }
+    }
+
+    #[cfg(unix)]
+    fn stamp(ino: u64, ctime_ns: i128) -> memo::FileStamp {
+        memo::FileStamp { dev: 7, ino, size: 100, mtime_ns: 5, ctime_ns }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_recorded_read_reads_back_exactly_and_nothing_else_reads() {
+        let index = Path::new("/w/ws/.git/index");
+        let r = memo::IndexRead {
+            index: index.to_path_buf(),
+            stamp: stamp(3, 1_000),
+            shared: Some((PathBuf::from("/w/ws/.git/sharedindex.ab12"), stamp(4, -2))),
+            read_ns: 10_000_000_000,
+            links: ["build/x", "a b/c\nd"].map(PathBuf::from).to_vec(),
+        };
+        let b = r.encode();
+        assert_eq!(memo::IndexRead::decode(index, &b), Some(r.clone()));
+        let plain = memo::IndexRead { shared: None, links: Vec::new(), ..r.clone() };
+        assert_eq!(memo::IndexRead::decode(index, &plain.encode()), Some(plain));
+        // Another index's record; every cut.
+        assert!(memo::IndexRead::decode(Path::new("/w/other/.git/index"), &b).is_none());
+        for n in 0..b.len() {
+            assert!(memo::IndexRead::decode(index, &b[..n]).is_none(), "cut at {n}");
+        }
+        // A changed digit reads as another number or not at all; a gitlink git would refuse, a
+        // shared index elsewhere, a count that does not match, a trailing field: refused.
+        let text = String::from_utf8_lossy(&b).into_owned();
+        for (from, to) in [("L build/x", "L ../x"), ("L build/x", "L /x"), ("/w/ws/.git/sharedindex", "/w/elsewhere/sharedindex"), ("C 2", "C 1"), ("C 2", "C 02"), ("R 1", "R +1"), ("F 7 3", "F 7 03")] {
+            let edited = text.replacen(from, to, 1);
+            assert_ne!(edited, text, "{from}");
+            assert!(memo::IndexRead::decode(index, edited.as_bytes()).is_none(), "{from} -> {to}");
+        }
+        let mut longer = b.clone();
+        longer.extend_from_slice(b"L more\0");
+        assert!(memo::IndexRead::decode(index, &longer).is_none());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_read_holds_only_while_every_file_is_the_one_read_unchanged_and_old_enough() {
+        let window = super::super::nested::RACY_WINDOW_NS;
+        let r = memo::IndexRead { index: "/i".into(), stamp: stamp(3, 1_000), shared: None, read_ns: 1_000 + window + 1, links: Vec::new() };
+        assert!(r.holds_with(|_| Some(stamp(3, 1_000))));
+        assert!(!r.holds_with(|_| None), "gone");
+        assert!(!r.holds_with(|_| Some(stamp(4, 1_000))), "another file at its path");
+        assert!(!r.holds_with(|_| Some(stamp(3, 1_001))), "changed (its change time moved)");
+        assert!(!r.holds_with(|_| Some(memo::FileStamp { size: 101, ..stamp(3, 1_000) })), "another size");
+        assert!(!r.holds_with(|_| Some(memo::FileStamp { mtime_ns: 6, ..stamp(3, 1_000) })), "another modification time");
+        let racy = memo::IndexRead { read_ns: 1_000 + window, ..r.clone() };
+        assert!(!racy.holds_with(|_| Some(stamp(3, 1_000))), "read within the racy window of its last change");
+        let split = memo::IndexRead { shared: Some(("/s".into(), stamp(9, 1_000))), ..r };
+        assert!(split.holds_with(|p| Some(if p == Path::new("/s") { stamp(9, 1_000) } else { stamp(3, 1_000) })));
+        assert!(!split.holds_with(|p| Some(if p == Path::new("/s") { stamp(9, 1_001) } else { stamp(3, 1_000) })), "the shared index changed");
+    }
+
+    /// A record of an old read is used; once the index is written again — in place, the same
+    /// size, its modification time put back — it is not, and the index is read.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_recorded_read_is_used_until_the_index_changes_even_with_its_times_put_back() {
+        use std::os::unix::fs::MetadataExt;
+        let d = crate::test_dir();
+        let gitdir = std::fs::canonicalize(d.path()).unwrap().join("repo/.git");
+        std::fs::create_dir_all(&gitdir).unwrap();
+        let index = gitdir.join("index");
+        let real = tests_index(&["build/x"]);
+        std::fs::write(&index, &real).unwrap();
+        let records = d.path().join("walks");
+        // Fresh: read, and recorded.
+        assert_eq!(gitlinks_recorded(&gitdir, Some(&records)).unwrap(), vec![PathBuf::from("build/x")]);
+        // The record rewritten as if that read had happened long after the index's last change,
+        // with a gitlink the index does not have: it is what a later call answers (read back
+        // from the record, not this process's memory).
+        let m = std::fs::symlink_metadata(&index).unwrap();
+        let st = memo::FileStamp::of(&m);
+        let aged = memo::IndexRead { index: index.clone(), stamp: st, shared: None, read_ns: st.ctime_ns + 3 * super::super::nested::RACY_WINDOW_NS, links: ["build/x", "only/in/the/record"].map(PathBuf::from).to_vec() };
+        memo::remember(aged, Some(&records));
+        memo::forget(&index);
+        assert_eq!(gitlinks_recorded(&gitdir, Some(&records)).unwrap(), ["build/x", "only/in/the/record"].map(PathBuf::from));
+        // Written again in place (same inode, same size), modification time put back: its change
+        // time moved, so the index is read.
+        let other = tests_index(&["build/y"]);
+        assert_eq!(other.len(), real.len());
+        // (Past the file clock's tick: a change in the same tick as the write before it could
+        // leave the change time as it was, which a real read's racy window covers.)
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().write(true).open(&index).unwrap();
+            f.write_all(&other).unwrap();
+        }
+        let c = std::ffi::CString::new(index.as_os_str().as_encoded_bytes()).unwrap();
+        let times = [libc::timespec { tv_sec: m.atime(), tv_nsec: m.atime_nsec() }, libc::timespec { tv_sec: m.mtime(), tv_nsec: m.mtime_nsec() }];
+        // SAFETY: a valid C string and two timespecs.
+        assert_eq!(unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) }, 0);
+        let now = std::fs::symlink_metadata(&index).unwrap();
+        assert_eq!((now.ino(), now.size(), now.mtime(), now.mtime_nsec()), (m.ino(), m.size(), m.mtime(), m.mtime_nsec()));
+        assert_eq!(gitlinks_recorded(&gitdir, Some(&records)).unwrap(), vec![PathBuf::from("build/y")]);
+        // Replaced by another file (what git does): read too.
+        std::fs::write(gitdir.join("index.new"), tests_index(&["build/z"])).unwrap();
+        std::fs::rename(gitdir.join("index.new"), &index).unwrap();
+        assert_eq!(gitlinks_recorded(&gitdir, Some(&records)).unwrap(), vec![PathBuf::from("build/z")]);
+    }
+
+    /// A version 2 index with SHA-1 names holding one gitlink per name (names of one length).
+    #[cfg(target_os = "linux")]
+    fn tests_index(links: &[&str]) -> Vec<u8> {
+        let entries: Vec<Vec<u8>> = links.iter().map(|n| entry(GITLINK, n, 20, false, None)).collect();
+        index(2, &entries, &[], 20)
     }
 }

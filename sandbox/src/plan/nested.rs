@@ -140,10 +140,10 @@ pub fn step(depth: usize, name: &OsStr, dir: bool, names: &[&str]) -> Step {
 }
 
 /// What the walk knows before it starts.
-#[derive(Clone, Copy)]
 pub enum Known<'a> {
-    /// At launch: the records of earlier walks of this root, when they can be used.
-    Launch(Option<&'a WalkCache>),
+    /// At launch: the records of earlier walks of this root, when they can be used (the walk
+    /// takes out each record it looks at: a path is looked at once).
+    Launch(Option<&'a mut WalkCache>),
     /// After the run: what the launch walk saw. Only the directories that no longer hold are
     /// read, and the directories they hold that the launch walk did not see, whole.
     AfterRun(&'a [Listing]),
@@ -173,16 +173,21 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
     // (directory, depth, read whole below it: after the run, a directory the launch walk did
     // not see)
     let mut queue: Vec<(PathBuf, usize, bool)> = Vec::new();
-    let mut launch: HashMap<&Path, &Listing> = HashMap::new();
-    let cache = match known {
+    let at_launch = matches!(known, Known::Launch(_));
+    // After the run: the launch's listings by path, made when a changed directory is first read
+    // (a run that changed nothing needs none).
+    let mut launch_listings: &[Listing] = &[];
+    let mut launch: Option<std::collections::HashSet<&[u8]>> = None;
+    let mut at = RootAt::new(root);
+    let mut cache = match known {
         Known::Launch(cache) => {
             queue.push((root.to_path_buf(), 0, true));
             cache
         }
         Known::AfterRun(listings) => {
+            launch_listings = listings;
             for l in listings {
-                launch.insert(l.path.as_path(), l);
-                if dir_state(&l.path).is_some_and(|now| !l.holds(&now)) {
+                if at.state(&l.path).is_some_and(|now| !l.holds(&now)) {
                     queue.push((l.path.clone(), l.depth, false));
                 }
             }
@@ -190,18 +195,21 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
         }
     };
     while let Some((dir, depth, whole)) = queue.pop() {
-        let record = cache.and_then(|c| c.dirs.get(&dir));
-        let listing = match record.filter(|r| r.depth == depth && dir_state(&dir).is_some_and(|now| r.holds(&now))) {
+        // Taken out of the records: the walk looks at each path once (a tree: every directory
+        // is queued by its parent's listing alone).
+        let record = cache.as_deref_mut().and_then(|c| c.dirs.remove(dir.as_os_str().as_encoded_bytes()));
+        let recorded = record.is_some();
+        let listing = match record.filter(|r| r.depth == depth && at.state(&dir).is_some_and(|now| r.holds(&now))) {
             Some(r) => {
                 out.from_records += 1;
-                r.clone()
+                r
             }
             None => {
                 // A directory an earlier walk recorded is read whatever its size: the walk
                 // after the run that made it read it already.
-                let charged = matches!(known, Known::Launch(_)) && record.is_none();
+                let charged = at_launch && !recorded;
                 let limit = if charged { budget } else { usize::MAX };
-                match read_listing(&dir, depth, names, limit) {
+                match read_listing(&mut at, &dir, depth, names, limit) {
                     Ok(Some((l, n))) => {
                         if charged {
                             budget -= n;
@@ -223,7 +231,8 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
                     let p = dir.join(&e.name);
                     // After the run, a directory the launch walk saw is looked at through its
                     // own record (above).
-                    if whole || !launch.contains_key(p.as_path()) {
+                    let seen = !whole && launch.get_or_insert_with(|| launch_listings.iter().map(|l| l.path.as_os_str().as_encoded_bytes()).collect()).contains(p.as_os_str().as_encoded_bytes());
+                    if !seen {
                         queue.push((p, depth + 1, true));
                     }
                 }
@@ -236,7 +245,8 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
     out
 }
 
-fn now_ns() -> i128 {
+/// The wall clock in ns since the epoch (the clock file times come from).
+pub(crate) fn now_ns() -> i128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
 }
 
@@ -256,10 +266,118 @@ pub fn dir_state(path: &Path) -> Option<DirState> {
     }
 }
 
+/// Where a walk looks up its directories: relative to a descriptor of its root, opened once,
+/// so that the kernel walks only the names below the root at each directory (not the root's own
+/// path again: most of a `stat`'s cost in a deep workspace). A directory outside the root, or a
+/// root that cannot be opened, is looked up by its whole path. Links are treated as a lookup by
+/// path treats them: followed on the way, never as the last name.
+struct RootAt {
+    #[cfg(unix)]
+    fd: Option<std::os::fd::OwnedFd>,
+    #[cfg(unix)]
+    root: Vec<u8>,
+    /// The NUL-terminated name of the last lookup (reused: no allocation per directory).
+    #[cfg(unix)]
+    name: Vec<u8>,
+}
+
+impl RootAt {
+    fn new(root: &Path) -> RootAt {
+        #[cfg(unix)]
+        let fd = std::ffi::CString::new(root.as_os_str().as_encoded_bytes()).ok().and_then(|c| {
+            #[cfg(target_os = "linux")]
+            let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+            #[cfg(not(target_os = "linux"))]
+            let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+            // SAFETY: open with a valid C string; the descriptor is owned below.
+            let fd = unsafe { libc::open(c.as_ptr(), flags) };
+            // SAFETY: a descriptor we just opened and own.
+            (fd >= 0).then(|| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+        });
+        #[cfg(not(unix))]
+        let _ = root;
+        RootAt {
+            #[cfg(unix)]
+            fd,
+            #[cfg(unix)]
+            root: root.as_os_str().as_encoded_bytes().to_vec(),
+            #[cfg(unix)]
+            name: Vec::new(),
+        }
+    }
+
+    /// The directory descriptor and NUL-terminated name to look `dir` up with.
+    #[cfg(unix)]
+    fn lookup(&mut self, dir: &Path) -> (libc::c_int, *const libc::c_char) {
+        use std::os::fd::AsRawFd;
+        let b = dir.as_os_str().as_encoded_bytes();
+        self.name.clear();
+        let below = self.fd.as_ref().and_then(|fd| {
+            let rest = b.strip_prefix(self.root.as_slice())?;
+            let rel = if rest.is_empty() {
+                &b"."[..]
+            } else if self.root.ends_with(b"/") {
+                rest
+            } else {
+                rest.strip_prefix(b"/").filter(|r| !r.is_empty())?
+            };
+            Some((fd.as_raw_fd(), rel))
+        });
+        let (fd, name) = below.unwrap_or((libc::AT_FDCWD, b));
+        self.name.extend_from_slice(name);
+        self.name.push(0);
+        (fd, self.name.as_ptr().cast())
+    }
+
+    /// [`dir_state`] of `dir`.
+    fn state(&mut self, dir: &Path) -> Option<DirState> {
+        #[cfg(unix)]
+        {
+            if dir.as_os_str().as_encoded_bytes().contains(&0) {
+                return None;
+            }
+            let (fd, name) = self.lookup(dir);
+            // SAFETY: a zeroed stat buffer; fstatat relative to our descriptor (or the working
+            // directory for an absolute path) with a NUL-terminated name.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            if unsafe { libc::fstatat(fd, name, &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+                return None;
+            }
+            #[allow(clippy::unnecessary_cast)]
+            Some(DirState {
+                id: (st.st_dev as u64, st.st_ino as u64),
+                ctime_ns: Some(i128::from(st.st_ctime as i64) * 1_000_000_000 + i128::from(st.st_ctime_nsec as i64)),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            dir_state(dir)
+        }
+    }
+
+    /// `dir` opened for reading its entries (no link followed as its last name).
+    #[cfg(unix)]
+    fn open_dir(&mut self, dir: &Path) -> std::io::Result<libc::c_int> {
+        if dir.as_os_str().as_encoded_bytes().contains(&0) {
+            return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+        }
+        let (at, name) = self.lookup(dir);
+        // SAFETY: openat relative to our descriptor (or the working directory for an absolute
+        // path) with a NUL-terminated name.
+        let fd = unsafe { libc::openat(at, name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK) };
+        if fd < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(fd)
+        }
+    }
+}
+
 /// Reads the directory `dir` at `depth`: its identity and change time from the descriptor it is
 /// read through (so they are the listed directory's), and the entries the walk uses. `Ok(None)`
 /// when it has more than `limit` entries.
-fn read_listing(dir: &Path, depth: usize, names: &[&str], limit: usize) -> std::io::Result<Option<(Listing, usize)>> {
+fn read_listing(at: &mut RootAt, dir: &Path, depth: usize, names: &[&str], limit: usize) -> std::io::Result<Option<(Listing, usize)>> {
     let read_ns = now_ns();
     let mut l = Listing { path: dir.to_path_buf(), depth, id: (0, 0), ctime_ns: None, read_ns, entries: Vec::new() };
     let mut n = 0usize;
@@ -275,7 +393,7 @@ fn read_listing(dir: &Path, depth: usize, names: &[&str], limit: usize) -> std::
     };
     #[cfg(unix)]
     {
-        let st = read_dir_fd(dir, |name, is_dir, id, ctime| {
+        let st = read_dir_fd(at.open_dir(dir)?, |name, is_dir, id, ctime| {
             if let Some((i, c)) = id.zip(ctime) {
                 l.id = i;
                 l.ctime_ns = Some(c);
@@ -289,6 +407,7 @@ fn read_listing(dir: &Path, depth: usize, names: &[&str], limit: usize) -> std::
     }
     #[cfg(not(unix))]
     {
+        let _ = at;
         for e in std::fs::read_dir(dir)?.flatten() {
             let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
             if !add(e.file_name(), is_dir, &mut l) {
@@ -299,19 +418,13 @@ fn read_listing(dir: &Path, depth: usize, names: &[&str], limit: usize) -> std::
     Ok(Some((l, n)))
 }
 
-/// Opens `dir` (no link followed), reports its identity and change time first (`f(_, _, Some,
-/// Some)`), then each entry but `.` and `..` with whether it is a directory (`d_type`, or an
-/// `lstat` where the filesystem gives none), until `f` returns false. `Ok(false)` when `f`
-/// stopped it.
+/// Reads the directory open at `fd` (taken: closed when done): reports its identity and change
+/// time first (`f(_, _, Some, Some)`), then each entry but `.` and `..` with whether it is a
+/// directory (`d_type`, or an `lstat` where the filesystem gives none), until `f` returns false.
+/// `Ok(false)` when `f` stopped it.
 #[cfg(unix)]
-fn read_dir_fd(dir: &Path, mut f: impl FnMut(&OsStr, bool, Option<(u64, u64)>, Option<i128>) -> bool) -> std::io::Result<bool> {
+fn read_dir_fd(fd: libc::c_int, mut f: impl FnMut(&OsStr, bool, Option<(u64, u64)>, Option<i128>) -> bool) -> std::io::Result<bool> {
     use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: open with a valid C string.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
     // SAFETY: a zeroed stat buffer filled by fstat on our descriptor.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
@@ -385,8 +498,31 @@ fn errno() -> *mut libc::c_int {
 /// The records of earlier walks of one writable root (see the module docs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WalkCache {
-    /// Each recorded directory, by path.
-    pub dirs: HashMap<PathBuf, Listing>,
+    /// Each recorded directory, by its path's bytes. The walk's paths are made by `join` from
+    /// the root and entry names, as the records' are, so the same path has the same bytes; a
+    /// path spelled otherwise is only a record not found (the directory is read). Hashing the
+    /// bytes costs a fraction of `Path`'s hash, which splits the path into components.
+    dirs: HashMap<Vec<u8>, Listing>,
+}
+
+impl WalkCache {
+    /// The record of the directory at `path`.
+    #[must_use]
+    pub fn get(&self, path: &Path) -> Option<&Listing> {
+        self.dirs.get(path.as_os_str().as_encoded_bytes())
+    }
+
+    /// How many directories are recorded.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.dirs.len()
+    }
+
+    /// No directory is recorded.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.dirs.is_empty()
+    }
 }
 
 /// The first line of a record file.
@@ -428,17 +564,20 @@ impl WalkCache {
     /// record ended by a NUL. `None` beyond [`MAX_RECORDED_DIRS`].
     #[must_use]
     pub fn encode<'a>(root: &Path, names: &[&str], listings: impl IntoIterator<Item = &'a Listing>) -> Option<Vec<u8>> {
-        let by_path: HashMap<&Path, &Listing> = listings.into_iter().filter(|l| l.ctime_ns.is_some() && l.id != (0, 0)).map(|l| (l.path.as_path(), l)).collect();
+        use std::io::Write;
+        let by_path: HashMap<&[u8], &Listing> =
+            listings.into_iter().filter(|l| l.ctime_ns.is_some() && l.id != (0, 0)).map(|l| (l.path.as_os_str().as_encoded_bytes(), l)).collect();
         let mut b = MAGIC.to_vec();
         b.extend_from_slice(b"K ");
         b.extend_from_slice(&key(root, names));
         b.push(0);
         let (mut dirs, mut entries) = (0usize, 0usize);
         let mut stack: Vec<(PathBuf, usize)> = vec![(root.to_path_buf(), 0)];
-        let mut done: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+        let mut done: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
         while let Some((p, depth)) = stack.pop() {
-            let Some(l) = by_path.get(p.as_path()).filter(|l| l.depth == depth) else { continue };
-            if !done.insert(p.clone()) {
+            let bytes = p.as_os_str().as_encoded_bytes();
+            let Some(l) = by_path.get(bytes).filter(|l| l.depth == depth) else { continue };
+            if !done.insert(bytes.to_vec()) {
                 continue;
             }
             dirs += 1;
@@ -446,7 +585,8 @@ impl WalkCache {
                 return None;
             }
             let rel = p.strip_prefix(root).unwrap_or(Path::new(""));
-            b.extend_from_slice(format!("D {} {} {} {} {} {} ", l.id.0, l.id.1, l.ctime_ns.unwrap_or(0), l.read_ns, l.depth, l.entries.len()).as_bytes());
+            // (Writing to a Vec cannot fail.)
+            let _ = write!(b, "D {} {} {} {} {} {} ", l.id.0, l.id.1, l.ctime_ns.unwrap_or(0), l.read_ns, l.depth, l.entries.len());
             b.extend_from_slice(rel.as_os_str().as_encoded_bytes());
             b.push(0);
             for e in &l.entries {
@@ -460,7 +600,7 @@ impl WalkCache {
             }
         }
         // The counts last: a file cut at a record's end must not read as fewer directories.
-        b.extend_from_slice(format!("C {dirs} {entries}").as_bytes());
+        let _ = write!(b, "C {dirs} {entries}");
         b.push(0);
         Some(b)
     }
@@ -475,6 +615,7 @@ impl WalkCache {
         if k != key(root, names).as_slice() {
             return None;
         }
+        let root_bytes = root.as_os_str().as_encoded_bytes();
         let mut c = WalkCache::default();
         let (mut dirs, mut entries) = (0usize, 0usize);
         let mut ended = false;
@@ -483,7 +624,8 @@ impl WalkCache {
                 return None;
             }
             if let Some(counts) = r.strip_prefix(b"C ") {
-                ended = counts == format!("{dirs} {entries}").as_bytes();
+                let mut f = counts.splitn(2, |&c| c == b' ');
+                ended = decimal(f.next()?) == Some(dirs as u128) && decimal(f.next()?) == Some(entries as u128);
                 if !ended {
                     return None;
                 }
@@ -491,15 +633,28 @@ impl WalkCache {
             }
             let r = r.strip_prefix(b"D ")?;
             let mut f = r.splitn(7, |&c| c == b' ');
-            let mut num = || std::str::from_utf8(f.next()?).ok();
-            let (dev, ino, ctime, read, depth, n): (u64, u64, i128, i128, usize, usize) =
-                (num()?.parse().ok()?, num()?.parse().ok()?, num()?.parse().ok()?, num()?.parse().ok()?, num()?.parse().ok()?, num()?.parse().ok()?);
-            let rel = Path::new(OsStr::from_encoded_bytes_checked(f.next()?)?);
-            if rel.is_absolute() || rel.components().any(|x| !matches!(x, std::path::Component::Normal(_))) || rel.components().count() != depth {
+            let dev = u64::try_from(decimal(f.next()?)?).ok()?;
+            let ino = u64::try_from(decimal(f.next()?)?).ok()?;
+            let ctime = signed_decimal(f.next()?)?;
+            let read = signed_decimal(f.next()?)?;
+            let depth = usize::try_from(decimal(f.next()?)?).ok()?;
+            let n = usize::try_from(decimal(f.next()?)?).ok()?;
+            // Below the root: `depth` names, each one a plain name (no empty one, no `.` or `..`:
+            // nothing climbs, and no path is spelled two ways).
+            let rel = f.next()?;
+            let parts = if rel.is_empty() { 0 } else { rel.split(|&c| c == b'/').try_fold(0usize, |n, part| plain_name(part).then_some(n + 1))? };
+            if parts != depth {
                 return None;
             }
-            let path = if depth == 0 { root.to_path_buf() } else { root.join(rel) };
-            let mut l = Listing { path, depth, id: (dev, ino), ctime_ns: Some(ctime), read_ns: read, entries: Vec::with_capacity(n.min(1024)) };
+            let mut path = Vec::with_capacity(root_bytes.len() + 1 + rel.len());
+            path.extend_from_slice(root_bytes);
+            if depth > 0 {
+                if !path.ends_with(b"/") {
+                    path.push(b'/');
+                }
+                path.extend_from_slice(rel);
+            }
+            let mut l = Listing { path: PathBuf::from(OsStr::from_encoded_bytes_checked(&path)?), depth, id: (dev, ino), ctime_ns: Some(ctime), read_ns: read, entries: Vec::with_capacity(n.min(1024)) };
             for _ in 0..n {
                 let e = records.next()?;
                 let (dir, name) = match e.split_first()? {
@@ -507,18 +662,41 @@ impl WalkCache {
                     (b'o', rest) => (false, rest.strip_prefix(b" ")?),
                     _ => return None,
                 };
-                if name.is_empty() || name.contains(&b'/') || name == b"." || name == b".." {
+                if !plain_name(name) {
                     return None;
                 }
                 l.entries.push(Entry { name: OsStr::from_encoded_bytes_checked(name)?.to_os_string(), dir });
                 entries += 1;
             }
             dirs += 1;
-            if c.dirs.insert(l.path.clone(), l).is_some() {
+            if c.dirs.insert(path, l).is_some() {
                 return None;
             }
         }
         ended.then_some(c)
+    }
+}
+
+/// A directory entry's name as a record may hold it: not empty, not `.` or `..`, no `/`.
+fn plain_name(b: &[u8]) -> bool {
+    !b.is_empty() && b != b"." && b != b".." && !b.contains(&b'/')
+}
+
+/// A record's decimal number as [`WalkCache::encode`] writes it: digits only, no sign, no
+/// leading zero (but `0` itself); `None` for anything else or beyond `u128`.
+pub(crate) fn decimal(b: &[u8]) -> Option<u128> {
+    if b.is_empty() || (b.len() > 1 && b[0] == b'0') {
+        return None;
+    }
+    b.iter().try_fold(0u128, |n, &d| if d.is_ascii_digit() { n.checked_mul(10)?.checked_add(u128::from(d - b'0')) } else { None })
+}
+
+/// [`decimal`] with an optional `-` (not before `0`), within `i128`.
+pub(crate) fn signed_decimal(b: &[u8]) -> Option<i128> {
+    match b.strip_prefix(b"-") {
+        Some(digits) if digits != b"0" => i128::try_from(decimal(digits)?).ok().map(|v| -v),
+        Some(_) => None,
+        None => i128::try_from(decimal(b)?).ok(),
     }
 }
 
@@ -555,10 +733,31 @@ pub fn records_dir() -> PathBuf {
 #[cfg(target_os = "linux")]
 #[must_use]
 pub fn load(dir: &Path, root: &Path, names: &[&str]) -> Option<WalkCache> {
+    WalkCache::decode(root, names, &load_record(dir, &record_name(root, names))?)
+}
+
+/// Writes `root`'s records into `dir` (made private to this user when missing): written whole
+/// under a temporary name and renamed into place, nothing followed through a link.
+///
+/// # Errors
+/// Why nothing was written (the next launch walk then reads what was not recorded before, within
+/// its budget).
+#[cfg(target_os = "linux")]
+pub fn save<'a>(dir: &Path, root: &Path, names: &[&str], listings: impl IntoIterator<Item = &'a Listing>) -> Result<(), String> {
+    let bytes = WalkCache::encode(root, names, listings).ok_or_else(|| format!("more than {MAX_RECORDED_DIRS} directories"))?;
+    save_record(dir, &record_name(root, names), &bytes)
+}
+
+/// The bytes of the record file `name` in `dir`, or `None` (no such regular file of this user,
+/// writable by no one else, in a private directory of this user; nothing followed through a
+/// link). What they say is the caller's to check.
+#[cfg(target_os = "linux")]
+#[must_use]
+pub(crate) fn load_record(dir: &Path, name: &str) -> Option<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     let d = private_dir(dir, false)?;
-    let name = std::ffi::CString::new(record_name(root, names)).ok()?;
+    let name = std::ffi::CString::new(name).ok()?;
     // SAFETY: openat relative to our directory descriptor with a NUL-terminated name.
     let fd = unsafe { libc::openat(std::os::fd::AsRawFd::as_raw_fd(&d), name.as_ptr(), libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC) };
     if fd < 0 {
@@ -574,25 +773,23 @@ pub fn load(dir: &Path, root: &Path, names: &[&str]) -> Option<WalkCache> {
     }
     let mut b = Vec::with_capacity(usize::try_from(m.len()).unwrap_or(0).min(64 << 20));
     f.by_ref().take(256 << 20).read_to_end(&mut b).ok()?;
-    WalkCache::decode(root, names, &b)
+    Some(b)
 }
 
-/// Writes `root`'s records into `dir` (made private to this user when missing): written whole
-/// under a temporary name and renamed into place, nothing followed through a link.
+/// Writes the record file `name` (one of [`RECORD_PREFIXES`]) into `dir` (made private to this
+/// user when missing): written whole under a temporary name and put in place atomically,
+/// nothing followed through a link. A new record first makes room (see [`prune`]).
 ///
 /// # Errors
-/// Why nothing was written (the next launch walk then reads what was not recorded before, within
-/// its budget).
+/// Why nothing was written.
 #[cfg(target_os = "linux")]
-pub fn save<'a>(dir: &Path, root: &Path, names: &[&str], listings: impl IntoIterator<Item = &'a Listing>) -> Result<(), String> {
+pub(crate) fn save_record(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
     use std::os::fd::AsRawFd;
-    let bytes = WalkCache::encode(root, names, listings).ok_or_else(|| format!("more than {MAX_RECORDED_DIRS} directories"))?;
     let d = private_dir(dir, true).ok_or_else(|| format!("{} is not a private directory of this user", dir.display()))?;
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let final_name = record_name(root, names);
-    let tmp = format!(".{final_name}.{}-{}.tmp", std::process::id(), SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    let (tmp_c, final_c) = (std::ffi::CString::new(tmp).map_err(|e| e.to_string())?, std::ffi::CString::new(final_name).map_err(|e| e.to_string())?);
-    // A root recorded for the first time: the oldest records go when there are too many (every
+    let tmp = format!(".{name}.{}-{}.tmp", std::process::id(), SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let (tmp_c, final_c) = (std::ffi::CString::new(tmp).map_err(|e| e.to_string())?, std::ffi::CString::new(name).map_err(|e| e.to_string())?);
+    // A record made for the first time: the oldest records go when there are too many (every
     // temporary workspace leaves one).
     // SAFETY: a zeroed stat buffer; fstatat relative to our directory descriptor.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -607,7 +804,7 @@ pub fn save<'a>(dir: &Path, root: &Path, names: &[&str], listings: impl IntoIter
     }
     // SAFETY: we own fd.
     let mut f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let written = std::io::Write::write_all(&mut f, &bytes);
+    let written = std::io::Write::write_all(&mut f, bytes);
     drop(f);
     let placed = written.and_then(|()| replace_at(d.as_raw_fd(), &tmp_c, &final_c));
     if let Err(e) = placed {
@@ -650,6 +847,11 @@ fn replace_at(dir: std::os::fd::RawFd, tmp: &std::ffi::CStr, target: &std::ffi::
     }
 }
 
+/// The names record files start with: a root's walk ([`record_name`]), and what a git index
+/// registers ([`crate::plan::gitindex`]).
+#[cfg(target_os = "linux")]
+pub(crate) const RECORD_PREFIXES: &[&str] = &["walk-", "gitlinks-"];
+
 /// The most record files kept: beyond, the least recently written go, down to
 /// [`KEPT_AFTER_PRUNE`] (a root whose record went is walked again within the budget).
 #[cfg(target_os = "linux")]
@@ -684,9 +886,9 @@ fn prune(d: &std::fs::File) {
             continue;
         }
         let b = name.as_bytes();
-        if b.starts_with(b"walk-") {
+        if RECORD_PREFIXES.iter().any(|p| b.starts_with(p.as_bytes())) {
             records.push((st.st_mtime, name));
-        } else if b.starts_with(b".walk-") && b.ends_with(b".tmp") && u64::try_from(st.st_mtime).is_ok_and(|m| m + 3600 < now) {
+        } else if b.first() == Some(&b'.') && RECORD_PREFIXES.iter().any(|p| b[1..].starts_with(p.as_bytes())) && b.ends_with(b".tmp") && u64::try_from(st.st_mtime).is_ok_and(|m| m + 3600 < now) {
             // SAFETY: unlinkat relative to our directory descriptor.
             unsafe { libc::unlinkat(d.as_raw_fd(), name.as_ptr(), 0) };
         }
@@ -752,11 +954,11 @@ mod tests {
         ];
         let b = WalkCache::encode(root, &names, &ls).unwrap();
         let c = WalkCache::decode(root, &names, &b).unwrap();
-        assert_eq!(c.dirs.len(), 4);
+        assert_eq!(c.len(), 4);
         for l in &ls[..4] {
-            assert_eq!(c.dirs.get(&l.path), Some(l));
+            assert_eq!(c.get(&l.path), Some(l));
         }
-        assert!(!c.dirs.contains_key(&root.join("gone")));
+        assert!(c.get(&root.join("gone")).is_none());
         // Another root, other names: another walk's records.
         assert!(WalkCache::decode(Path::new("/w/other"), &names, &b).is_none());
         assert!(WalkCache::decode(root, &[".git"], &b).is_none());
@@ -811,7 +1013,7 @@ mod tests {
         let first = walk_nested(&ws, &names, NESTED_ENTRIES, Known::Launch(None));
         assert_eq!((first.from_records, first.found.len()), (0, 1));
         let cache = cache_of(&ws, &names, &aged(first));
-        let again = walk_nested(&ws, &names, NESTED_ENTRIES, Known::Launch(Some(&cache)));
+        let again = walk_nested(&ws, &names, NESTED_ENTRIES, Known::Launch(Some(&mut cache.clone())));
         assert_eq!(again.from_records, again.listings.len(), "every directory held by its record");
         assert_eq!(again.found, vec![(ws.join("a/b/.git"), true)]);
         // A flood in a recorded directory: read whatever its size (the budget is for what no
@@ -820,7 +1022,7 @@ mod tests {
             std::fs::write(ws.join(format!("x/f{i}")), "").unwrap();
         }
         std::fs::create_dir_all(ws.join("x/repo/.git")).unwrap();
-        let flooded = walk_nested(&ws, &names, 10, Known::Launch(Some(&cache)));
+        let flooded = walk_nested(&ws, &names, 10, Known::Launch(Some(&mut cache.clone())));
         assert!(flooded.stopped.is_none());
         assert_eq!(flooded.found, vec![(ws.join("a/b/.git"), true), (ws.join("x/repo/.git"), true)]);
         // Without records the same budget stops in it.
@@ -828,7 +1030,7 @@ mod tests {
         // A directory that is not the recorded one (same path, another inode) is read.
         std::fs::rename(ws.join("a"), ws.join("a-old")).unwrap();
         std::fs::create_dir_all(ws.join("a/b/.vscode")).unwrap();
-        let replaced = walk_nested(&ws, &names, NESTED_ENTRIES, Known::Launch(Some(&cache)));
+        let replaced = walk_nested(&ws, &names, NESTED_ENTRIES, Known::Launch(Some(&mut cache.clone())));
         assert!(replaced.found.contains(&(ws.join("a/b/.vscode"), true)) && !replaced.found.contains(&(ws.join("a/b/.git"), true)));
     }
 
@@ -861,11 +1063,11 @@ mod tests {
         // it is now: a later launch finds what the run made without reading anything recorded.
         let after = aged(after);
         let recorded = cache_of(&ws, &names, launch.iter().chain(&after));
-        let next = walk_nested(&ws, &names, 0, Known::Launch(Some(&recorded)));
+        let next = walk_nested(&ws, &names, 0, Known::Launch(Some(&mut recorded.clone())));
         assert!(next.stopped.is_none());
         let found: Vec<PathBuf> = next.found.iter().map(|(p, _)| p.strip_prefix(&ws).unwrap().to_path_buf()).collect();
         assert_eq!(found, vec![PathBuf::from("a/b/c/.git"), PathBuf::from("a/x/y/.bashrc"), PathBuf::from("new/n1/.vscode")]);
-        assert!(!recorded.dirs.contains_key(&ws.join("x")), "x moved away");
+        assert!(recorded.get(&ws.join("x")).is_none(), "x moved away");
     }
 
     #[cfg(target_os = "linux")]
@@ -884,13 +1086,13 @@ mod tests {
         // Swapped with the old record (which is removed), not renamed over it: the new one reads
         // back, and nothing else is left in the directory.
         save(&dir, &ws, &names, &second).unwrap();
-        assert_eq!(load(&dir, &ws, &names).map(|c| c.dirs.len()), Some(second.len()));
+        assert_eq!(load(&dir, &ws, &names).map(|c| c.len()), Some(second.len()));
         let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(left, vec![std::ffi::OsString::from(record_name(&ws, &names))]);
         // The record removed meanwhile: written as a new one.
         std::fs::remove_file(dir.join(record_name(&ws, &names))).unwrap();
         save(&dir, &ws, &names, &first).unwrap();
-        assert_eq!(load(&dir, &ws, &names).map(|c| c.dirs.len()), Some(first.len()));
+        assert_eq!(load(&dir, &ws, &names).map(|c| c.len()), Some(first.len()));
     }
 
     #[cfg(target_os = "linux")]
@@ -905,7 +1107,7 @@ mod tests {
         let dir = d.path().join("state/walks");
         save(&dir, &ws, &names, &ls).unwrap();
         assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
-        assert_eq!(load(&dir, &ws, &names).map(|c| c.dirs.len()), Some(ls.len()));
+        assert_eq!(load(&dir, &ws, &names).map(|c| c.len()), Some(ls.len()));
         // Open to others: not used, not written.
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o770)).unwrap();
         assert!(load(&dir, &ws, &names).is_none() && save(&dir, &ws, &names, &ls).is_err());

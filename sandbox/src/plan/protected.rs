@@ -317,6 +317,8 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let first_nested = p.out.len();
     let budget = usize::try_from(policy.nested_walk_entries).unwrap_or(usize::MAX);
     let walks: Vec<RootWalk> = roots.iter().map(|root| nested_protected(&mut p, root, &single, budget)).collect();
+    #[cfg(unix)]
+    crate::timing::stamp("nested_walked");
     // Each nested repository and submodule checked out at launch: what its own configuration
     // names in its worktree (`core.hooksPath = .githooks`, `include.path = ../shared.gitconfig`)
     // runs at the user's next git command in it; a relative `core.hooksPath` of the global
@@ -544,10 +546,10 @@ fn table_entry(rel: &Path) -> Option<&'static crate::defaults::ProtectedEntry> {
 /// that runs out of its budget is reported (the rest of the root is not looked at).
 fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str], budget: usize) -> RootWalk {
     #[cfg(target_os = "linux")]
-    let records = p.records.as_deref().and_then(|d| super::nested::load(d, root, names));
+    let mut records = p.records.as_deref().and_then(|d| super::nested::load(d, root, names));
     #[cfg(not(target_os = "linux"))]
-    let records = None;
-    let NestedWalk { found, stopped, listings, from_records } = walk_nested(root, names, budget, Known::Launch(records.as_ref()));
+    let mut records = None;
+    let NestedWalk { found, stopped, listings, from_records } = walk_nested(root, names, budget, Known::Launch(records.as_mut()));
     let walk = RootWalk { root: root.to_path_buf(), listings, from_records, budget, stopped: stopped.is_some() };
     let first = p.out.len();
     for (path, _) in found {
@@ -570,7 +572,7 @@ fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str], budget: 
         // ones; only the submodules inside the root count (this walk's part).
         let mut dotgits: Vec<PathBuf> = enclosing_dotgit(root).into_iter().collect();
         dotgits.extend(p.out[first..].iter().filter(|q| q.path.file_name().is_some_and(is_dotgit)).map(|q| q.path.clone()));
-        let mut subs = submodule_gits(root, &dotgits);
+        let mut subs = submodule_gits(root, &dotgits, p.records.as_deref());
         subs.plain.retain(|(g, _)| g.starts_with(root));
         subs.linked.retain(|(l, _)| l.starts_with(root));
         for (index, e) in subs.unreadable {
@@ -628,9 +630,11 @@ pub struct SubmoduleGits {
 /// The submodules git would enter in the repositories whose `.git` entries are `dotgits`: each
 /// gitlink of their indexes ([`gitindex::gitlinks`]), and of the submodules' own indexes in
 /// turn, plus the `path`s of the workspace's `.gitmodules`. Paths that are absolute or climb with
-/// `..` are left out (git refuses them too). Reads at most [`SUBMODULE_REPOS`] indexes.
+/// `..` are left out (git refuses them too). Reads at most [`SUBMODULE_REPOS`] indexes, each
+/// taken from an earlier read that still holds where there is one (in this process, or recorded
+/// in `records`: [`gitindex::gitlinks_recorded`]).
 #[must_use]
-pub fn submodule_gits(ws: &Path, dotgits: &[PathBuf]) -> SubmoduleGits {
+pub fn submodule_gits(ws: &Path, dotgits: &[PathBuf], records: Option<&Path>) -> SubmoduleGits {
     let mut out = SubmoduleGits::default();
     let mut queue: Vec<PathBuf> = Vec::new();
     let add = |root: &Path, rel: &Path, why: String, out: &mut SubmoduleGits, queue: &mut Vec<PathBuf>| {
@@ -674,7 +678,7 @@ pub fn submodule_gits(ws: &Path, dotgits: &[PathBuf]) -> SubmoduleGits {
             break;
         }
         read.push(gitdir.clone());
-        match gitindex::gitlinks(&gitdir) {
+        match gitindex::gitlinks_recorded(&gitdir, records) {
             Ok(rels) => {
                 for rel in rels {
                     let why = format!("a submodule's git link (a gitlink in {}: {})", gitdir.join("index").display(), rel.display());
@@ -749,7 +753,7 @@ mod tests {
              [submodule \"gone\"]\n\tpath = removed/lib\n",
         )
         .unwrap();
-        let subs = submodule_gits(ws, &[ws.join(".git")]);
+        let subs = submodule_gits(ws, &[ws.join(".git")], None);
         let plain: Vec<PathBuf> = subs.plain.iter().map(|(g, _)| g.clone()).collect();
         assert_eq!(plain, ["vendor/lib/.git", "a/b/c/d/e/deep/.git", "removed/lib/.git"].map(|r| ws.join(r)));
         assert_eq!(subs.linked, vec![(ws.join("linked"), ws.join("linked/x/.git"))]);

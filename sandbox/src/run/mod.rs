@@ -510,6 +510,8 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     #[cfg(target_os = "linux")]
     let snapshot = crate::linux::protect::Snapshot::take(plan);
     #[cfg(target_os = "linux")]
+    crate::timing::stamp("snapshot");
+    #[cfg(target_os = "linux")]
     if let (Some(ns), Some(st)) = (helper_plan.namespaces.as_mut(), staging.as_ref()) {
         ns.staging = Some(st.dir.clone());
     }
@@ -671,8 +673,11 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
             None => crate::linux::protect::ProtectedReview::default(),
         };
         crate::linux::protect::review_in_place(&plan.workspace, &snapshot, started, &mut review);
+        crate::timing::stamp("review_in_place");
         crate::linux::protect::review_new_nested(plan, started, &mut review);
+        crate::timing::stamp("review_nested");
         crate::linux::protect::review_new_submodules(plan, started, &mut review);
+        crate::timing::stamp("review_submodules");
         if !read_only.is_empty() {
             // Read-only instead of a private copy: stricter (git commits inside fail), so the
             // row stays as it was and says so.
