@@ -470,8 +470,17 @@ mod memo {
     }
 
     /// Keeps what a read found, in this process and in `records` (Linux; a record that cannot be
-    /// written is only a later read).
+    /// written is only a later read). Only where the index's filesystem keeps change times itself
+    /// (Linux, [`super::super::nested::change_time_kept_at`]): elsewhere nothing is kept, and
+    /// every call reads the index.
     pub(super) fn remember(r: IndexRead, records: Option<&Path>) {
+        #[cfg(target_os = "linux")]
+        let kept_here = super::super::nested::change_time_kept_at(&r.index);
+        #[cfg(not(target_os = "linux"))]
+        let kept_here = false;
+        if !kept_here {
+            return;
+        }
         #[cfg(target_os = "linux")]
         if let Some(d) = records {
             let _ = super::super::nested::save_record(d, &record_name(&r.index), &r.encode());

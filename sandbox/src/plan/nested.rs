@@ -187,7 +187,7 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
         Known::AfterRun(listings) => {
             launch_listings = listings;
             for l in listings {
-                if at.state(&l.path).is_some_and(|now| !l.holds(&now)) {
+                if at.state(&l.path).is_some_and(|now| !at.holds(l, &now)) {
                     queue.push((l.path.clone(), l.depth, false));
                 }
             }
@@ -199,7 +199,7 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
         // is queued by its parent's listing alone).
         let record = cache.as_deref_mut().and_then(|c| c.dirs.remove(dir.as_os_str().as_encoded_bytes()));
         let recorded = record.is_some();
-        let listing = match record.filter(|r| r.depth == depth && at.state(&dir).is_some_and(|now| r.holds(&now))) {
+        let listing = match record.filter(|r| r.depth == depth && at.state(&dir).is_some_and(|now| at.holds(r, &now))) {
             Some(r) => {
                 out.from_records += 1;
                 r
@@ -250,6 +250,38 @@ pub(crate) fn now_ns() -> i128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
 }
 
+/// The filesystem `st` describes keeps change times itself: every change to a file or directory
+/// sets its change time to the current time, and no process can set it (Linux: ext2–4, xfs,
+/// btrfs, tmpfs, ramfs, overlayfs, f2fs, bcachefs, zfs). Records of what a directory or file held
+/// are trusted only there: elsewhere (FAT, exFAT, NTFS, network and FUSE filesystems, whose times
+/// come from an on-disk format, a server or a user-space process, or from a cache) what a record
+/// would stand for is read again.
+#[cfg(target_os = "linux")]
+fn keeps_change_times(st: &libc::statfs) -> bool {
+    const KEPT: &[i64] = &[0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x8584_58f6, 0x794c_7630, 0xF2F5_2010, 0xca45_1a4e, 0x2fc1_2fc1];
+    #[allow(clippy::unnecessary_cast)]
+    KEPT.contains(&(st.f_type as i64))
+}
+
+/// [`keeps_change_times`] for the filesystem of the open descriptor `fd`.
+#[cfg(target_os = "linux")]
+fn change_time_kept(fd: std::os::fd::RawFd) -> bool {
+    // SAFETY: a zeroed statfs buffer filled by fstatfs on a descriptor the caller holds.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    (unsafe { libc::fstatfs(fd, &mut st) } == 0) && keeps_change_times(&st)
+}
+
+/// [`keeps_change_times`] for the filesystem of `path` (nothing opened: `statfs`; links followed).
+#[cfg(target_os = "linux")]
+pub(crate) fn change_time_kept_at(path: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else { return false };
+    // SAFETY: a zeroed statfs buffer; statfs with a valid C string.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    (unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0) && keeps_change_times(&st)
+}
+
 /// The directory at `path` (a real one, no link followed), or `None`.
 #[must_use]
 pub fn dir_state(path: &Path) -> Option<DirState> {
@@ -274,6 +306,10 @@ pub fn dir_state(path: &Path) -> Option<DirState> {
 struct RootAt {
     #[cfg(unix)]
     fd: Option<std::os::fd::OwnedFd>,
+    /// The root's device, where its filesystem keeps change times ([`change_time_kept`], Linux):
+    /// records are trusted for directories on it alone (a filesystem mounted below the root is
+    /// another device: read every time).
+    trusted_dev: Option<u64>,
     #[cfg(unix)]
     root: Vec<u8>,
     /// The NUL-terminated name of the last lookup (reused: no allocation per directory).
@@ -296,9 +332,22 @@ impl RootAt {
         });
         #[cfg(not(unix))]
         let _ = root;
+        #[cfg(target_os = "linux")]
+        let trusted_dev = fd.as_ref().and_then(|fd| {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a zeroed stat buffer filled by fstat on our descriptor.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            #[allow(clippy::unnecessary_cast)]
+            let dev = (unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == 0).then_some(st.st_dev as u64);
+            dev.filter(|_| change_time_kept(fd.as_raw_fd()))
+        });
+        #[cfg(not(target_os = "linux"))]
+        let trusted_dev = None;
         RootAt {
             #[cfg(unix)]
             fd,
+            trusted_dev,
             #[cfg(unix)]
             root: root.as_os_str().as_encoded_bytes().to_vec(),
             #[cfg(unix)]
@@ -327,6 +376,12 @@ impl RootAt {
         self.name.extend_from_slice(name);
         self.name.push(0);
         (fd, self.name.as_ptr().cast())
+    }
+
+    /// `l` (what a walk recorded) still holds for its directory now `now`, on a filesystem whose
+    /// change times can be trusted ([`Listing::holds`]).
+    fn holds(&self, l: &Listing, now: &DirState) -> bool {
+        self.trusted_dev == Some(now.id.0) && l.holds(now)
     }
 
     /// [`dir_state`] of `dir`.
@@ -1068,6 +1123,31 @@ mod tests {
         let found: Vec<PathBuf> = next.found.iter().map(|(p, _)| p.strip_prefix(&ws).unwrap().to_path_buf()).collect();
         assert_eq!(found, vec![PathBuf::from("a/b/c/.git"), PathBuf::from("a/x/y/.bashrc"), PathBuf::from("new/n1/.vscode")]);
         assert!(recorded.get(&ws.join("x")).is_none(), "x moved away");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn records_are_trusted_only_where_the_kernel_keeps_change_times() {
+        let with = |t: i64| {
+            // SAFETY: a zeroed statfs is a valid value.
+            let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+            #[allow(clippy::unnecessary_cast)]
+            {
+                st.f_type = t as _;
+            }
+            keeps_change_times(&st)
+        };
+        // ext4, xfs, btrfs, tmpfs, overlayfs.
+        for t in [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x794c_7630] {
+            assert!(with(t), "{t:#x}");
+        }
+        // FAT, exFAT, NTFS (ntfs3), FUSE, NFS, 9p, SMB: times from a format, a server or a process.
+        for t in [0x4d44, 0x2011_BAB0, 0x7366_746e, 0x6573_5546, 0x6969, 0x0102_1997, 0xFE53_4D42] {
+            assert!(!with(t), "{t:#x}");
+        }
+        // This test's own directory (the suite's filesystems are ones that keep them).
+        let d = crate::test_dir();
+        assert!(change_time_kept_at(d.path()), "{}", d.path().display());
     }
 
     #[cfg(target_os = "linux")]
