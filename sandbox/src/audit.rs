@@ -85,12 +85,7 @@ impl Drop for RunEnd {
 #[must_use]
 pub fn policy_digest(plan: &crate::plan::Plan) -> String {
     let json = serde_json::to_vec(&(&plan.mode, &plan.workspace, &plan.access, &plan.limits, &plan.network, &plan.network_allowlist, &plan.unix_sockets)).unwrap_or_default();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in json {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("fnv1a64:{h:016x}")
+    format!("fnv1a64:{:016x}", crate::plan::nested::fnv1a64(&json))
 }
 
 #[cfg(test)]

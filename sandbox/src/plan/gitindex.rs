@@ -445,8 +445,7 @@ mod memo {
     /// checked inside).
     #[cfg(target_os = "linux")]
     fn record_name(index: &Path) -> String {
-        let h = index.as_os_str().as_encoded_bytes().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
-        format!("gitlinks-{h:016x}")
+        format!("gitlinks-{:016x}", super::super::nested::fnv1a64(index.as_os_str().as_encoded_bytes()))
     }
 
     /// The gitlinks of the index at `index`, whose stamp is `now`, as a read that still holds

@@ -197,7 +197,7 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
     while let Some((dir, depth, whole)) = queue.pop() {
         // Taken out of the records: the walk looks at each path once (a tree: every directory
         // is queued by its parent's listing alone).
-        let record = cache.as_deref_mut().and_then(|c| c.dirs.remove(dir.as_os_str().as_encoded_bytes()));
+        let record = cache.as_deref_mut().and_then(|c| c.dirs.take(dir.as_os_str().as_encoded_bytes())).map(|b| b.0);
         let recorded = record.is_some();
         let listing = match record.filter(|r| r.depth == depth && at.state(&dir).is_some_and(|now| at.holds(r, &now))) {
             Some(r) => {
@@ -551,20 +551,53 @@ fn errno() -> *mut libc::c_int {
 }
 
 /// The records of earlier walks of one writable root (see the module docs).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct WalkCache {
-    /// Each recorded directory, by its path's bytes. The walk's paths are made by `join` from
-    /// the root and entry names, as the records' are, so the same path has the same bytes; a
-    /// path spelled otherwise is only a record not found (the directory is read). Hashing the
-    /// bytes costs a fraction of `Path`'s hash, which splits the path into components.
-    dirs: HashMap<Vec<u8>, Listing>,
+    /// Each recorded directory, found by its path's bytes ([`ByPath`]).
+    dirs: std::collections::HashSet<ByPath>,
+}
+
+/// A record in [`WalkCache`], hashed and compared by its path's bytes. The walk's paths are made
+/// by `join` from the root and entry names, as the records' are, so the same path has the same
+/// bytes; a path spelled otherwise is only a record not found (the directory is read). Hashing
+/// the bytes costs a fraction of `Path`'s hash, which splits the path into components, and the
+/// listing's own path is the key (no second copy of it).
+#[derive(Clone, Debug)]
+struct ByPath(Listing);
+
+impl ByPath {
+    fn key(&self) -> &[u8] {
+        self.0.path.as_os_str().as_encoded_bytes()
+    }
+}
+
+impl PartialEq for ByPath {
+    /// The same path (what `Borrow` needs: equal keys, equal values).
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for ByPath {}
+
+impl std::hash::Hash for ByPath {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        // As `[u8]` hashes, so that a lookup by the bytes alone finds it (`Borrow`).
+        self.key().hash(h);
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for ByPath {
+    fn borrow(&self) -> &[u8] {
+        self.key()
+    }
 }
 
 impl WalkCache {
     /// The record of the directory at `path`.
     #[must_use]
     pub fn get(&self, path: &Path) -> Option<&Listing> {
-        self.dirs.get(path.as_os_str().as_encoded_bytes())
+        self.dirs.get(path.as_os_str().as_encoded_bytes()).map(|b| &b.0)
     }
 
     /// How many directories are recorded.
@@ -607,8 +640,14 @@ fn key(root: &Path, names: &[&str]) -> Vec<u8> {
 /// The file name of a root's records: a hash of its key (the key itself is checked inside).
 #[must_use]
 pub fn record_name(root: &Path, names: &[&str]) -> String {
-    let h = key(root, names).iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
-    format!("walk-{h:016x}")
+    format!("walk-{:016x}", fnv1a64(&key(root, names)))
+}
+
+/// FNV-1a (64 bit) of `b`: names of record files (what they stand for is checked inside them)
+/// and the audit log's policy digest. Not a cryptographic hash.
+#[must_use]
+pub(crate) fn fnv1a64(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ u64::from(*x)).wrapping_mul(0x0100_0000_01b3))
 }
 
 impl WalkCache {
@@ -709,7 +748,7 @@ impl WalkCache {
                 }
                 path.extend_from_slice(rel);
             }
-            let mut l = Listing { path: PathBuf::from(OsStr::from_encoded_bytes_checked(&path)?), depth, id: (dev, ino), ctime_ns: Some(ctime), read_ns: read, entries: Vec::with_capacity(n.min(1024)) };
+            let mut l = Listing { path: path_from_bytes(path)?, depth, id: (dev, ino), ctime_ns: Some(ctime), read_ns: read, entries: Vec::with_capacity(n.min(1024)) };
             for _ in 0..n {
                 let e = records.next()?;
                 let (dir, name) = match e.split_first()? {
@@ -724,11 +763,24 @@ impl WalkCache {
                 entries += 1;
             }
             dirs += 1;
-            if c.dirs.insert(path, l).is_some() {
+            if !c.dirs.insert(ByPath(l)) {
                 return None;
             }
         }
         ended.then_some(c)
+    }
+}
+
+/// A path from its bytes (as `as_encoded_bytes` gives them on this platform), without a copy.
+fn path_from_bytes(b: Vec<u8>) -> Option<PathBuf> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStringExt;
+        Some(PathBuf::from(OsString::from_vec(b)))
+    }
+    #[cfg(not(unix))]
+    {
+        String::from_utf8(b).ok().map(PathBuf::from)
     }
 }
 
@@ -1024,6 +1076,10 @@ mod tests {
         let mut longer = b.clone();
         longer.extend_from_slice(b"D 1 2 3 4 1 0 z\0");
         assert!(WalkCache::decode(root, &names, &longer).is_none());
+        // A directory recorded twice (counts made to match): refused, whichever comes first.
+        let twice = String::from_utf8_lossy(&b).replacen("C 4 5", "D 7 101 1000 10000000000 1 0 a\0C 5 5", 1);
+        assert_ne!(twice.as_bytes(), &b[..]);
+        assert!(WalkCache::decode(root, &names, twice.as_bytes()).is_none());
         for bad in [&b"D 7 100 1000 10000000000 1 0 ../x\0"[..], b"D 7 100 1000 10000000000 0 0 /abs\0", b"D 7 100 1000 10000000000 2 0 a\0", b"D 7 100 1000 1 1 1 q\0o a/b\0"] {
             let mut edited = b.clone();
             let at = edited.windows(2).rposition(|w| w == b"C ").unwrap();
