@@ -701,29 +701,30 @@ fn run(o: &Opts) -> Result<bool, String> {
         }
     }
     let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
-    let started = Instant::now();
     let mut rng = Rng(o.seed | 1);
-    let mut order: Vec<usize> = (0..variants.len()).filter(|&i| variants[i].disabled.is_none()).collect();
-    eprintln!("localgpt-latency: {} mode, {} iterations × {} variants", o.mode, o.n, order.len());
-    for it in 0..o.n {
-        rng.shuffle(&mut order);
-        for &i in &order {
-            let v = &mut variants[i];
-            match sp.once(&v.how, false) {
-                Ok((ms, _)) => v.samples.push(ms),
-                Err(e) => {
-                    v.failures += 1;
-                    if v.failure_examples.len() < 5 {
-                        v.failure_examples.push(format!("iteration {it}: {e}"));
-                    }
-                }
+    eprintln!("localgpt-latency: {} mode, {} iterations × {} variants", o.mode, o.n, variants.iter().filter(|v| v.disabled.is_none()).count());
+    let mut elapsed = measure(&sp, &mut variants, o.n, &mut rng);
+    // A p99 over the gate while the machine itself was disturbed (an unsandboxed baseline's own
+    // p99 at DISTURBED× its median or more: the whole machine slowed, not the sandbox) is measured
+    // once more, every variant, from scratch; the second measurement decides and the report shows
+    // both. A breach with quiet baselines, or any failed run, is not measured again: it fails.
+    let mut remeasured: Option<String> = None;
+    let breaches = p99_breaches(&cmds, &variants);
+    if !breaches.is_empty() && !variants.iter().any(|v| v.sandboxed && v.failures > 0) {
+        if let Some((d, which)) = disturbance(&cmds, &variants).filter(|(d, _)| *d >= DISTURBED) {
+            let first = format!(
+                "a first measurement ({} iterations) broke the {GATE_MS} ms gate ({}) while the machine was disturbed (the worst unsandboxed baseline, {which}, had a p99 {d:.1}× its median; the threshold is {DISTURBED}×): every variant was measured again from scratch, and the figures and the gate are the second measurement's",
+                o.n,
+                breaches.join(", ")
+            );
+            eprintln!("localgpt-latency: {first}");
+            for v in &mut variants {
+                v.samples.clear();
             }
-        }
-        if (it + 1) % (o.n / 10).max(1) == 0 {
-            eprintln!("  {}/{} iterations, {:.0} s", it + 1, o.n, started.elapsed().as_secs_f64());
+            elapsed += measure(&sp, &mut variants, o.n, &mut rng);
+            remeasured = Some(first);
         }
     }
-    let elapsed = started.elapsed().as_secs_f64();
     let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
 
     // Phase breakdown: the sandbox's opt-in timestamps (LOCALGPT_SANDBOX_TIMING); `perf trace`
@@ -820,12 +821,70 @@ fn run(o: &Opts) -> Result<bool, String> {
         mem_probes.push((id, label, r));
     }
 
-    let report = analyse(o, &cmds, &variants, &levels, &best, &status, bwrap.as_deref(), bwrap_version.as_deref(), &phase_report, phase_method, &phase_note, elapsed, &load_before, &load_after, &ws, &mem_probes);
+    let report = analyse(o, &cmds, &variants, &levels, &best, &status, bwrap.as_deref(), bwrap_version.as_deref(), &phase_report, phase_method, &phase_note, elapsed, &load_before, &load_after, &ws, &mem_probes, remeasured.as_deref());
     write_report(o, &report, &cmds, &variants)?;
     let passed = report["section"]["gate"]["passed"].as_bool().unwrap_or(false);
     println!("{}", report["summary_text"].as_str().unwrap_or(""));
     println!("report: {}", o.out.display());
     Ok(passed)
+}
+
+/// Runs `n` iterations, each every enabled variant once in a shuffled order, adding to each
+/// variant's samples (or failures); returns the seconds it took.
+fn measure(sp: &Spawner, variants: &mut [Variant], n: usize, rng: &mut Rng) -> f64 {
+    let started = Instant::now();
+    let mut order: Vec<usize> = (0..variants.len()).filter(|&i| variants[i].disabled.is_none()).collect();
+    for it in 0..n {
+        rng.shuffle(&mut order);
+        for &i in &order {
+            let v = &mut variants[i];
+            match sp.once(&v.how, false) {
+                Ok((ms, _)) => v.samples.push(ms),
+                Err(e) => {
+                    v.failures += 1;
+                    if v.failure_examples.len() < 5 {
+                        v.failure_examples.push(format!("iteration {it}: {e}"));
+                    }
+                }
+            }
+        }
+        if (it + 1) % (n / 10).max(1) == 0 {
+            eprintln!("  {}/{} iterations, {:.0} s", it + 1, n, started.elapsed().as_secs_f64());
+        }
+    }
+    started.elapsed().as_secs_f64()
+}
+
+/// An unsandboxed baseline whose p99 is this many times its own median or more says the machine
+/// was disturbed while it was measured (quiet runs here: 1.5–1.8× at worst; a run in which a
+/// burst on the host slowed every variant, bare ones and peers included, 3–9× for some seconds:
+/// 7.0×, and Full's p99 added on `bash -c true` 47.6 ms).
+const DISTURBED: f64 = 2.5;
+
+/// The sandboxed variants with the default policy whose added p99 (against the bare run of the
+/// same command and user) is not below the gate: "label on `command` (p99 added X ms)".
+fn p99_breaches(cmds: &[Cmd], variants: &[Variant]) -> Vec<String> {
+    let p99 = |cmd: usize, id: &str| variants.iter().find(|v| v.cmd == cmd && v.id == id && v.disabled.is_none()).and_then(|v| Summary::of(&v.samples)).map_or(f64::NAN, |s| s.p99);
+    variants
+        .iter()
+        .filter(|v| v.sandboxed && v.disabled.is_none() && !v.id.contains('+'))
+        .filter_map(|v| {
+            let bare = p99(v.cmd, if v.id.ends_with("@user") { "bare@user" } else { "bare" });
+            let added = Summary::of(&v.samples).map_or(f64::NAN, |s| s.p99) - bare;
+            (added.is_nan() || added >= GATE_MS).then(|| format!("{} on `{}` (p99 added {added:.1} ms)", v.label, cmds[v.cmd].label))
+        })
+        .collect()
+}
+
+/// The most disturbed unsandboxed baseline (bare and bubblewrap runs, every command and user):
+/// its p99 ÷ its median, and which it was.
+fn disturbance(cmds: &[Cmd], variants: &[Variant]) -> Option<(f64, String)> {
+    variants
+        .iter()
+        .filter(|v| !v.sandboxed && v.disabled.is_none() && (v.id.starts_with("bare") || v.id.starts_with("bwrap")))
+        .filter_map(|v| Summary::of(&v.samples).map(|s| (s.p99 / s.p50, format!("{} on `{}`", v.label, cmds[v.cmd].label))))
+        .filter(|(r, _)| r.is_finite())
+        .max_by(|a, b| a.0.total_cmp(&b.0))
 }
 
 fn f(x: f64) -> String {
@@ -854,6 +913,7 @@ fn analyse(
     load_after: &str,
     ws: &Path,
     mem_probes: &[MemProbe],
+    remeasured: Option<&str>,
 ) -> Value {
     let summ = |ci: usize, id: &str| -> Option<Summary> {
         variants.iter().find(|v| v.cmd == ci && v.id == id && v.disabled.is_none()).and_then(|v| Summary::of(&v.samples))
@@ -1121,7 +1181,7 @@ fn analyse(
         format!("Full p99 ≤ {FULL_VS_BWRAP_P99}× bubblewrap's: passed ({})", ratio_checked.join(", "))
     };
     let summary = format!(
-        "p99 added < {GATE_MS} ms: {} (worst: {:.3} ms, {}); {}; every level `status` lists measured: {}; {} iterations interleaved, {} mode{}",
+        "p99 added < {GATE_MS} ms: {} (worst: {:.3} ms, {}); {}; every level `status` lists measured: {}; {} iterations interleaved, {} mode; machine disturbance (the worst unsandboxed baseline's p99 ÷ median): {}{}{}",
         if spec_ok { "passed" } else { "FAILED" },
         worst.0,
         worst.1,
@@ -1129,7 +1189,9 @@ fn analyse(
         if unmeasured.is_empty() { "yes".to_string() } else { format!("NO ({})", unmeasured.join(", ")) },
         o.n,
         o.mode,
-        if failed.is_empty() { String::new() } else { format!("; {} variant(s) had failed runs ({} sandboxed: a failed sandboxed run fails the gate)", failed.len(), variants.iter().filter(|v| v.sandboxed && v.failures > 0).count()) }
+        disturbance(cmds, variants).map_or_else(|| "–".to_string(), |(d, which)| format!("{d:.1}× ({which})")),
+        remeasured.map_or_else(String::new, |r| format!("; {r}")),
+        if failed.is_empty() { String::new() } else { format!("; {} variant(s) had failed runs ({} sandboxed: a failed sandboxed run fails the gate): {}", failed.len(), variants.iter().filter(|v| v.sandboxed && v.failures > 0).count(), failed.join(" | ")) }
     );
     let uname = sh("uname", &["-srm"]).unwrap_or_default();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -1193,6 +1255,7 @@ fn analyse(
         "command": command_line.trim(), "machine": machine, "levels": levels,
         "commands": per_cmd, "goals": goals, "policy_growth": growth, "memory": mem,
         "breakdown_differential": diff, "breakdown_traced": traced, "bwrap_command": bwrap_cmd,
+        "remeasured": remeasured,
     });
     let section = json!({
         "name": "latency",
@@ -1235,4 +1298,60 @@ fn write_report(o: &Opts, report: &Value, cmds: &[Cmd], variants: &[Variant]) ->
     let caption = format!("Produced by {}", section["figures"]["command"].as_str().unwrap_or(""));
     w(o.out.join("latency-cdf.svg"), cdf_svg(&panels, &caption))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(cmd: usize, id: &str, sandboxed: bool, samples: Vec<f64>) -> Variant {
+        Variant { cmd, id: id.into(), label: id.into(), sandboxed, how: How::Spawn(Vec::new()), samples, failures: 0, failure_examples: Vec::new(), disabled: None }
+    }
+
+    fn cmds() -> Vec<Cmd> {
+        vec![Cmd { id: "true", label: "/bin/true".into(), argv: vec!["/bin/true".into()] }]
+    }
+
+    /// 100 samples: 97 at `base`, then the three given (the nearest-rank p99 is the 99th).
+    fn tail(base: f64, last: [f64; 3]) -> Vec<f64> {
+        let mut s = vec![base; 97];
+        s.extend(last);
+        s
+    }
+
+    #[test]
+    fn only_gated_sandboxed_variants_over_the_gate_against_their_own_users_bare_run_are_breaches() {
+        let c = cmds();
+        let vs = vec![
+            v(0, "bare", false, tail(2.0, [2.0, 2.0, 2.0])),
+            v(0, "bare@user", false, tail(2.0, [2.0, 30.0, 30.0])),
+            v(0, "bwrap", false, tail(7.0, [70.0, 70.0, 70.0])),
+            v(0, "full", true, tail(10.0, [10.0, 52.0, 90.0])),
+            v(0, "standard", true, tail(9.0, [9.0, 51.9, 90.0])),
+            v(0, "full+1000", true, tail(20.0, [90.0, 90.0, 90.0])),
+            v(0, "full@user", true, tail(10.0, [10.0, 79.0, 90.0])),
+        ];
+        let b = p99_breaches(&c, &vs);
+        assert_eq!(b.len(), 1, "{b:?}");
+        assert!(b[0].starts_with("full on `/bin/true` (p99 added 50.0 ms)"), "{b:?}");
+        // A variant with no samples at all cannot pass by absence.
+        let vs = vec![v(0, "bare", false, tail(2.0, [2.0, 2.0, 2.0])), v(0, "full", true, Vec::new())];
+        assert_eq!(p99_breaches(&c, &vs).len(), 1);
+    }
+
+    #[test]
+    fn the_disturbance_is_the_worst_unsandboxed_baselines_p99_over_its_median() {
+        let c = cmds();
+        let vs = vec![
+            v(0, "bare", false, tail(2.0, [2.0, 3.0, 9.0])),
+            v(0, "bwrap", false, tail(7.0, [7.0, 21.0, 21.0])),
+            v(0, "full", true, tail(10.0, [10.0, 900.0, 900.0])),
+            v(0, "sandlock", false, tail(10.0, [10.0, 900.0, 900.0])),
+        ];
+        let (d, which) = disturbance(&c, &vs).unwrap();
+        assert!((d - 3.0).abs() < 1e-9 && which.starts_with("bwrap"), "{d} {which}");
+        assert!(d >= DISTURBED);
+        let quiet = vec![v(0, "bare", false, tail(2.0, [2.0, 3.0, 3.0])), v(0, "bwrap", false, tail(7.0, [7.0, 9.0, 9.0]))];
+        assert!(disturbance(&c, &quiet).unwrap().0 < DISTURBED);
+    }
 }

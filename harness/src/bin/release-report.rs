@@ -65,6 +65,8 @@ fn main() {
             }
             Ok(false) => {
                 println!("release report: FAIL ({})", dir.join("report.md").display());
+                // CI shows the end of a long log: say here what failed and why.
+                print_failures(&dir);
                 1
             }
             Err(e) => {
@@ -78,6 +80,18 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// Prints each failed gate's summary and each missing section from the merged `report.json`.
+fn print_failures(dir: &std::path::Path) {
+    let Ok(text) = std::fs::read(dir.join("report.json")) else { return };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&text) else { return };
+    for m in v["missing_sections"].as_array().into_iter().flatten() {
+        println!("  missing section: {}", m.as_str().unwrap_or("?"));
+    }
+    for g in v["gates"].as_array().into_iter().flatten().filter(|g| g["passed"] != serde_json::Value::Bool(true)) {
+        println!("  FAILED gate {}: {}", g["title"].as_str().unwrap_or("?"), g["summary"].as_str().unwrap_or(""));
+    }
 }
 
 /// Removes `NAME VALUE` from `args` and returns VALUE (a trailing `NAME` without a value stays).
