@@ -856,7 +856,7 @@ fn measure(sp: &Spawner, variants: &mut [Variant], n: usize, rng: &mut Rng) -> f
 }
 
 /// An unsandboxed baseline whose p99 is this many times its own median or more says the machine
-/// was disturbed while it was measured (quiet runs here: 1.5–1.8× at worst; a run in which a
+/// was disturbed while it was measured (runs here that passed with a wide margin: 1.5–2.4× at worst; a run in which a
 /// burst on the host slowed every variant, bare ones and peers included, 3–9× for some seconds:
 /// 7.0×, and Full's p99 added on `bash -c true` 47.6 ms).
 const DISTURBED: f64 = 2.5;
