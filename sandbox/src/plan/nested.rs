@@ -771,19 +771,6 @@ impl WalkCache {
     }
 }
 
-/// A path from its bytes (as `as_encoded_bytes` gives them on this platform), without a copy.
-fn path_from_bytes(b: Vec<u8>) -> Option<PathBuf> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStringExt;
-        Some(PathBuf::from(OsString::from_vec(b)))
-    }
-    #[cfg(not(unix))]
-    {
-        String::from_utf8(b).ok().map(PathBuf::from)
-    }
-}
-
 /// A directory entry's name as a record may hold it: not empty, not `.` or `..`, no `/`.
 fn plain_name(b: &[u8]) -> bool {
     !b.is_empty() && b != b"." && b != b".." && !b.contains(&b'/')
@@ -804,6 +791,20 @@ pub(crate) fn signed_decimal(b: &[u8]) -> Option<i128> {
         Some(digits) if digits != b"0" => i128::try_from(decimal(digits)?).ok().map(|v| -v),
         Some(_) => None,
         None => i128::try_from(decimal(b)?).ok(),
+    }
+}
+
+/// A path from its bytes (as `as_encoded_bytes` gives them on this platform): on Unix without a
+/// copy, elsewhere by [`FromEncoded`]'s rule.
+fn path_from_bytes(b: Vec<u8>) -> Option<PathBuf> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStringExt;
+        Some(PathBuf::from(OsString::from_vec(b)))
+    }
+    #[cfg(not(unix))]
+    {
+        OsStr::from_encoded_bytes_checked(&b).map(PathBuf::from)
     }
 }
 
