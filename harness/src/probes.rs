@@ -43,6 +43,7 @@ pub const NAMES: &[&str] = &[
     "sem-op", "keyring-read", "open-by-handle", "setid-file", "sethostname", "fd-write", "fd-read", "fd-dir-write",
     "fd-opath-reopen", "inotify-watch", "unix-connect-race", "unix-connect-replaced", "unix-listen-swap", "abstract-listen",
     "tcp-reuseport", "tcp-fastopen", "tcp-connect-race", "tcp-listen-any", "loop-add", "memory-hog",
+    "in-thread", "in-thread-own-fds", "tcp-listen-any6",
 ];
 
 fn c(s: &str) -> CString {
@@ -82,7 +83,7 @@ pub const LINUX_ONLY: &[&str] = &[
     "setxattr", "raw-udp", "netlink-addaddr", "abstract-connect", "abstract-dgram", "unix-raw", "abstract-raw", "io-uring-socket",
     "io-uring-openat", "ptrace-poke", "vm-writev", "procmem-write", "vm-readv", "read-ancestors-environ", "pidfd-signal", "signal-via", "prlimit", "deprioritize", "sigio", "userns",
     "tiocsti", "tioclinux-kmsg", "msg-recv", "keyring-read", "open-by-handle", "sethostname", "fd-opath-reopen", "inotify-watch",
-    "abstract-listen", "tcp-fastopen", "loop-add",
+    "abstract-listen", "tcp-fastopen", "loop-add", "in-thread-own-fds", "tcp-listen-any6",
 ];
 
 /// Probes of x86_64's other system call ABIs (x32, i386 through `int 0x80`).
@@ -170,11 +171,19 @@ fn dispatch(name: &str, args: &[String]) -> Option<i32> {
                 }
             }
             "tcp-connect" => tcp_connect(num(a(0)?)?, a(1)?),
+            // Another probe, made from a second thread (the seccomp notification then names a
+            // thread, not the process), and with `own-fds` from a thread whose descriptor table is
+            // its own (`unshare(CLONE_FILES)`): its descriptors are not the main thread's.
+            "in-thread" => in_thread(&args[1..], a(0)?, false)?,
+            #[cfg(target_os = "linux")]
+            "in-thread-own-fds" => in_thread(&args[1..], a(0)?, true)?,
             "tcp-reuseport" => tcp_reuseport(num(a(0)?)?, a(1)?),
             #[cfg(target_os = "linux")]
             "tcp-fastopen" => tcp_fastopen(num(a(0)?)?, a(1)?),
             "tcp-connect-race" => tcp_connect_race(num(a(0)?)?, a(1)?),
             "tcp-listen-any" => tcp_listen_any(num(a(0)?)?, num(a(1)?)?),
+            #[cfg(target_os = "linux")]
+            "tcp-listen-any6" => tcp_listen_any6(num(a(0)?)?, num(a(1)?)?, a(2)?)?,
             "udp-send" => udp_send(num(a(0)?)?, a(1)?.as_bytes()),
             "dns-exfil" => {
                 let mut q = vec![0x4c, 0x47, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
@@ -596,6 +605,37 @@ unsafe fn connect_finished(fd: i32, ms: i32) -> Result<(), Option<i32>> {
     if err == 0 { Ok(()) } else { Err(Some(err)) }
 }
 
+/// Probe `inner` with `args`, run on a new thread, and with `own_fds` from a thread whose
+/// descriptor table is its own (`unshare(CLONE_FILES)`): the main thread then holds TCP sockets
+/// (decoys) at the numbers the thread's own first descriptors get, so that a runner that took
+/// the main thread's descriptor would act on another socket. `None`: bad usage.
+fn in_thread(args: &[String], inner: &str, own_fds: bool) -> Option<i32> {
+    if !NAMES.contains(&inner) || inner.starts_with("in-thread") {
+        return None;
+    }
+    // SAFETY: plain sockets, owned by this process until it exits.
+    let decoys: Vec<i32> = if own_fds { (0..4).map(|_| unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) }).filter(|&fd| fd >= 0).collect() } else { Vec::new() };
+    let (inner, args) = (inner.to_owned(), args.to_vec());
+    let worker = std::thread::spawn(move || {
+        #[cfg(target_os = "linux")]
+        if own_fds {
+            // SAFETY: this thread's table becomes its own; the decoys are closed in it only.
+            unsafe {
+                if libc::unshare(libc::CLONE_FILES) != 0 {
+                    return Some(result(false, "unshare(CLONE_FILES)"));
+                }
+                for fd in &decoys {
+                    libc::close(*fd);
+                }
+            }
+        }
+        let _ = &decoys;
+        say(&format!("in a thread{}", if own_fds { " with a descriptor table of its own" } else { "" }));
+        dispatch(&inner, &args)
+    });
+    worker.join().ok().flatten()
+}
+
 /// Listens on the wildcard address `0.0.0.0:port` for `secs` seconds and accepts what comes
 /// (a host client connects to the host's non-loopback address: a server reachable from the
 /// network).
@@ -606,6 +646,50 @@ unsafe fn tcp_listen_any(port: u16, secs: u64) -> i32 {
     let accepted = accept_for(&[l], secs);
     say(&format!("{accepted} connection(s) accepted"));
     result(accepted > 0, "listen on the wildcard address")
+}
+
+/// Listens on the dual-stack wildcard `[::]:port` (`IPV6_V6ONLY` off: IPv4 connections too)
+/// for `secs` seconds and accepts what comes, as a server's default (`python3 -m http.server`,
+/// Node's `listen(port)`) does. `how`: `plain`; `detach` (after bind, drop and unlock any
+/// socket filter, and attach one that keeps everything); `prelock` (before bind, lock a filter
+/// that keeps everything on the socket, so that no other can be attached). `None`: bad usage.
+#[cfg(target_os = "linux")]
+unsafe fn tcp_listen_any6(port: u16, secs: u64, how: &str) -> Option<i32> {
+    if !["plain", "detach", "prelock"].contains(&how) {
+        return None;
+    }
+    let fd = libc::socket(libc::AF_INET6, libc::SOCK_STREAM, 0);
+    if fd < 0 {
+        return Some(result(false, "socket(AF_INET6)"));
+    }
+    let (zero, one): (libc::c_int, libc::c_int) = (0, 1);
+    let int = |v: &libc::c_int| (v as *const libc::c_int).cast();
+    libc::setsockopt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, int(&zero), 4);
+    let mut keep = [libc::sock_filter { code: (libc::BPF_RET | libc::BPF_K) as u16, jt: 0, jf: 0, k: u32::MAX }];
+    let prog = libc::sock_fprog { len: 1, filter: keep.as_mut_ptr() };
+    let attach = || libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, (&prog as *const libc::sock_fprog).cast(), std::mem::size_of::<libc::sock_fprog>() as u32);
+    const SO_LOCK_FILTER: i32 = 44;
+    if how == "prelock" {
+        say(&format!("own filter locked: {}", attach() == 0 && libc::setsockopt(fd, libc::SOL_SOCKET, SO_LOCK_FILTER, int(&one), 4) == 0));
+    }
+    let mut sa: libc::sockaddr_in6 = std::mem::zeroed();
+    sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+    sa.sin6_port = port.to_be();
+    if libc::bind(fd, (&sa as *const libc::sockaddr_in6).cast(), std::mem::size_of_val(&sa) as u32) != 0 {
+        return Some(result(false, "bind [::]"));
+    }
+    if how == "detach" {
+        let unlocked = libc::setsockopt(fd, libc::SOL_SOCKET, SO_LOCK_FILTER, int(&zero), 4) == 0;
+        let detached = libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, int(&zero), 4) == 0;
+        say(&format!("unlocked: {unlocked}, detached: {detached}, own filter: {}", attach() == 0));
+    }
+    if libc::listen(fd, 128) != 0 {
+        return Some(result(false, "listen [::]"));
+    }
+    libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK);
+    let accepted = accept_for(&[fd], secs);
+    say(&format!("{accepted} connection(s) accepted"));
+    Some(result(accepted > 0, "listen on the dual-stack wildcard address"))
 }
 
 unsafe fn udp_send(port: u16, data: &[u8]) -> i32 {

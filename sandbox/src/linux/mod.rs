@@ -74,9 +74,24 @@ pub(crate) fn wait_or_stop(fd: i32, stop: i32) -> Option<i16> {
 /// `getsockopt(SOL_SOCKET, opt)` as an int (`None` when it fails: not a socket).
 #[cfg(target_os = "linux")]
 pub(crate) fn sockopt(fd: &impl std::os::fd::AsRawFd, opt: i32) -> Option<i32> {
+    sockopt_at(fd, libc::SOL_SOCKET, opt)
+}
+
+/// An integer socket option at `level` (`None`: the call failed).
+pub(crate) fn sockopt_at(fd: &impl std::os::fd::AsRawFd, level: i32, opt: i32) -> Option<i32> {
     let mut v: i32 = 0;
     let mut l = std::mem::size_of::<i32>() as libc::socklen_t;
     // SAFETY: getsockopt into a local int.
-    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, opt, (&mut v as *mut i32).cast(), &mut l) };
+    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), level, opt, (&mut v as *mut i32).cast(), &mut l) };
     (r == 0).then_some(v)
+}
+
+/// Sets an integer socket option at `level`.
+///
+/// # Errors
+/// What `setsockopt` said.
+pub(crate) fn set_sockopt_int(fd: &impl std::os::fd::AsRawFd, level: i32, opt: i32, v: i32) -> std::io::Result<()> {
+    // SAFETY: setsockopt from a local int.
+    let r = unsafe { libc::setsockopt(fd.as_raw_fd(), level, opt, (&v as *const i32).cast(), std::mem::size_of::<i32>() as libc::socklen_t) };
+    if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }

@@ -179,7 +179,7 @@ fn send_by_pidfd(fd: i32, sig: i32, info: u64, flags: u32, root: i32, take_fd: i
 }
 
 /// The process (thread group) thread `tid` belongs to.
-fn tgid(tid: i32) -> Option<i32> {
+pub(crate) fn tgid(tid: i32) -> Option<i32> {
     status_field(tid, "Tgid:")
 }
 

@@ -323,7 +323,7 @@ fn bind_for(listener: &OwnedFd, req: &libc::seccomp_notif, granted: &Granted) ->
         Err(e) => return Some(Err(e)),
     };
     if matches!(kind, Kind::Tcp) && !granted.own_netns && !granted.open_network {
-        return Some(loopback_only(&addr).and_then(|a| bind_raw(&sock, &a)));
+        return Some(bind_tcp(&sock, &addr));
     }
     if !matches!(kind, Kind::Unix) || addr.len() <= 2 || addr[2] != 0 {
         return None;
@@ -341,9 +341,67 @@ fn bind_raw(sock: &OwnedFd, a: &[u8]) -> Result<i64, i32> {
 /// One of the sandbox's TCP listeners in the host's network namespace.
 struct OwnTcp {
     ino: u64,
+    /// Loopback, or the wildcard (with [`LOOPBACK_ONLY`] locked on the socket).
     ip: std::net::IpAddr,
     port: u16,
+    /// An IPv6 wildcard listener takes no IPv4 connection (`IPV6_V6ONLY`).
+    v6only: bool,
 }
+
+impl OwnTcp {
+    /// A connection to `ip:port` reaches this listener: the same address, or loopback of a
+    /// family the wildcard takes (an IPv6 wildcard takes IPv4 unless `IPV6_V6ONLY`).
+    fn takes(&self, ip: std::net::IpAddr, port: u16) -> bool {
+        use std::net::IpAddr::{V4, V6};
+        self.port == port
+            && (self.ip == ip
+                || ip.is_loopback()
+                    && match self.ip {
+                        V4(w) => w.is_unspecified() && ip.is_ipv4(),
+                        V6(w) => w.is_unspecified() && (ip.is_ipv6() || !self.v6only),
+                    })
+    }
+}
+
+/// `SKF_NET_OFF`: a classic BPF load relative to the packet's network header.
+const NET: u32 = 0xfff0_0000;
+
+/// A socket filter that keeps the packets whose source is loopback (`127.0.0.0/8` for IPv4,
+/// `::1` for IPv6) and drops every other. Run by the kernel on a listening TCP socket for the
+/// connection's first packets and inherited by every accepted one, it makes a wildcard listener
+/// (`0.0.0.0`, `::`) reachable from this machine's loopback only: what a dual-stack server
+/// needs, with nothing reachable from the network. The kernel itself drops a packet with a
+/// loopback source that arrives on another interface (a martian source).
+const LOOPBACK_ONLY: [libc::sock_filter; 17] = {
+    const fn op(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+        libc::sock_filter { code: code as u16, jt, jf, k }
+    }
+    const LDB: u32 = libc::BPF_LD | libc::BPF_B | libc::BPF_ABS;
+    const LDW: u32 = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    const RSH: u32 = libc::BPF_ALU | libc::BPF_RSH | libc::BPF_K;
+    const AND: u32 = libc::BPF_ALU | libc::BPF_AND | libc::BPF_K;
+    const JEQ: u32 = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
+    const RET: u32 = libc::BPF_RET | libc::BPF_K;
+    [
+        op(LDB, NET, 0, 0),             // 0: the IP version
+        op(RSH, 4, 0, 0),               // 1
+        op(JEQ, 4, 1, 0),               // 2: IPv4 → 4
+        op(JEQ, 6, 3, 12),              // 3: IPv6 → 7, else drop
+        op(LDW, NET + 12, 0, 0),        // 4: IPv4 source
+        op(AND, 0xff00_0000, 0, 0),     // 5
+        op(JEQ, 0x7f00_0000, 8, 9),     // 6: 127/8 → keep, else drop
+        op(LDW, NET + 8, 0, 0),         // 7: IPv6 source, four words: ::1
+        op(JEQ, 0, 0, 7),               // 8
+        op(LDW, NET + 12, 0, 0),        // 9
+        op(JEQ, 0, 0, 5),               // 10
+        op(LDW, NET + 16, 0, 0),        // 11
+        op(JEQ, 0, 0, 3),               // 12
+        op(LDW, NET + 20, 0, 0),        // 13
+        op(JEQ, 1, 0, 1),               // 14: ::1 → keep, else drop
+        op(RET, u32::MAX, 0, 0),        // 15: keep (the whole packet)
+        op(RET, 0, 0, 0),               // 16: drop
+    ]
+};
 
 /// The IP address and port of a raw `sockaddr_in`/`sockaddr_in6` (IPv4-mapped IPv6 addresses as
 /// IPv4); `None` when it is neither or too short.
@@ -362,37 +420,80 @@ fn inet_addr(a: &[u8]) -> Option<(std::net::IpAddr, u16)> {
     None
 }
 
-/// A TCP bind address in the host's network namespace, made loopback-only: the wildcard becomes
-/// loopback (`0.0.0.0` → `127.0.0.1`, `::` → `::1`, and IPv4-mapped alike), a loopback address
-/// stays, any other is refused (`EPERM`): a listener there would take connections from the
-/// network.
-fn loopback_only(a: &[u8]) -> Result<Vec<u8>, i32> {
+/// `bind` of a TCP socket in the host's network namespace: to a loopback address as asked; to
+/// the wildcard (`0.0.0.0`, `::`, a dual-stack server's default) as asked once [`LOOPBACK_ONLY`]
+/// is locked on the socket, so that it takes connections from this machine's loopback only; to
+/// any other address never (`EPERM`): a listener there would take connections from the network.
+///
+/// Where the filter cannot be attached (a kernel or security module that refuses socket filters
+/// on TCP sockets to this user, or a filter the command locked first), the wildcard becomes
+/// loopback instead ([`loopback_for`]): a dual-stack socket then takes `127.0.0.1`, not `::1`.
+fn bind_tcp(sock: &OwnedFd, a: &[u8]) -> Result<i64, i32> {
     let (ip, _) = inet_addr(a).ok_or(libc::EINVAL)?;
-    let mut out = a.to_vec();
-    match ip {
-        std::net::IpAddr::V4(v4) if v4.is_loopback() => {}
-        std::net::IpAddr::V4(v4) if v4.is_unspecified() => {
-            let at = if i32::from(u16::from_ne_bytes([a[0], a[1]])) == libc::AF_INET { 4 } else { 20 };
-            out[at..at + 4].copy_from_slice(&[127, 0, 0, 1]);
-        }
-        std::net::IpAddr::V6(v6) if v6.is_loopback() => {}
-        std::net::IpAddr::V6(v6) if v6.is_unspecified() => out[8..24].copy_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets()),
-        _ => return Err(libc::EPERM),
+    if ip.is_unspecified() && lock_loopback_only(sock).is_err() {
+        return bind_raw(sock, &loopback_for(sock, a));
     }
-    Ok(out)
+    if !ip.is_loopback() && !ip.is_unspecified() {
+        return Err(libc::EPERM);
+    }
+    bind_raw(sock, a)
 }
 
-/// `listen` on a TCP socket in the host's network namespace: an unbound socket is first bound to
-/// loopback (the kernel would bind it to every address), a socket bound anywhere but loopback is
-/// refused; the listener is recorded.
+/// The loopback address a wildcard bind address `a` becomes without the filter: `127.0.0.1`
+/// for IPv4 (and IPv4-mapped), `::ffff:127.0.0.1` for a dual-stack IPv6 socket (what clients
+/// that name `127.0.0.1` or `localhost` reach), `::1` for an IPv6-only one.
+fn loopback_for(sock: &OwnedFd, a: &[u8]) -> Vec<u8> {
+    let mut out = a.to_vec();
+    if i32::from(u16::from_ne_bytes([a[0], a[1]])) == libc::AF_INET {
+        out[4..8].copy_from_slice(&[127, 0, 0, 1]);
+    } else if a[8..24] == [0; 16] && crate::linux::sockopt_at(sock, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) != Some(0) {
+        out[8..24].copy_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets());
+    } else {
+        out[8..24].copy_from_slice(&std::net::Ipv4Addr::LOCALHOST.to_ipv6_mapped().octets());
+    }
+    out
+}
+
+/// Attaches [`LOOPBACK_ONLY`] to the socket and locks it (`SO_LOCK_FILTER`: the command can
+/// neither detach nor replace it); `EPERM` when a filter the command locked is there already.
+fn lock_loopback_only(sock: &OwnedFd) -> Result<(), i32> {
+    let prog = libc::sock_fprog { len: LOOPBACK_ONLY.len() as u16, filter: LOOPBACK_ONLY.as_ptr().cast_mut() };
+    // SAFETY: the program outlives the call; the kernel copies it.
+    let r = unsafe { libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, (&prog as *const libc::sock_fprog).cast(), std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t) };
+    if r != 0 || crate::linux::set_sockopt_int(sock, libc::SOL_SOCKET, SO_LOCK_FILTER, 1).is_err() {
+        return Err(libc::EPERM);
+    }
+    Ok(())
+}
+
+/// `SO_LOCK_FILTER` (asm-generic; the same on x86_64 and aarch64).
+const SO_LOCK_FILTER: i32 = 44;
+
+/// The socket's filter is [`LOOPBACK_ONLY`], locked.
+fn has_loopback_only(sock: &OwnedFd) -> bool {
+    let mut got = [libc::sock_filter { code: 0, jt: 0, jf: 0, k: 0 }; 32];
+    let mut len = got.len() as libc::socklen_t; // SO_GET_FILTER counts instructions
+    // SAFETY: the kernel writes at most `len` instructions into `got`.
+    let r = unsafe { libc::getsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, got.as_mut_ptr().cast(), &mut len) };
+    let same = |a: &libc::sock_filter, b: &libc::sock_filter| (a.code, a.jt, a.jf, a.k) == (b.code, b.jt, b.jf, b.k);
+    r == 0
+        && len as usize == LOOPBACK_ONLY.len()
+        && got.iter().zip(&LOOPBACK_ONLY).all(|(a, b)| same(a, b))
+        && crate::linux::sockopt(sock, SO_LOCK_FILTER) == Some(1)
+}
+
+/// `listen` on a TCP socket in the host's network namespace: a socket bound to loopback, or to
+/// the wildcard with [`LOOPBACK_ONLY`] locked on it; a socket never bound (which the kernel
+/// would bind to the wildcard) gets the filter first; any other is refused. The listener is
+/// recorded.
 fn listen_tcp(sock: &OwnedFd, backlog: i32, tcp: &mut Vec<OwnTcp>) -> Result<i64, i32> {
     let name = sock_name(sock).ok_or(libc::EPERM)?;
     let (mut ip, mut port) = inet_addr(&name).ok_or(libc::EPERM)?;
     if port == 0 && ip.is_unspecified() {
-        bind_raw(sock, &loopback_only(&name)?)?;
+        bind_tcp(sock, &name)?;
         (ip, port) = sock_name(sock).as_deref().and_then(inet_addr).ok_or(libc::EPERM)?;
     }
-    if !ip.is_loopback() {
+    if !(ip.is_loopback() || ip.is_unspecified() && has_loopback_only(sock)) {
         return Err(libc::EPERM);
     }
     // SAFETY: listen on our duplicate of the caller's socket.
@@ -400,7 +501,8 @@ fn listen_tcp(sock: &OwnedFd, backlog: i32, tcp: &mut Vec<OwnTcp>) -> Result<i64
         return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
     }
     let ino = fstat(sock).map_err(|_| libc::EIO)?.st_ino;
-    remember(tcp, OwnTcp { ino, ip, port }, |l| l.ino == ino, tcp_listening)?;
+    let v6only = ip.is_ipv6() && crate::linux::sockopt_at(sock, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) != Some(0);
+    remember(tcp, OwnTcp { ino, ip, port, v6only }, |l| l.ino == ino, tcp_listening)?;
     Ok(0)
 }
 
@@ -416,7 +518,7 @@ fn own_tcp_listener(addr: &[u8], proxy: Option<std::net::SocketAddr>, tcp: &[Own
     if !ip.is_loopback() {
         return Err(libc::EPERM);
     }
-    if tcp.iter().any(|l| l.ip == ip && l.port == port && tcp_listening(l)) {
+    if tcp.iter().any(|l| l.takes(ip, port) && tcp_listening(l)) {
         Ok(Target::Raw(addr.to_vec()))
     } else {
         Err(libc::ECONNREFUSED)
@@ -506,16 +608,62 @@ fn take_socket(listener: &OwnedFd, req: &libc::seccomp_notif) -> Result<(OwnedFd
     Ok((sock, addr, kind))
 }
 
-/// A duplicate of the caller's descriptor `fd` (`pidfd_getfd`), checked to be taken from the
-/// caller still waiting for this answer.
+/// A duplicate of the caller's descriptor `fd` (`pidfd_getfd`), taken from the calling
+/// *thread's* descriptor table and checked to be taken from the caller still waiting for this
+/// answer.
+///
+/// The notification names a thread (`req.pid` is a tid), and a thread may have a table of its
+/// own (`unshare(CLONE_FILES)`), so the descriptor is taken from that thread:
+/// - through a pidfd of the thread itself (`PIDFD_THREAD`, Linux 6.9), whose `pidfd_getfd`
+///   reads the thread's own table;
+/// - on older kernels, a pidfd can only name a thread group: the descriptor is taken from the
+///   group's leader, and used only when `kcmp(KCMP_FILE)` (or, without `kcmp`, the thread's own
+///   `/proc/<tid>/fd/<fd>` for a socket) shows that it is the very file the thread's `fd` holds.
+///
+/// So a thread reaches exactly what the same call from the main thread reaches.
 fn take_fd(listener: &OwnedFd, req: &libc::seccomp_notif, fd: i32) -> Result<OwnedFd, i32> {
-    // SAFETY: pidfd_open of the caller, owned below.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, req.pid as libc::pid_t, 0) } as i32;
+    let sock = thread_fd(req.pid as libc::pid_t, fd, true)?;
+    if !id_valid(listener, req.id) {
+        return Err(libc::EPERM); // the tid was reused: what we took is not the caller's
+    }
+    Ok(sock)
+}
+
+/// Our duplicate of thread `tid`'s descriptor `fd` (see [`take_fd`]); `thread_pidfd: false`
+/// takes the way of kernels before 6.9 on any kernel (tests).
+fn thread_fd(tid: libc::pid_t, fd: i32, thread_pidfd: bool) -> Result<OwnedFd, i32> {
+    match if thread_pidfd { pidfd_open(tid, PIDFD_THREAD) } else { Err(libc::EINVAL) } {
+        Ok(pidfd) => getfd(&pidfd, fd),
+        Err(libc::EINVAL) => {
+            // Before 6.9 (an unknown flag): a pidfd of the thread group, checked below.
+            let group = crate::linux::procguard::tgid(tid).ok_or(libc::EPERM)?;
+            let sock = getfd(&pidfd_open(group, 0)?, fd)?;
+            if group != tid && !same_file(tid, fd, &sock) {
+                return Err(libc::EPERM);
+            }
+            Ok(sock)
+        }
+        Err(_) => Err(libc::EPERM),
+    }
+}
+
+/// `pidfd_open`'s flag for a pidfd of one thread (`O_EXCL`; Linux 6.9).
+const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
+
+/// `pidfd_open(pid, flags)`; `Err(errno)`.
+fn pidfd_open(pid: libc::pid_t, flags: u32) -> Result<OwnedFd, i32> {
+    // SAFETY: pidfd_open of a pid; the descriptor is owned below.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) } as i32;
     if pidfd < 0 {
-        return Err(libc::EPERM);
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EPERM));
     }
     // SAFETY: just opened.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    Ok(unsafe { OwnedFd::from_raw_fd(pidfd) })
+}
+
+/// `pidfd_getfd`: our duplicate of descriptor `fd` of the table `pidfd` leads to (`EBADF` as
+/// the kernel said, anything else `EPERM`).
+fn getfd(pidfd: &OwnedFd, fd: i32) -> Result<OwnedFd, i32> {
     // SAFETY: duplicating the caller's descriptor into ours (ptrace access checked by the kernel).
     let sock = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) } as i32;
     if sock < 0 {
@@ -523,11 +671,27 @@ fn take_fd(listener: &OwnedFd, req: &libc::seccomp_notif, fd: i32) -> Result<Own
         return Err(if e == libc::EBADF { libc::EBADF } else { libc::EPERM });
     }
     // SAFETY: just created, owned here.
-    let sock = unsafe { OwnedFd::from_raw_fd(sock) };
-    if !id_valid(listener, req.id) {
-        return Err(libc::EPERM);
+    Ok(unsafe { OwnedFd::from_raw_fd(sock) })
+}
+
+/// `kcmp`'s type for two descriptors.
+const KCMP_FILE: i32 = 0;
+
+/// Whether thread `tid`'s descriptor `fd` is the file `ours` is a duplicate of: `kcmp`, or where
+/// the kernel has no `kcmp`, a socket's inode against the thread's own `/proc/<tid>/fd/<fd>`
+/// (one inode per socket). Anything else is not shown to be the same.
+fn same_file(tid: libc::pid_t, fd: i32, ours: &OwnedFd) -> bool {
+    // SAFETY: kcmp compares two descriptors; no memory is passed.
+    let r = unsafe { libc::syscall(libc::SYS_kcmp, tid, libc::getpid(), KCMP_FILE, fd as libc::c_ulong, ours.as_raw_fd() as libc::c_ulong) };
+    if r == 0 {
+        return true;
     }
-    Ok(sock)
+    if r > 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS) {
+        return false;
+    }
+    let Ok(st) = fstat(ours) else { return false };
+    st.st_mode & libc::S_IFMT == libc::S_IFSOCK
+        && std::fs::read_link(format!("/proc/{tid}/fd/{fd}")).is_ok_and(|l| l.as_os_str().as_encoded_bytes() == format!("socket:[{}]", st.st_ino).as_bytes())
 }
 
 /// What the socket itself says it is.
@@ -556,7 +720,7 @@ fn sock_name(sock: &OwnedFd) -> Option<Vec<u8>> {
     Some(unsafe { std::slice::from_raw_parts((&ss as *const libc::sockaddr_storage).cast::<u8>(), len) }.to_vec())
 }
 
-fn fstat(fd: &OwnedFd) -> std::io::Result<libc::stat> {
+fn fstat(fd: &impl AsRawFd) -> std::io::Result<libc::stat> {
     // SAFETY: fstat into a zeroed struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
@@ -763,6 +927,51 @@ mod tests {
         let mut a = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
         a.extend_from_slice(path);
         a
+    }
+
+    /// A thread with a descriptor table of its own (`unshare(CLONE_FILES)`) whose `fd` is another
+    /// socket than the main thread's: its descriptor is taken from its own table, or refused; a
+    /// thread sharing the table gets the group's. Both ways (`PIDFD_THREAD` where the kernel has it,
+    /// and the group's pidfd checked by `kcmp`).
+    #[test]
+    fn a_threads_descriptor_is_its_own_or_refused() {
+        use std::os::unix::net::UnixDatagram;
+        let (main_sock, _peer) = UnixDatagram::pair().unwrap();
+        let fd = main_sock.as_raw_fd();
+        let main_ino = fstat(&main_sock).unwrap().st_ino;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            // SAFETY: gettid.
+            let tid = unsafe { libc::gettid() };
+            tx.send((tid, None)).unwrap();
+            done_rx.recv().unwrap();
+            // SAFETY: this thread's own table from here on.
+            assert_eq!(unsafe { libc::unshare(libc::CLONE_FILES) }, 0);
+            let (other, _p) = UnixDatagram::pair().unwrap();
+            // SAFETY: replacing `fd` in this thread's own table only.
+            assert_eq!(unsafe { libc::dup2(other.as_raw_fd(), fd) }, fd);
+            let ino = fstat(&other).unwrap().st_ino;
+            tx.send((tid, Some(ino))).unwrap();
+            done_rx.recv().unwrap();
+            // SAFETY: our own copy of `fd` in this thread's own table.
+            unsafe { libc::close(fd) };
+        });
+        let (tid, _) = rx.recv().unwrap();
+        for thread_pidfd in [true, false] {
+            let got = thread_fd(tid, fd, thread_pidfd).unwrap();
+            assert_eq!(fstat(&got).unwrap().st_ino, main_ino, "shared table, thread pidfd {thread_pidfd}");
+        }
+        done_tx.send(()).unwrap();
+        let (_, own_ino) = rx.recv().unwrap();
+        let own_ino = own_ino.unwrap();
+        match thread_fd(tid, fd, true) {
+            Ok(got) => assert_eq!(fstat(&got).unwrap().st_ino, own_ino, "PIDFD_THREAD takes the thread's own"),
+            Err(e) => assert_eq!(e, libc::EPERM, "refused (a kernel without PIDFD_THREAD)"),
+        }
+        assert_eq!(thread_fd(tid, fd, false).err(), Some(libc::EPERM), "the group's descriptor is not the thread's: refused");
+        done_tx.send(()).unwrap();
+        worker.join().unwrap();
     }
 
     #[test]
