@@ -1,7 +1,10 @@
 //! `localgpt sandbox run|status|explain`: argument parsing and the glue from flags and
-//! config to a policy. Errors become one line on stderr and an exit code: 2 for usage, config
-//! and policy errors (nothing executed), 1 when the sandbox cannot be set up or a required level
-//! cannot be met (nothing executed); otherwise the command's own code (124 timeout, 128+N signal).
+//! config to a policy. Errors become one line on stderr and an exit code. `run`: 125 for every
+//! failure of the sandbox itself — a bad flag, a config or policy error, a sandbox that cannot be
+//! set up, a required level that cannot be met; nothing executed — as `env`, `timeout` and
+//! `docker run` do, with `--json` a JSON object `{"error", "exit_code"}` on stdout too; otherwise
+//! the command's own code (124 timeout, 128+N signal). The other subcommands: 2 for usage, config
+//! and policy errors, 1 for the rest.
 
 use std::path::PathBuf;
 
@@ -277,9 +280,60 @@ pub struct ExplainArgs {
     /// run for the same flags; shown on any OS) or `windows`. Default: this one.
     #[arg(long)]
     pub platform: Option<String>,
+    /// What the sandbox does to this path and why, and the flag that allows what it refuses
+    /// (repeatable), instead of the whole plan.
+    #[arg(long = "path", value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
+}
+
+impl Top {
+    /// `Some(--json)` for `sandbox run` (whose failures exit [`RUN_FAILED`]), `None` otherwise.
+    #[must_use]
+    pub fn run_json(&self) -> Option<bool> {
+        match self {
+            Top::Sandbox(SandboxCmd::Run(a)) => Some(a.json),
+            _ => None,
+        }
+    }
+}
+
+/// The exit code of `run` when the sandbox itself failed and nothing was executed (as `env`,
+/// `timeout` and `docker run`: the command's own codes, 124 and 128+N included, stay its own).
+pub const RUN_FAILED: i32 = 125;
+
+/// The command line, parsed. A parse error of `sandbox run` (an unknown flag, a missing value)
+/// exits [`RUN_FAILED`] — with `--json` before `--`, after a JSON error object on stdout —;
+/// help and version print as usual; the other subcommands' errors exit as clap does (2).
+pub fn parse(args: Vec<std::ffi::OsString>) -> Top {
+    let run = args.get(1).is_some_and(|a| a == "sandbox") && args.get(2).is_some_and(|a| a == "run");
+    let json = run && args.iter().skip(3).take_while(|a| *a != "--").any(|a| a == "--json");
+    match Cli::try_parse_from(&args) {
+        Ok(c) => c.command,
+        Err(e) if run && e.use_stderr() => {
+            if json {
+                let first = e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned();
+                println!("{}", serde_json::json!({ "error": first, "exit_code": RUN_FAILED }));
+            }
+            let _ = e.print();
+            std::process::exit(RUN_FAILED)
+        }
+        Err(e) => e.exit(),
+    }
+}
+
+/// Ends the CLI after a failure: one line on stderr; for `run` (`run_json: Some(json)`) exit
+/// [`RUN_FAILED`], and with `--json` a JSON error object on stdout too.
+pub fn fail(f: Failure, run_json: Option<bool>) -> ! {
+    let message = localgpt_sandbox::text::escape_controls(&f.message);
+    let code = if run_json.is_some() { RUN_FAILED } else { f.code };
+    if run_json == Some(true) {
+        println!("{}", serde_json::json!({ "error": message, "exit_code": code }));
+    }
+    eprintln!("localgpt: {message}");
+    std::process::exit(code)
 }
 
 /// A failure that ends the CLI with a message and an exit code.
@@ -445,10 +499,10 @@ pub fn run_windows(args: RunArgs) -> Result<i32, Failure> {
         });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else if !args.quiet {
-        let why = if r.timed_out { format!(" (timed out after {} s: the whole job was terminated)", plan.timeout_secs) } else { String::new() };
+        let why = if r.timed_out { format!(" (timed out after {} s: the whole job was terminated; to allow longer: --timeout SECS)", plan.timeout_secs) } else { String::new() };
         eprintln!("[sandbox] exit {}{why} in {} ms", r.exit_code, r.duration_ms);
         for (stream, n) in [("stdout", r.stdout_dropped), ("stderr", r.stderr_dropped)].into_iter().filter(|(_, n)| *n > 0) {
-            eprintln!("⚠ {stream}: {n} bytes over the cap of {} were dropped", plan.max_output_bytes);
+            eprintln!("⚠ {stream}: {n} bytes over the cap of {} were dropped (to keep more: --max-output BYTES)", plan.max_output_bytes);
         }
         for (from, to) in &r.held {
             eprintln!("⚠ {} appeared at a protected path during the run: held back at {}", from.display(), to.display());
@@ -504,6 +558,28 @@ pub fn explain(args: ExplainArgs) -> Result<i32, Failure> {
     let plan = localgpt_sandbox::make_plan(&policy, &caps, &ctx)?;
     if platform != Platform::current() && !args.json {
         println!("Plan for {platform}, made on {} (assumed capabilities: {}).\n", Platform::current(), render::backend_name(&caps));
+    }
+    if !args.paths.is_empty() {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let rules = localgpt_sandbox::why::PathRules::of(&plan);
+        let found: Vec<_> = args
+            .paths
+            .iter()
+            .map(|p| {
+                // As the kernel resolves it: links followed where the path exists.
+                let p = cwd.join(p);
+                let p = std::fs::canonicalize(&p).unwrap_or(p);
+                localgpt_sandbox::why::explain_path(&rules, &p, p.is_dir())
+            })
+            .collect();
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "level": plan.level, "paths": found })).unwrap_or_default());
+        } else {
+            for e in &found {
+                println!("{}", render::escape_lines(&e.text()));
+            }
+        }
+        return Ok(0);
     }
     if args.json {
         let v = serde_json::json!({ "policy": policy, "capabilities": caps, "plan": render::plan_json(&plan) });

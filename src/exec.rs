@@ -32,11 +32,16 @@ fn is_tty(fd: i32) -> bool {
 struct PassThrough {
     filters: [Option<TerminalFilter>; 2],
     buf: Vec<u8>,
+    /// The last [`STDERR_TAIL`] bytes of stderr, scanned for refused file accesses afterwards.
+    tail: Vec<u8>,
 }
+
+/// How much of the end of the command's stderr is kept for the refusal report.
+const STDERR_TAIL: usize = 64 << 10;
 
 impl PassThrough {
     fn new() -> Self {
-        PassThrough { filters: [is_tty(1).then(TerminalFilter::new), is_tty(2).then(TerminalFilter::new)], buf: Vec::new() }
+        PassThrough { filters: [is_tty(1).then(TerminalFilter::new), is_tty(2).then(TerminalFilter::new)], buf: Vec::new(), tail: Vec::new() }
     }
 
     fn write(stream: Stream, data: &[u8]) {
@@ -61,6 +66,11 @@ impl PassThrough {
 impl OutputSink for PassThrough {
     fn output(&mut self, stream: Stream, data: &[u8]) {
         let i = usize::from(stream == Stream::Stderr);
+        if stream == Stream::Stderr {
+            self.tail.extend_from_slice(&data[data.len().saturating_sub(STDERR_TAIL)..]);
+            let over = self.tail.len().saturating_sub(STDERR_TAIL);
+            self.tail.drain(..over);
+        }
         match self.filters[i].as_mut() {
             Some(f) => {
                 self.buf.clear();
@@ -146,6 +156,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         }
     }
     install_cancel_handler();
+    let rules = localgpt_sandbox::why::PathRules::of(&prepared.plan);
     let opts = RunOptions { stdin, helper_exe: None, helper_start, cancel: Some(&CANCEL), collect_denials: args.json, ..Default::default() };
     let _terminal = (stdin == StdinMode::Inherit).then(SavedTerminal::save);
     let result = if args.json {
@@ -153,13 +164,15 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         let mut r = prepared.run(&argv, &opts, &mut sink)?;
         r.stdout = String::from_utf8_lossy(&sink.stdout).into_owned();
         r.stderr = String::from_utf8_lossy(&sink.stderr).into_owned();
+        r.refusals = refusals(&r.stderr, &rules);
         println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
         r
     } else {
         let mut sink = PassThrough::new();
         let r = prepared.run(&argv, &opts, &mut sink);
         sink.finish();
-        let r = r?;
+        let mut r = r?;
+        r.refusals = refusals(&String::from_utf8_lossy(&sink.tail), &rules);
         if !args.quiet {
             eprintln!("{}", render::escape_lines(&render::completion(&r)));
         }
@@ -176,6 +189,12 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         r
     };
     Ok(result.exit_code)
+}
+
+/// The file accesses the plan's `rules` refuse that `stderr` names ([`localgpt_sandbox::why::refusals_in`]),
+/// each checked against the host: whether the path exists here, and is a directory.
+fn refusals(stderr: &str, rules: &localgpt_sandbox::why::PathRules) -> Vec<localgpt_sandbox::why::Refusal> {
+    localgpt_sandbox::why::refusals_in(stderr, rules, |p| std::fs::metadata(p).ok().map(|m| m.is_dir()))
 }
 
 /// `sandbox pending [list | apply ID | drop ID]`.

@@ -10,14 +10,14 @@ mod render;
 #[cfg(unix)]
 mod selftest;
 
-use clap::Parser;
-
 /// Windows: `status` and `explain`; `run` through the experimental backend when the user opted
 /// in (`localgpt_sandbox::windows`), refused otherwise; `test` and `pending` refuse. Nothing runs
 /// unconfined.
 #[cfg(not(unix))]
 fn main() {
-    let outcome = match cli::Cli::parse().command {
+    let command = cli::parse(std::env::args_os().collect());
+    let run_json = command.run_json();
+    let outcome = match command {
         cli::Top::Sandbox(cli::SandboxCmd::Status(a)) => cli::status(a),
         cli::Top::Sandbox(cli::SandboxCmd::Explain(a)) => cli::explain(a),
         #[cfg(windows)]
@@ -33,10 +33,7 @@ fn main() {
     };
     match outcome {
         Ok(code) => std::process::exit(code),
-        Err(f) => {
-            eprintln!("localgpt: {}", localgpt_sandbox::text::escape_controls(&f.message));
-            std::process::exit(f.code);
-        }
+        Err(f) => cli::fail(f, run_json),
     }
 }
 
@@ -48,8 +45,9 @@ fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let command = match cli::fast_run_args(&args) {
         Some(run) => cli::Top::Sandbox(cli::SandboxCmd::Run(run)),
-        None => cli::Cli::parse_from(args).command,
+        None => cli::parse(args),
     };
+    let run_json = command.run_json();
     let outcome = match command {
         cli::Top::Sandbox(cli::SandboxCmd::Run(a)) => exec::run(a),
         cli::Top::Sandbox(cli::SandboxCmd::Status(a)) => cli::status(a),
@@ -61,9 +59,6 @@ fn main() {
     localgpt_sandbox::timing::flush("cli");
     match outcome {
         Ok(code) => std::process::exit(code),
-        Err(f) => {
-            eprintln!("localgpt: {}", localgpt_sandbox::text::escape_controls(&f.message));
-            std::process::exit(f.code);
-        }
+        Err(f) => cli::fail(f, run_json),
     }
 }

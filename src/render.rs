@@ -83,7 +83,7 @@ pub fn banner(cmd: &[std::ffi::OsString], plan: &Plan) -> String {
 pub fn completion(r: &RunResult) -> String {
     let secs = r.duration_ms / 1000.0;
     let mut s = if r.timed_out {
-        format!("\n⏱ Timed out after {secs:.1}s: every process of the command was killed (sandbox: {})", r.level)
+        format!("\n⏱ Timed out after {secs:.1}s: every process of the command was killed (sandbox: {}); to allow longer: --timeout SECS ([sandbox] timeout_secs)", r.level)
     } else if r.cancelled {
         format!("\n✗ Cancelled after {secs:.1}s (sandbox: {})", r.level)
     } else if r.exit_code == 0 {
@@ -112,9 +112,16 @@ pub fn completion(r: &RunResult) -> String {
             let _ = write!(s, "; to allow it: {hint}");
         }
     }
+    // What the filesystem policy refused, as the command's errors name it.
+    for f in &r.refusals {
+        let _ = write!(s, "\n  {} of {} refused ({}): {}", f.access, f.path.display(), f.protection, f.why);
+        if let Some(a) = &f.allow {
+            let _ = write!(s, "; to allow it: {a}");
+        }
+    }
     for (t, name) in [(r.stdout_truncated, "stdout"), (r.stderr_truncated, "stderr")] {
         if t {
-            let _ = write!(s, "\n  {name} was truncated");
+            let _ = write!(s, "\n  {name} was truncated at the output cap; to keep more: --max-output BYTES ([sandbox] max_output_bytes)");
         }
     }
     s

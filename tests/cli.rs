@@ -14,12 +14,13 @@ fn marker_cmd(marker: &Path) -> String {
     format!("touch {}", sh_quote(marker))
 }
 
-/// Exit 2, exactly one non-empty line on stderr, nothing on stdout, nothing executed.
+/// Exit 125 (`run`'s own failure, as `env` and `docker run`), exactly one non-empty line on
+/// stderr, nothing on stdout, nothing executed.
 fn assert_usage_error(o: &Out, marker: &Path) {
     assert_eq!(
         o.code(),
-        Some(2),
-        "expected exit 2 (usage/config error){}",
+        Some(125),
+        "expected exit 125 (usage/config error of run){}",
         o.describe()
     );
     let lines: Vec<&str> = o.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -133,7 +134,7 @@ fn full_access_without_the_dangerous_flag_is_refused() {
     let w = World::new();
     let marker = w.outside.join("MARKER");
     let o = w.sandboxed_with(&["--mode", "full-access"], &marker_cmd(&marker));
-    assert_eq!(o.code(), Some(2), "{}", o.describe());
+    assert_eq!(o.code(), Some(125), "{}", o.describe());
     assert!(
         !marker.exists(),
         "full-access ran without --dangerously-allow-full-access{}",
@@ -356,14 +357,14 @@ fn explain_rejects_the_same_errors_as_run() {
 }
 
 #[test]
-fn require_full_is_met_or_refused_with_exit_1() {
-    // `--require full` either runs (the machine supports Full) or exits 1 without running.
+fn require_full_is_met_or_refused_with_exit_125() {
+    // `--require full` either runs (the machine supports Full) or exits 125 without running.
     let w = World::new();
     let marker = w.ws.join("MARKER");
     let o = w.sandboxed_with(&["--require", "full"], &marker_cmd(&marker));
     match o.code() {
         Some(0) => assert!(marker.exists(), "{}", o.describe()),
-        Some(1) => assert!(
+        Some(125) => assert!(
             !marker.exists(),
             "exit 1 but the command ran{}",
             o.describe()
@@ -387,7 +388,7 @@ fn level_none_cannot_satisfy_require_standard() {
         &marker_cmd(&marker),
     );
     assert!(
-        matches!(o.code(), Some(1) | Some(2)),
+        o.code() == Some(125),
         "expected a refusal{}",
         o.describe()
     );
@@ -523,5 +524,28 @@ fn sandbox_runtime_settings_are_imported_or_refused_by_field() {
         let o = run(w.sandbox_cmd(&["--settings", &s], &[&marker_cmd(&marker)]), "refused --settings");
         assert_usage_error(&o, &marker);
         assert!(o.stderr.contains(field), "{field}{}", o.describe());
+    }
+}
+
+/// Issue 54 item 8: every failure of `run` itself exits 125 (as `env`, `timeout` and `docker run`)
+/// — an unknown flag that clap refuses and a policy error alike —, with `--json` a JSON error
+/// object on stdout; the command's own status passes through unchanged, 125 included.
+#[test]
+fn run_failures_exit_125_with_a_json_error_and_the_commands_status_passes_through() {
+    let w = World::new();
+    let marker = w.ws.join("MARKER");
+    for flags in [vec!["--json", "--no-such-flag"], vec!["--json", "--mode", "yolo"], vec!["--json", "--allow-domain", "example.com"]] {
+        let o = w.sandboxed_with(&flags, &marker_cmd(&marker));
+        assert_eq!(o.code(), Some(125), "{flags:?}{}", o.describe());
+        let v: Value = serde_json::from_str(o.stdout.trim()).unwrap_or_else(|e| panic!("{flags:?}: no JSON error object ({e}){}", o.describe()));
+        assert_eq!(v["exit_code"], 125, "{v}");
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+        assert!(!marker.exists(), "{flags:?}: the command ran");
+    }
+    let o = w.sandboxed_with(&["--no-such-flag"], &marker_cmd(&marker));
+    assert_eq!((o.code(), o.stdout.as_str()), (Some(125), ""), "{}", o.describe());
+    for code in [0, 1, 2, 7, 125, 126] {
+        let o = w.sandboxed_with(&["--quiet"], &format!("exit {code}"));
+        assert_eq!(o.code(), Some(code), "{}", o.describe());
     }
 }

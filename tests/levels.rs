@@ -227,7 +227,7 @@ fn max_user_namespaces_zero_runs_at_standard_and_says_why() {
     assert!(v["stdout"].as_str().unwrap_or("").contains(STARTED));
     assert!(!v["stdout"].as_str().unwrap_or("").contains(SSH_SECRET));
     let r = w.sandboxed_with(&["--require", "full"], &format!("echo {STARTED}"));
-    assert_eq!(r.code(), Some(1), "{}", r.describe());
+    assert_eq!(r.code(), Some(125), "{}", r.describe());
     assert!(!r.stdout.contains(STARTED));
     assert!(r.stderr.contains("max_user_namespaces"), "the refusal names the reason\n{}", r.describe());
 }

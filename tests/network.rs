@@ -343,7 +343,7 @@ fn bad_network_flags_are_refused_and_nothing_runs() {
     // allowlist: `plan::tests::allowlist_holds_only_where_the_proxy_is_the_only_way_out`.)
     for flags in [vec!["--allow-domain", "example.com"], vec!["--network", "allowlist", "--allow-domain", "*"]] {
         let o = run(w.sandbox_cmd(&flags, &["touch ran"]), "bad network flags");
-        assert_eq!(o.code(), Some(2), "{flags:?}{}", o.describe());
+        assert_eq!(o.code(), Some(125), "{flags:?}{}", o.describe());
         assert!(!w.ws.join("ran").exists());
     }
 }
@@ -408,7 +408,7 @@ fn the_audit_log_has_whole_lines_for_start_each_decision_and_end_under_concurren
     std::os::unix::fs::symlink(&w.ws, w.outside.join("ws-link")).unwrap();
     for inside in [w.ws.join("audit.jsonl"), w.outside.join("../ws/audit.jsonl"), w.outside.join("ws-link/audit.jsonl")] {
         let o = run(w.sandbox_cmd(&["--audit-log", &inside.display().to_string()], &["touch ran"]), "audit log in the workspace");
-        assert_eq!(o.code(), Some(2), "{}{}", inside.display(), o.describe());
+        assert_eq!(o.code(), Some(125), "{}{}", inside.display(), o.describe());
         assert!(!w.ws.join("ran").exists());
     }
 }

@@ -136,3 +136,36 @@ if platform.machine() == "x86_64":
         assert!(sb.stdout.contains(&format!("{call} r=-1 errno=1\n")), "{call}: expected EPERM inside the sandbox{}", sb.describe());
     }
 }
+
+/// Issue 54 item 6: a refused write outside the workspace is reported after the run with the
+/// protection and the flag that allows it — checked from outside (nothing was written), and the
+/// flag it names, given, lets the same command write there. `sandbox explain --path` says the
+/// same of that directory.
+#[test]
+fn a_refused_write_names_the_flag_that_allows_it() {
+    let w = World::new();
+    if protection_state(&w, "fs-write-outside") != "enforced" {
+        eprintln!("SKIP a_refused_write_names_the_flag_that_allows_it: fs-write-outside is not enforced at {}", suite_level(&w));
+        return;
+    }
+    let target = w.outside.join("made.txt");
+    let cmd = format!("echo x > {}", sh_quote(&target));
+    let (o, v) = w.sandboxed_json(&[], &cmd);
+    assert!(!target.exists(), "the write was refused: checked from outside{}", o.describe());
+    let refusals = v["refusals"].as_array().cloned().unwrap_or_default();
+    let r = refusals.iter().find(|r| r["path"] == target.display().to_string()).unwrap_or_else(|| panic!("no refusal for {}: {v:#}", target.display()));
+    let allow = r["allow"].as_str().unwrap_or_default();
+    let flag = format!("--allow-write {}", w.outside.display());
+    assert!(allow.contains(&flag), "{r}");
+    assert!(["fs-write-outside", "fs-read-outside"].contains(&r["protection"].as_str().unwrap_or_default()), "{r}");
+    // The human report says the same.
+    let plain = w.sandboxed(&cmd);
+    assert!(plain.stderr.contains(&flag) && plain.stderr.contains("refused"), "{}", plain.describe());
+    // With the flag it names, the write lands.
+    let granted = w.sandboxed_with(&["--allow-write", &w.outside.display().to_string()], &cmd);
+    assert_eq!(std::fs::read_to_string(&target).ok().as_deref(), Some("x\n"), "{}", granted.describe());
+    let e = run(w.localgpt_cmd(&["sandbox", "explain", "--json", "--workspace", &w.ws.display().to_string(), "--path", &w.outside.display().to_string()]), "explain --path");
+    let ev = parse_one_json(&e);
+    assert_eq!(ev["paths"][0]["write"], false, "{ev:#}");
+    assert!(ev["paths"][0]["allow"].as_str().is_some_and(|a| a.contains(&flag)), "{ev:#}");
+}

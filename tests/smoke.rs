@@ -36,7 +36,7 @@ fn unknown_mode_is_a_one_line_usage_error_and_runs_nothing() {
     let out = localgpt(ws.path())
         .args(["sandbox", "run", "--mode", "yolo", "--", "touch ran"])
         .assert()
-        .code(2)
+        .code(125)
         .get_output()
         .clone();
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);

@@ -210,7 +210,7 @@ fn bad_input_is_one_line_and_exit_2() {
         let mut cmd = w.localgpt_cmd(&["sandbox", "run"]);
         cmd.args(&opts).arg("--").arg(&touch);
         let o = run(cmd, &format!("{opts:?}"));
-        assert_eq!(o.code(), Some(2), "{opts:?}{}", o.describe());
+        assert_eq!(o.code(), Some(125), "{opts:?}{}", o.describe());
         assert_eq!(o.stderr.lines().filter(|l| !l.trim().is_empty()).count(), 1, "{opts:?}{}", o.describe());
         assert!(!o.stderr.contains("panicked") && !o.stderr_raw.contains(&0x1b), "{opts:?}{}", o.describe());
         assert!(!marker.exists(), "ran despite {opts:?}");

@@ -83,6 +83,7 @@ pub mod error;
 pub mod handle;
 pub mod plan;
 pub mod policy;
+pub mod why;
 #[cfg(unix)]
 pub mod run;
 #[cfg(unix)]

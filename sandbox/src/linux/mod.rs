@@ -78,6 +78,7 @@ pub(crate) fn sockopt(fd: &impl std::os::fd::AsRawFd, opt: i32) -> Option<i32> {
 }
 
 /// An integer socket option at `level` (`None`: the call failed).
+#[cfg(target_os = "linux")]
 pub(crate) fn sockopt_at(fd: &impl std::os::fd::AsRawFd, level: i32, opt: i32) -> Option<i32> {
     let mut v: i32 = 0;
     let mut l = std::mem::size_of::<i32>() as libc::socklen_t;
@@ -90,6 +91,7 @@ pub(crate) fn sockopt_at(fd: &impl std::os::fd::AsRawFd, level: i32, opt: i32) -
 ///
 /// # Errors
 /// What `setsockopt` said.
+#[cfg(target_os = "linux")]
 pub(crate) fn set_sockopt_int(fd: &impl std::os::fd::AsRawFd, level: i32, opt: i32, v: i32) -> std::io::Result<()> {
     // SAFETY: setsockopt from a local int.
     let r = unsafe { libc::setsockopt(fd.as_raw_fd(), level, opt, (&v as *const i32).cast(), std::mem::size_of::<i32>() as libc::socklen_t) };

@@ -266,6 +266,10 @@ pub struct RunResult {
     /// bytes each way).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<NetEvent>,
+    /// File accesses the plan refuses that the command's stderr names, with the flag that
+    /// allows each ([`crate::why::refusals_in`], filled by the caller that saw the output).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<crate::why::Refusal>,
 }
 
 pub use crate::network::NetEvent;

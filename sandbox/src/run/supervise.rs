@@ -503,6 +503,7 @@ pub(crate) fn supervise_run(
                 applied,
                 protected_review: None,
                 denials: Vec::new(),
+                refusals: Vec::new(),
                 network: Vec::new(),
             };
             Ok((result, reported))
