@@ -1,4 +1,4 @@
-//! The README's "Library" example, compiled and run by `ci/test` without the `internals`
+//! The library example of docs/library.md, compiled and run by `ci/test` without the `internals`
 //! feature, so it can use only the documented API: run one command to the end, then write a
 //! file through the same policy the way a file tool does.
 //!

@@ -481,7 +481,7 @@ pub fn predict_userns_from(read: impl Fn(&str) -> Option<String>, root: bool) ->
             return Feature {
                 available: false,
                 detail: format!(
-                    "AppArmor restricts unprivileged user namespaces (sysctl kernel.apparmor_restrict_unprivileged_userns = 1) and this binary runs without an AppArmor profile that allows them (label {:?}): install the profile shipped in packaging/apparmor (README: AppArmor on Ubuntu) to get Full",
+                    "AppArmor restricts unprivileged user namespaces (sysctl kernel.apparmor_restrict_unprivileged_userns = 1) and this binary runs without an AppArmor profile that allows them (label {:?}): install the profile shipped in packaging/apparmor (docs/protections.md: Ubuntu 23.10 and later) to get Full",
                     if label.is_empty() { "none" } else { label })
             };
         }
