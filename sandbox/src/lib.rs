@@ -81,6 +81,7 @@ pub mod detect;
 pub mod error;
 #[cfg(unix)]
 pub mod handle;
+pub mod model;
 pub mod plan;
 pub mod policy;
 pub mod why;

@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("rand", 0),
     ("timing", 0),
     // L1: the vocabulary, git knowledge, the path resolver, the helper<->runner wire.
+    ("model", 1),
     ("ablation", 1),
     ("plan::gitconfig", 1),
     ("plan::gitindex", 1),
@@ -243,8 +244,8 @@ fn findings() -> BTreeSet<String> {
     let mut found = BTreeSet::new();
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (module, path) in &files {
-        if module.is_empty() {
-            continue; // lib.rs: the API surface re-exports every layer
+        if module.is_empty() || module.ends_with("::tests") {
+            continue; // lib.rs: the API surface re-exports every layer; a tests.rs is test code
         }
         let Some(from) = layer(module) else { panic!("{}: no layer for module {module} (add it to LAYERS)", path.display()) };
         let text = std::fs::read_to_string(path).unwrap();
@@ -299,4 +300,56 @@ fn the_reader_sees_paths_as_the_compiler_does() {
     assert_eq!(layer("plan::resolve"), Some(1));
     assert_eq!(layer("plan::env"), Some(5));
     assert_eq!(layer("linux::unixgrant"), Some(6));
+}
+
+/// The longest a function of `sandbox/src` may be (issue 56: none over 150 lines outside
+/// tests).
+const MAX_FN_LINES: usize = 150;
+
+/// Functions longer than [`MAX_FN_LINES`]: `long: MODULE::NAME`, from each `fn` line to the
+/// closing brace at its indentation (test modules and `tests.rs` files skipped).
+fn long_functions() -> BTreeSet<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = BTreeSet::new();
+    for (module, path) in sources(&src) {
+        if module.ends_with("::tests") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let end_of_code = lines.iter().position(|l| l.trim_start().starts_with("#[cfg(test)]")).filter(|&i| lines.get(i + 1).is_some_and(|n| n.trim_start().starts_with("mod tests"))).unwrap_or(lines.len());
+        for (i, line) in lines[..end_of_code].iter().enumerate() {
+            let t = line.trim_start();
+            let indent = line.len() - t.len();
+            let decl = t.trim_start_matches("pub(crate) ").trim_start_matches("pub(super) ").trim_start_matches("pub ").trim_start_matches("const ").trim_start_matches("unsafe ").trim_start_matches("extern \"C\" ");
+            let Some(rest) = decl.strip_prefix("fn ") else { continue };
+            if line.trim_end().ends_with(';') {
+                continue; // a declaration without a body
+            }
+            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            let close = format!("{}}}", " ".repeat(indent));
+            let len = lines[i + 1..end_of_code].iter().position(|l| l.starts_with(&close) && l[indent..].trim() == "}").map_or(0, |n| n + 2);
+            if len > MAX_FN_LINES {
+                out.insert(format!("long: {}::{name}", if module.is_empty() { "crate" } else { &module }));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_grows_past_the_bound_and_the_list_of_long_ones_only_shrinks() {
+    let found = long_functions();
+    let allowed_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/long-functions.allowed");
+    let allowed: BTreeSet<String> = std::fs::read_to_string(&allowed_path).unwrap_or_default().lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect();
+    if std::env::var_os("LAYERS_PRINT").is_some() {
+        for f in &found {
+            println!("{f}");
+        }
+    }
+    let new: Vec<&String> = found.difference(&allowed).collect();
+    let gone: Vec<&String> = allowed.difference(&found).collect();
+    assert!(new.is_empty(), "functions over {MAX_FN_LINES} lines (cut them into named steps):\n{}", new.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n"));
+    assert!(gone.is_empty(), "now within {MAX_FN_LINES} lines, so remove them from {}:\n{}", allowed_path.display(), gone.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n"));
+    eprintln!("long functions: {} left (tests/long-functions.allowed)", found.len());
 }

@@ -40,7 +40,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::syscalls::{self, x86_64 as x86, SeccompArch};
-use crate::plan::ProtectionId;
+use crate::model::ids::ProtectionId;
 
 /// The socket rows serve the network and both kinds of unix socket at once: one table decides
 /// which sockets exist and which calls the runner answers.
@@ -959,7 +959,7 @@ pub fn compile_for(arch: SeccompArch, table: &[SeccompRuleSpec]) -> Result<Vec<P
     a.stmt(BPF_LD_W_ABS, DATA_ARCH);
     a.jump(BPF_JEQ_K, arch.audit_arch(), arch_ok, kill);
     // (An ablation build without `syscall-abi` lets every other ABI's calls through unfiltered.)
-    let abi_open = crate::ablation::is(crate::plan::ProtectionId::SyscallAbi);
+    let abi_open = crate::ablation::is(crate::model::ids::ProtectionId::SyscallAbi);
     a.bind(kill);
     a.stmt(BPF_RET_K, if abi_open { RET_ALLOW } else { RET_KILL_PROCESS });
     a.bind(arch_ok);
@@ -1162,7 +1162,7 @@ mod tests {
 
     #[test]
     fn every_row_declares_the_protections_it_serves() {
-        use crate::plan::ProtectionId as P;
+        use crate::model::ids::ProtectionId as P;
         let mut named = std::collections::BTreeSet::new();
         for scope in [SocketScope::SocketpairsOnly, SocketScope::HostNetworkOpen, SocketScope::OwnNetworkNamespace] {
             for brokered in [false, true] {
