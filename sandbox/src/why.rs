@@ -148,7 +148,7 @@ pub const MAX_REFUSALS: usize = 8;
 /// line with `Permission denied`, `Read-only file system` or `Operation not permitted` that the
 /// plan refuses, and with `No such file or directory` one the sandbox does not show although the
 /// host has it or its directory (`host`: whether it exists and is a directory there, `None`:
-/// absent). At most
+/// absent); never a path under `/proc`, `/sys` or `/dev`. At most
 /// [`MAX_REFUSALS`], each path once.
 #[must_use]
 pub fn refusals_in(stderr: &str, plan: &PathRules, host: impl Fn(&Path) -> Option<bool>) -> Vec<Refusal> {
@@ -160,7 +160,10 @@ pub fn refusals_in(stderr: &str, plan: &PathRules, host: impl Fn(&Path) -> Optio
             continue;
         }
         for path in absolute_paths(line) {
-            if out.len() >= MAX_REFUSALS || out.iter().any(|r| r.path == path) {
+            // Kernel interfaces and devices are governed by other protections (ptrace, the PID
+            // namespace, the device list): a path grant would not be the answer.
+            let kernel = ["/proc", "/sys", "/dev"].iter().any(|k| path.starts_with(k));
+            if kernel || out.len() >= MAX_REFUSALS || out.iter().any(|r| r.path == path) {
                 continue;
             }
             // Missing in the sandbox: the path, or for a file being made its directory, on the host.
@@ -261,6 +264,8 @@ cat: /opt/data: No such file or directory
 cat: /nonexistent/file: No such file or directory
 bash: /opt/data/new.txt: No such file or directory
 ls: cannot open directory '/home/u/.ssh': Permission denied
+cat: /proc/1/environ: Permission denied
+sh: /dev/tty: No such file or directory
 error: /home/u/.cargo/registry/cache/x: Read-only file system
 ";
         let r = refusals_in(err, &p, host);
