@@ -314,8 +314,7 @@ pub fn parse(args: Vec<std::ffi::OsString>) -> Top {
         Ok(c) => c.command,
         Err(e) if run && e.use_stderr() => {
             if json {
-                let first = e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned();
-                println!("{}", serde_json::json!({ "error": first, "exit_code": RUN_FAILED }));
+                print_run_error(e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: "));
             }
             let _ = e.print();
             std::process::exit(RUN_FAILED)
@@ -324,13 +323,18 @@ pub fn parse(args: Vec<std::ffi::OsString>) -> Top {
     }
 }
 
+/// `run --json`'s error object on stdout: `{"error": message, "exit_code": 125}`.
+fn print_run_error(message: &str) {
+    println!("{}", serde_json::json!({ "error": message, "exit_code": RUN_FAILED }));
+}
+
 /// Ends the CLI after a failure: one line on stderr; for `run` (`run_json: Some(json)`) exit
 /// [`RUN_FAILED`], and with `--json` a JSON error object on stdout too.
 pub fn fail(f: Failure, run_json: Option<bool>) -> ! {
     let message = localgpt_sandbox::text::escape_controls(&f.message);
     let code = if run_json.is_some() { RUN_FAILED } else { f.code };
     if run_json == Some(true) {
-        println!("{}", serde_json::json!({ "error": message, "exit_code": code }));
+        print_run_error(&message);
     }
     eprintln!("localgpt: {message}");
     std::process::exit(code)

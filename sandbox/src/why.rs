@@ -162,8 +162,11 @@ pub fn refusals_in(stderr: &str, plan: &PathRules, host: impl Fn(&Path) -> Optio
         for path in absolute_paths(line) {
             // Kernel interfaces and devices are governed by other protections (ptrace, the PID
             // namespace, the device list): a path grant would not be the answer.
+            if out.len() >= MAX_REFUSALS {
+                return out;
+            }
             let kernel = ["/proc", "/sys", "/dev"].iter().any(|k| path.starts_with(k));
-            if kernel || out.len() >= MAX_REFUSALS || out.iter().any(|r| r.path == path) {
+            if kernel || out.iter().any(|r| r.path == path) {
                 continue;
             }
             // Missing in the sandbox: the path, or for a file being made its directory, on the host.
@@ -287,6 +290,26 @@ error: /home/u/.cargo/registry/cache/x: Read-only file system
         assert!(r[4].allow.is_none() && r[4].why.contains("credential"));
         let many: String = (0..20).map(|i| format!("x: /opt/d{i}: Permission denied\n")).collect();
         assert_eq!(refusals_in(&many, &p, |_| Some(true)).len(), MAX_REFUSALS);
+    }
+
+    /// What a command prints is arbitrary: random lines mixing the markers, paths and
+    /// punctuation never panic, and the bound holds.
+    #[cfg(unix)]
+    #[test]
+    fn any_stderr_is_scanned_within_the_bound() {
+        let p = plan();
+        let words = ["Permission denied", "No such file or directory", "Read-only file system", "/", "/opt/", "'", ":", "‘", "\u{0}", "é", "\n", " ", "//", "/home/u/.ssh", "x"];
+        let mut seed = [0u8; 8];
+        for _ in 0..2000 {
+            crate::rand::fill(&mut seed);
+            let line: String = seed.iter().map(|b| words[usize::from(*b) % words.len()]).collect();
+            let text = format!("{line}\n{line}{line}");
+            let r = refusals_in(&text, &p, |q| (q.as_os_str().len() % 3 != 0).then_some(q.as_os_str().len() % 2 == 0));
+            assert!(r.len() <= MAX_REFUSALS);
+            for f in &r {
+                assert!(f.path.is_absolute() && !["/proc", "/sys", "/dev"].iter().any(|k| f.path.starts_with(k)), "{f:?}");
+            }
+        }
     }
 
     #[test]
