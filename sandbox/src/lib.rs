@@ -99,6 +99,7 @@ internal_mod!(network);
 internal_mod!(paths);
 internal_mod!(#[cfg(unix)] pending);
 internal_mod!(platform);
+internal_mod!(gitoracle);
 internal_mod!(review);
 internal_mod!(srt);
 internal_mod!(text);

@@ -45,6 +45,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("denied", 3),
     ("plan::protected", 3),
     ("plan::nested", 3),
+    ("gitoracle", 3),
     ("review", 3),
     ("pending", 3),
     // L4: pure per-OS compilers.

@@ -18,7 +18,7 @@ use std::time::SystemTime;
 use crate::error::SandboxError;
 use crate::pending::{self, PendingAction};
 use crate::plan::protected::{ProtectedKind, ProtectedPath};
-use crate::review::{self, GitPathClass, Verdict};
+use crate::review::{self, ConfigOutcome, GitPathClass, Verdict};
 
 pub use crate::pending::ProtectedReview;
 
@@ -307,6 +307,13 @@ fn find_inode(ws: &Path, p: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
     None
 }
 
+/// The class of `rel` in the git directory `root` (and its private copy's upper layer `upper`):
+/// a `modules/…` prefix is a submodule's git directory when it holds a `HEAD` in either.
+fn git_class(root: &Path, upper: Option<&Path>, rel: &Path) -> GitPathClass {
+    let head = |base: &Path, p: &Path| std::fs::symlink_metadata(base.join(p).join("HEAD")).is_ok();
+    review::classify_git_path_in(rel, &|p| head(root, p) || upper.is_some_and(|u| head(u, p)))
+}
+
 struct Reviewer<'a> {
     ws: &'a Path,
     /// The writable roots (canonical; the workspace first): a protected path is looked for, and
@@ -322,14 +329,18 @@ struct Reviewer<'a> {
 }
 
 impl Reviewer<'_> {
-    /// The verdict on a change to `target` (`rel` in its git directory): [`review::git_verdict`],
-    /// except for a file git's configuration includes, which is a config file whatever its
-    /// name (a link put in its place is pending: git would read the file it points to).
-    fn verdict(&self, target: &Path, rel: &Path, link: bool, deleted: bool, existed: bool, text: Option<&str>) -> Verdict {
-        match (self.includes.iter().any(|i| i == target), link, deleted) {
+    /// The verdict on a change to `target` (`rel` in its git directory `root`, `upper` the private
+    /// copy's upper layer when there is one): [`review::verdict_for`] its class (a submodule's git
+    /// directory is any `modules/…` prefix holding a `HEAD` in either), except for a file git's
+    /// configuration includes, which is a config file whatever its name (a link put in its place
+    /// is pending: git would read the file it points to).
+    #[allow(clippy::too_many_arguments)]
+    fn verdict(&self, root: &Path, upper: Option<&Path>, rel: &Path, link: bool, deleted: bool, existed: bool, text: Option<&[u8]>) -> Verdict {
+        let target = root.join(rel);
+        match (self.includes.iter().any(|i| *i == target), link, deleted) {
             (true, true, _) => Verdict::Pending("a symbolic link where a file git's configuration includes was: git would read the settings of the file it points to"),
             (true, false, false) => Verdict::Config,
-            _ => review::git_verdict(rel, link, deleted, existed, text),
+            _ => review::verdict_for(git_class(root, upper, rel), link, deleted, existed, text),
         }
     }
 
@@ -399,23 +410,36 @@ impl Reviewer<'_> {
         let Upper::File(src, mode) = u else {
             return self.keep_upper(target, u, "a git config file was replaced or removed");
         };
-        let (Ok(new), old) = (std::fs::read_to_string(src), std::fs::read_to_string(target).unwrap_or_default()) else {
-            return self.keep_upper(target, u, "a git config file that is not text");
+        let new = match read_regular(src) {
+            Ok(n) => n,
+            Err(e) => return self.keep_upper(target, u, &format!("a git config file that cannot be read ({e})")),
         };
-        let changes = match review::diff_config(&old, &new) {
-            Ok(c) => c,
-            Err(e) => return self.keep_upper(target, u, &format!("a git config file that does not parse ({e})")),
+        let old = match std::fs::symlink_metadata(target) {
+            Err(_) => None,
+            Ok(_) => match read_regular(target) {
+                Ok(o) => Some(o),
+                Err(e) => return self.keep_upper(target, u, &format!("a git config file whose version before the run cannot be read ({e})")),
+            },
         };
-        let executable: Vec<_> = changes.iter().filter(|c| c.executable.is_some()).cloned().collect();
-        if changes.len() > executable.len() {
-            match review::safe_config(&new, &changes).and_then(|t| pending::write_atomic(target, t.as_bytes(), *mode).map_err(|e| e.to_string())) {
-                Ok(()) => self.out.applied.push(format!("{} ({})", self.rel(target), changes.iter().filter(|c| c.executable.is_none()).map(review::KeyChange::name).collect::<Vec<_>>().join(", "))),
-                Err(e) => return self.keep_upper(target, u, &format!("could not apply the safe keys ({e})")),
+        match review::review_config(old.as_deref(), &new, &crate::gitoracle::config_list) {
+            ConfigOutcome::Whole(why) => self.keep_upper(target, u, &format!("a git config file kept whole: {why}")),
+            ConfigOutcome::Split { text, applied, pending } => {
+                if !applied.is_empty() {
+                    if let Err(e) = pending::write_atomic(target, text.as_bytes(), *mode) {
+                        return self.keep_upper(target, u, &format!("could not apply the safe keys ({e})"));
+                    }
+                    self.out.applied.push(format!("{} ({})", self.rel(target), applied.iter().map(review::KeyChange::name).collect::<Vec<_>>().join(", ")));
+                }
+                self.keep_config_keys(target, pending);
             }
         }
-        if !executable.is_empty() {
-            let why = executable.iter().map(|c| format!("{}: {}", c.name(), c.executable.clone().unwrap_or_default())).collect::<Vec<_>>().join("; ");
-            self.keep(target, PendingAction::ConfigKeys { changes: executable }, &why, None);
+    }
+
+    /// Keeps the config key changes `pending` (none: nothing) as one pending change.
+    fn keep_config_keys(&mut self, target: &Path, pending: Vec<review::KeyChange>) {
+        if !pending.is_empty() {
+            let why = pending.iter().map(|c| format!("{}: {}", c.name(), c.executable.clone().unwrap_or_default())).collect::<Vec<_>>().join("; ");
+            self.keep(target, PendingAction::ConfigKeys { changes: pending }, &why, None);
         }
     }
 
@@ -434,11 +458,11 @@ impl Reviewer<'_> {
             }
             let conflict = matches!(u, Upper::File(..) | Upper::Symlink(_) | Upper::Deleted) && changed_since(&target, self.start);
             let text = match u {
-                Upper::File(src, _) if review::classify_git_path(rel) == GitPathClass::Todo => std::fs::read_to_string(src).ok(),
+                Upper::File(src, _) if git_class(root, Some(upper), rel) == GitPathClass::Todo => read_regular(src).ok(),
                 _ => None,
             };
             let existed = std::fs::symlink_metadata(&target).is_ok();
-            match self.verdict(&target, rel, matches!(u, Upper::Symlink(_)), matches!(u, Upper::Deleted), existed, text.as_deref()) {
+            match self.verdict(root, Some(upper), rel, matches!(u, Upper::Symlink(_)), matches!(u, Upper::Deleted), existed, text.as_deref()) {
                 Verdict::Drop => {}
                 _ if conflict => self.keep_upper(&target, u, "changed on the host during the run too: kept aside instead of overwriting it"),
                 Verdict::Accept => self.apply(root, &target, u),
@@ -522,20 +546,23 @@ enum State {
 const SNAPSHOT_BYTES: usize = 8 << 20;
 
 /// The entries of a `.git` directory that matter to the review: everything but git's data
-/// (`objects/` except `objects/info`, `refs/`, `logs/`, and the same inside submodule and worktree
-/// git directories), each with whether its content is worth keeping.
+/// directories (`objects/` except `objects/info`, `refs/`, `logs/`, `reftable/`, `lfs/`,
+/// `rr-cache/`) of the git directory itself and of every directory in it that holds a `HEAD` (a
+/// submodule's or worktree's git directory): the same names elsewhere (a submodule named `refs`)
+/// are walked.
 fn walk_review(root: &Path, git: bool) -> Vec<(PathBuf, std::fs::Metadata)> {
     let mut out = Vec::new();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         let Ok(rd) = std::fs::read_dir(root.join(&rel)) else { continue };
+        let gitdir = git && (rel.as_os_str().is_empty() || std::fs::symlink_metadata(root.join(&rel).join("HEAD")).is_ok());
         for e in rd.flatten() {
             let r = rel.join(e.file_name());
             let Ok(m) = std::fs::symlink_metadata(root.join(&r)) else { continue };
             if m.is_dir() {
                 let name = e.file_name();
-                let skip = git && matches!(name.to_str(), Some("refs" | "logs" | "objects"));
-                if git && name == "objects" {
+                let skip = gitdir && matches!(name.to_str(), Some("refs" | "logs" | "objects" | "reftable" | "lfs" | "rr-cache"));
+                if gitdir && name == "objects" {
                     stack.push(r.join("info"));
                 } else if !skip {
                     stack.push(r.clone());
@@ -594,7 +621,9 @@ fn file_why(p: &ProtectedPath) -> String {
 /// Whether a file's content is worth keeping for the review (it can run code, or be compared).
 fn worth_keeping(kind: ProtectedKind, rel: &Path) -> bool {
     match kind {
-        ProtectedKind::GitDir => !matches!(review::classify_git_path(rel), GitPathClass::Plain | GitPathClass::Lock),
+        // Everything but git's data: config files, hooks, to-do lists, and what the review does
+        // not know (put back as it was when it is pending).
+        ProtectedKind::GitDir => !matches!(review::classify_git_path(rel), GitPathClass::Plain | GitPathClass::Lock) || rel.starts_with("modules"),
         _ => true,
     }
 }
@@ -1009,46 +1038,40 @@ impl Reviewer<'_> {
                 continue;
             }
             let text = match &new {
-                Some(State::File(_, Some(c), _)) => std::str::from_utf8(c).ok().map(str::to_string),
+                Some(State::File(_, Some(c), _)) => Some(c.as_slice()),
                 _ => None,
             };
-            match self.verdict(&target, &rel, matches!(new, Some(State::Link(_))), new.is_none(), old.is_some(), text.as_deref()) {
+            match self.verdict(root, None, &rel, matches!(new, Some(State::Link(_))), new.is_none(), old.is_some(), text) {
                 Verdict::Accept | Verdict::Drop => {}
                 Verdict::Pending(why) => self.take_back(&target, old.as_ref(), new.as_ref(), &said(why)),
-                Verdict::Config => {
-                    let old_text = match &old {
-                        Some(State::File(_, Some(c), _)) => String::from_utf8_lossy(c).into_owned(),
-                        _ => String::new(),
-                    };
-                    let mode = match &new {
-                        Some(State::File(m, ..)) => *m,
-                        _ => 0o644,
-                    };
-                    match review::diff_config(&old_text, text.as_deref().unwrap_or("")) {
-                        Ok(changes) => {
-                            let exec: Vec<_> = changes.iter().filter(|c| c.executable.is_some()).cloned().collect();
-                            if !exec.is_empty() {
-                                // Only executable changes: the file goes back exactly as it was.
-                                let safe = if exec.len() == changes.len() { Ok(old_text.clone()) } else { review::safe_config(text.as_deref().unwrap_or(""), &changes) };
-                                match safe {
-                                    Ok(safe) => {
-                                        let written = safe_parent(&target).map_err(|e| e.to_string()).and_then(|()| pending::write_atomic(&target, safe.as_bytes(), mode).map_err(|e| e.to_string()));
-                                        if let Err(e) = written {
-                                            self.out.notes.push(format!("{}: executable keys could not be taken back ({e}): live", self.rel(&target)));
-                                        }
-                                        let why = exec.iter().map(|c| format!("{}: {}", c.name(), c.executable.clone().unwrap_or_default())).collect::<Vec<_>>().join("; ");
-                                        self.keep(&target, PendingAction::ConfigKeys { changes: exec }, &why, None);
-                                    }
-                                    Err(e) => self.take_back(&target, old.as_ref(), new.as_ref(), &format!("a git config file whose keys cannot be separated ({e})")),
-                                }
-                            }
-                            let safe: Vec<String> = changes.iter().filter(|c| c.executable.is_none()).map(review::KeyChange::name).collect();
-                            if !safe.is_empty() {
-                                self.out.applied.push(format!("{} ({})", self.rel(&target), safe.join(", ")));
-                            }
-                        }
-                        Err(e) => self.take_back(&target, old.as_ref(), new.as_ref(), &format!("a git config file that does not parse ({e})")),
+                Verdict::Config => self.config_in_place(&target, old.as_ref(), new.as_ref()),
+            }
+        }
+    }
+
+    /// The in-place review of a changed config file ([`review::review_config`]): what is not
+    /// proven harmless is taken back (the file rewritten without it, or put back whole).
+    fn config_in_place(&mut self, target: &Path, old: Option<&State>, new: Option<&State>) {
+        let old_bytes = match old {
+            None => None,
+            Some(State::File(_, Some(c), _)) => Some(c.as_slice()),
+            Some(_) => return self.take_back(target, old, new, "a git config file that was not a file of known content before the run: kept whole"),
+        };
+        let Some(State::File(mode, Some(new_bytes), _)) = new else {
+            return self.take_back(target, old, new, "a git config file replaced by something that is not a readable file: kept whole");
+        };
+        match review::review_config(old_bytes, new_bytes, &crate::gitoracle::config_list) {
+            ConfigOutcome::Whole(why) => self.take_back(target, old, new, &format!("a git config file kept whole: {why}")),
+            ConfigOutcome::Split { text, applied, pending } => {
+                if !pending.is_empty() {
+                    let written = safe_parent(target).map_err(|e| e.to_string()).and_then(|()| pending::write_atomic(target, text.as_bytes(), *mode).map_err(|e| e.to_string()));
+                    if let Err(e) = written {
+                        self.out.notes.push(format!("{}: keys not proven harmless could not be taken back ({e}): live", self.rel(target)));
                     }
+                }
+                self.keep_config_keys(target, pending);
+                if !applied.is_empty() {
+                    self.out.applied.push(format!("{} ({})", self.rel(target), applied.iter().map(review::KeyChange::name).collect::<Vec<_>>().join(", ")));
                 }
             }
         }
@@ -1093,6 +1116,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         return;
     }
     let mut found: Vec<(PathBuf, bool)> = Vec::new();
+    let mut repos: Vec<PathBuf> = Vec::new();
     for w in &plan.nested_walks {
         let after = if w.stopped {
             out.notes.push(format!("the launch walk for nested protected names in {} stopped after {} entries: names created in its subdirectories during the run were not reviewed", root_name(&w.root, ws), w.budget));
@@ -1102,6 +1126,13 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
             for f in walk.found {
                 if !found.iter().any(|(p, _)| *p == f.0) {
                     found.push(f);
+                }
+            }
+            if names.contains(&".git") {
+                for d in walk.repos {
+                    if !repos.contains(&d) {
+                        repos.push(d);
+                    }
                 }
             }
             walk.listings
@@ -1132,6 +1163,16 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         if kind == ProtectedKind::Dir {
             let _ = std::fs::remove_dir(&snap.p.path);
         }
+    }
+    // A directory git discovers as a repository without a `.git`, made (or made one) during the
+    // run: reviewed as a git directory absent at launch.
+    for path in repos {
+        if plan.protected.iter().any(|p| p.path == path) || r.out.reviewed.contains(&path) {
+            continue;
+        }
+        let reason = format!("created during the run: {}", crate::plan::protected::REPO_WHY);
+        let snap = Snap { p: ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new() };
+        r.in_place(&snap);
     }
     *out = r.out;
 }

@@ -37,6 +37,8 @@ impl Entry {
     pub fn name(&self) -> String {
         match &self.subsection {
             Some(sub) => format!("{}.{}.{}", self.section, sub, self.key),
+            // A key before any section (git reads it, named without a section).
+            None if self.section.is_empty() => self.key.clone(),
             None => format!("{}.{}", self.section, self.key),
         }
     }
@@ -79,211 +81,268 @@ impl fmt::Display for ParseError {
     }
 }
 
-struct Cursor<'a> {
-    chars: Vec<char>,
+/// The bytes of a config file as git's `get_next_char` hands them out: `\r\n` is `\n`, and the
+/// end of the input is one more `\n` (with `eof` set).
+struct Src<'a> {
+    b: &'a [u8],
     pos: usize,
+    /// Lines (`\n`) consumed so far.
     line: usize,
-    _text: &'a str,
+    eof: bool,
 }
 
-impl Cursor<'_> {
-    fn peek(&self) -> Option<char> {
-        self.chars.get(self.pos).copied()
-    }
-
-    fn bump(&mut self) -> Option<char> {
-        let c = self.peek()?;
+impl Src<'_> {
+    fn next(&mut self) -> u8 {
+        let Some(&c) = self.b.get(self.pos) else {
+            self.eof = true;
+            return b'\n';
+        };
         self.pos += 1;
-        if c == '\n' {
+        let c = if c == b'\r' && self.b.get(self.pos) == Some(&b'\n') {
+            self.pos += 1;
+            b'\n'
+        } else {
+            c
+        };
+        if c == b'\n' {
             self.line += 1;
         }
-        Some(c)
+        c
     }
 
     fn err(&self, message: &str) -> ParseError {
         ParseError { line: self.line + 1, message: message.into() }
     }
 
-    fn skip_blanks(&mut self) {
-        while matches!(self.peek(), Some(' ' | '\t' | '\r')) {
-            self.bump();
-        }
+    /// The line after the one just finished (the end of the input ends a line too).
+    fn end_line(&self) -> usize {
+        if self.eof { self.line + 1 } else { self.line }
     }
+}
 
-    fn skip_to_eol(&mut self) {
-        while let Some(c) = self.peek() {
-            if c == '\n' {
-                break;
-            }
-            self.bump();
-        }
-    }
+/// git's `isspace` (sane_ctype): space, tab, line feed and carriage return; not `\v`, not `\f`.
+fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+fn is_key_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'-'
+}
+
+fn text_of(b: Vec<u8>) -> String {
+    String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Parses a config file's text.
 ///
 /// # Errors
-/// A [`ParseError`] where git would also refuse the file (bad header, key or escape).
+/// A [`ParseError`] where git also refuses the file (bad header, key or escape).
 pub fn parse(text: &str) -> Result<ConfigFile, ParseError> {
-    let mut c = Cursor { chars: text.chars().collect(), pos: 0, line: 0, _text: text };
-    let mut out = ConfigFile::default();
-    let mut current: Option<(String, Option<String>)> = None;
-    loop {
-        c.skip_blanks();
-        let Some(ch) = c.peek() else { break };
-        match ch {
-            '\n' => {
-                c.bump();
-            }
-            '#' | ';' => c.skip_to_eol(),
-            '[' => {
-                if let Some(last) = out.sections.last_mut() {
-                    last.end_line = c.line;
-                }
-                let first_line = c.line;
-                let (section, subsection) = parse_header(&mut c)?;
-                out.sections.push(SectionSpan { section: section.clone(), subsection: subsection.clone(), first_line, end_line: usize::MAX });
-                current = Some((section, subsection));
-            }
-            ch if ch.is_ascii_alphabetic() => {
-                let Some((section, subsection)) = current.clone() else {
-                    return Err(c.err("key before any section"));
-                };
-                let first_line = c.line;
-                let mut key = String::new();
-                while let Some(k) = c.peek() {
-                    if k.is_ascii_alphanumeric() || k == '-' {
-                        key.push(k.to_ascii_lowercase());
-                        c.bump();
-                    } else {
-                        break;
-                    }
-                }
-                c.skip_blanks();
-                let value = match c.peek() {
-                    Some('=') => {
-                        c.bump();
-                        Some(parse_value(&mut c)?)
-                    }
-                    None | Some('\n' | '#' | ';') => {
-                        c.skip_to_eol();
-                        None
-                    }
-                    Some(_) => return Err(c.err("bad key")),
-                };
-                let end_line = if c.pos > 0 && c.chars[c.pos - 1] == '\n' { c.line } else { c.line + 1 };
-                out.entries.push(Entry { section, subsection, key, value, first_line, end_line });
-            }
-            _ => return Err(c.err("unexpected character")),
+    parse_bytes(text.as_bytes())
+}
+
+/// Parses a config file's bytes the way git's `config.c` (`git_parse_source`) does, step for
+/// step: a UTF-8 byte order mark at the start is skipped (part of one is an error); `\r\n` is a
+/// line end; blanks are git's four; a key starts with a letter and may stand before any section
+/// (then its name has no section). Values that are not UTF-8 are read lossily (the review
+/// refuses such files before it compares them: `review::review_config`).
+///
+/// # Errors
+/// A [`ParseError`] exactly where git refuses the file.
+pub fn parse_bytes(bytes: &[u8]) -> Result<ConfigFile, ParseError> {
+    const BOM: &[u8] = b"\xef\xbb\xbf";
+    let mut c = Src { b: bytes, pos: 0, line: 0, eof: false };
+    if bytes.starts_with(BOM) {
+        c.pos = BOM.len();
+    } else if !bytes.is_empty() && bytes[0] == BOM[0] {
+        // git does not tolerate part of a byte order mark.
+        let n = bytes.iter().zip(BOM).take_while(|(a, b)| a == b).count();
+        if n > 0 {
+            return Err(c.err("part of a byte order mark"));
         }
     }
-    let lines = text.lines().count().max(c.line + usize::from(!text.ends_with('\n') && !text.is_empty()));
+    let mut out = ConfigFile::default();
+    let mut current: Option<(String, Option<String>)> = None;
+    let mut comment = false;
+    loop {
+        let line = c.line;
+        let ch = c.next();
+        if ch == b'\n' {
+            if c.eof {
+                break;
+            }
+            comment = false;
+            continue;
+        }
+        if comment || is_space(ch) {
+            continue;
+        }
+        if ch == b'#' || ch == b';' {
+            comment = true;
+            continue;
+        }
+        if ch == b'[' {
+            if let Some(last) = out.sections.last_mut() {
+                last.end_line = line;
+            }
+            let (section, subsection) = parse_header(&mut c)?;
+            out.sections.push(SectionSpan { section: section.clone(), subsection: subsection.clone(), first_line: line, end_line: usize::MAX });
+            current = Some((section, subsection));
+            continue;
+        }
+        if !ch.is_ascii_alphabetic() {
+            return Err(c.err("unexpected character"));
+        }
+        let mut key = String::from(char::from(ch.to_ascii_lowercase()));
+        let mut k = c.next();
+        while !c.eof && is_key_char(k) {
+            key.push(char::from(k.to_ascii_lowercase()));
+            k = c.next();
+        }
+        while k == b' ' || k == b'\t' {
+            k = c.next();
+        }
+        let value = if k == b'\n' {
+            None
+        } else if k == b'=' {
+            Some(parse_value(&mut c)?)
+        } else {
+            return Err(c.err("bad key"));
+        };
+        let (section, subsection) = current.clone().unwrap_or_default();
+        out.entries.push(Entry { section, subsection, key, value, first_line: line, end_line: c.end_line() });
+    }
+    let lines = bytes.split_inclusive(|b| *b == b'\n').count();
     if let Some(last) = out.sections.last_mut() {
         last.end_line = lines;
     }
     Ok(out)
 }
 
-fn parse_header(c: &mut Cursor<'_>) -> Result<(String, Option<String>), ParseError> {
-    c.bump(); // '['
-    let mut name = String::new();
-    while let Some(ch) = c.peek() {
-        if ch.is_ascii_alphanumeric() || ch == '-' || ch == '.' {
-            name.push(ch);
-            c.bump();
-        } else {
+/// A section header after its `[` (git's `get_base_var` and `get_extended_base_var`).
+fn parse_header(c: &mut Src<'_>) -> Result<(String, Option<String>), ParseError> {
+    let mut name = Vec::new();
+    let mut sub: Option<Vec<u8>> = None;
+    loop {
+        let ch = c.next();
+        if c.eof {
+            return Err(c.err("unterminated section header"));
+        }
+        if ch == b']' {
             break;
         }
+        if is_space(ch) {
+            // `[section "subsection"]`: blanks, then the quoted subsection, then `]`.
+            let mut ch = ch;
+            loop {
+                if ch == b'\n' {
+                    return Err(c.err("unterminated section header"));
+                }
+                ch = c.next();
+                if !is_space(ch) {
+                    break;
+                }
+            }
+            if ch != b'"' {
+                return Err(c.err("bad section header"));
+            }
+            let mut s = Vec::new();
+            loop {
+                let mut ch = c.next();
+                if ch == b'\n' {
+                    return Err(c.err("unterminated subsection"));
+                }
+                if ch == b'"' {
+                    break;
+                }
+                if ch == b'\\' {
+                    ch = c.next();
+                    if ch == b'\n' {
+                        return Err(c.err("unterminated subsection"));
+                    }
+                }
+                s.push(ch);
+            }
+            if c.next() != b']' {
+                return Err(c.err("bad section header"));
+            }
+            sub = Some(s);
+            break;
+        }
+        if !is_key_char(ch) && ch != b'.' {
+            return Err(c.err("bad section name"));
+        }
+        name.push(ch.to_ascii_lowercase());
     }
-    if name.is_empty() {
+    if name.is_empty() && sub.is_none() {
         return Err(c.err("empty section name"));
     }
-    let mut subsection = None;
-    c.skip_blanks();
-    if c.peek() == Some('"') {
-        if name.contains('.') {
-            return Err(c.err("dotted section name with a quoted subsection"));
-        }
-        c.bump();
-        let mut sub = String::new();
-        loop {
-            match c.bump() {
-                None | Some('\n') => return Err(c.err("unterminated subsection")),
-                Some('"') => break,
-                Some('\\') => match c.bump() {
-                    None | Some('\n') => return Err(c.err("unterminated subsection")),
-                    Some(e) => sub.push(e),
-                },
-                Some(ch) => sub.push(ch),
-            }
-        }
-        subsection = Some(sub);
-        c.skip_blanks();
-    } else if let Some((sec, sub)) = name.split_once('.') {
-        // The deprecated [section.subsection] form: the subsection is lower-cased.
-        let (sec, sub) = (sec.to_string(), sub.to_ascii_lowercase());
-        name = sec;
-        subsection = Some(sub);
-    }
-    if c.bump() != Some(']') {
-        return Err(c.err("bad section header"));
-    }
-    Ok((name.to_ascii_lowercase(), subsection))
+    let name = text_of(name);
+    Ok(match sub {
+        Some(s) => (name, Some(text_of(s))),
+        // The deprecated [section.subsection] form (lower-cased like the rest).
+        None => match name.split_once('.') {
+            Some((sec, rest)) => (sec.to_string(), Some(rest.to_string())),
+            None => (name, None),
+        },
+    })
 }
 
-fn parse_value(c: &mut Cursor<'_>) -> Result<String, ParseError> {
-    let mut v = String::new();
-    let mut quoted = false;
-    // Whitespace is kept only between words (trailing blanks are dropped at the end).
-    let mut pending_space = String::new();
-    c.skip_blanks();
-    while let Some(ch) = c.peek() {
-        match ch {
-            '\n' => {
-                if quoted {
-                    return Err(c.err("unterminated quote"));
-                }
-                c.bump();
-                break;
+/// A value after its `=` (git's `parse_value`): blanks outside quotes are dropped at the start
+/// and the end and kept between words; `;` and `#` outside quotes start a comment; `\n \t \b
+/// \\ \"` are escapes, `\` at the end of a line continues the value, any other escape is an
+/// error, and so is a quote left open at the end of the line.
+fn parse_value(c: &mut Src<'_>) -> Result<String, ParseError> {
+    let mut v: Vec<u8> = Vec::new();
+    let (mut quote, mut comment) = (false, false);
+    let mut trim_len = 0usize;
+    loop {
+        let mut ch = c.next();
+        if ch == b'\n' {
+            if quote {
+                return Err(c.err("unterminated quote"));
             }
-            '#' | ';' if !quoted => {
-                c.skip_to_eol();
-                continue;
+            if trim_len > 0 {
+                v.truncate(trim_len);
             }
-            ' ' | '\t' if !quoted => {
-                // git keeps the count of blanks between words, each as a space.
-                pending_space.push(' ');
-                c.bump();
-                continue;
-            }
-            _ => {}
+            return Ok(text_of(v));
         }
-        if !v.is_empty() || quoted {
-            v.push_str(&pending_space);
+        if comment {
+            continue;
         }
-        pending_space.clear();
-        c.bump();
-        match ch {
-            '"' => quoted = !quoted,
-            '\\' => match c.bump() {
-                Some('\n') => {} // continuation
-                Some('\r') if c.peek() == Some('\n') => {
-                    c.bump();
-                }
-                Some('n') => v.push('\n'),
-                Some('t') => v.push('\t'),
-                Some('b') => {
-                    v.pop();
-                }
-                Some('\\') => v.push('\\'),
-                Some('"') => v.push('"'),
+        if is_space(ch) && !quote {
+            if trim_len == 0 {
+                trim_len = v.len();
+            }
+            if !v.is_empty() {
+                v.push(ch);
+            }
+            continue;
+        }
+        if !quote && (ch == b';' || ch == b'#') {
+            comment = true;
+            continue;
+        }
+        trim_len = 0;
+        if ch == b'\\' {
+            ch = c.next();
+            let e = match ch {
+                b'\n' => continue,
+                b't' => b'\t',
+                b'b' => 8,
+                b'n' => b'\n',
+                b'\\' | b'"' => ch,
                 _ => return Err(c.err("bad escape in value")),
-            },
-            '\r' => {}
-            ch => v.push(ch),
+            };
+            v.push(e);
+            continue;
         }
+        if ch == b'"' {
+            quote = !quote;
+            continue;
+        }
+        v.push(ch);
     }
-    Ok(v)
 }
 
 /// `text` without the given line ranges (`[first, end)`), which may overlap.
@@ -340,7 +399,7 @@ mod tests {
 
     #[test]
     fn refuses_what_git_refuses() {
-        for bad in ["key = 1\n", "[core\n", "[a \"unterminated]\n", "[a]\n\t9key\n", "[a]\n\tk = \"open\n", "[a]\n\tk = bad\\q\n"] {
+        for bad in ["[core\n", "[a \"unterminated]\n", "[a]\n\t9key\n", "[a]\n\tk = \"open\n", "[a]\n\tk = bad\\q\n"] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
     }

@@ -41,6 +41,13 @@ pub use crate::model::ids::{Protection, ProtectionId, ProtectionState};
 /// not read (a FIFO would wait for a writer: every later plan would hang).
 #[must_use]
 pub fn read_config_file(path: &std::path::Path, max: u64) -> Option<String> {
+    read_config_bytes(path, max).and_then(|b| String::from_utf8(b).ok())
+}
+
+/// Reads a regular file of at most `max` bytes without blocking on a FIFO: its bytes, whatever
+/// their encoding (git reads a config file as bytes: one that is not UTF-8 is still git's).
+#[must_use]
+pub fn read_config_bytes(path: &std::path::Path, max: u64) -> Option<Vec<u8>> {
     use std::io::Read;
     let mut o = std::fs::OpenOptions::new();
     o.read(true);
@@ -54,8 +61,8 @@ pub fn read_config_file(path: &std::path::Path, max: u64) -> Option<String> {
     if !m.is_file() || m.len() > max {
         return None;
     }
-    let mut s = String::new();
-    f.take(max).read_to_string(&mut s).ok()?;
+    let mut s = Vec::new();
+    f.take(max).read_to_end(&mut s).ok()?;
     Some(s)
 }
 

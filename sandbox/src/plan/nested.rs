@@ -114,8 +114,29 @@ pub enum Step {
     Found,
     /// A subdirectory to look in.
     Descend,
+    /// One of [`REPO_MARKS`] the walk does not descend into: kept, to tell a directory git
+    /// discovers as a repository ([`Listing::is_repository`]).
+    Mark,
     /// Nothing.
     Skip,
+}
+
+/// The entries that make a directory one git discovers as a repository without anything named
+/// `.git` (git's `is_git_directory`: a `HEAD`, and `objects/` and `refs/` or a `commondir` that
+/// names where they are): a bare repository, or a git directory under another name.
+pub const REPO_MARKS: &[&str] = &["HEAD", "objects", "refs", "commondir"];
+
+impl Listing {
+    /// The directory holds what makes git discover it as a repository (below the root; see
+    /// [`REPO_MARKS`]): a `HEAD` that is not a directory, with `objects/` and `refs/`, or with a
+    /// `commondir`. Its content is not checked: a directory that only looks like one is
+    /// reviewed as one.
+    #[must_use]
+    pub fn is_repository(&self) -> bool {
+        // Without regard to ASCII case, as the protected names (a case-insensitive filesystem).
+        let has = |n: &str, dir: bool| self.entries.iter().any(|e| e.name.eq_ignore_ascii_case(n) && e.dir == dir);
+        self.depth > 0 && has("HEAD", false) && ((has("objects", true) && has("refs", true)) || has("commondir", false))
+    }
 }
 
 /// What the walk does with the entry `name` (a directory or not) of a directory at `depth`.
@@ -134,6 +155,8 @@ pub fn step(depth: usize, name: &OsStr, dir: bool, names: &[&str]) -> Step {
     }
     if dir && depth < NESTED_DEPTH && !NESTED_SKIP.contains(&n.as_ref()) {
         Step::Descend
+    } else if depth > 0 && REPO_MARKS.iter().any(|m| name.eq_ignore_ascii_case(m)) {
+        Step::Mark
     } else {
         Step::Skip
     }
@@ -154,6 +177,8 @@ pub enum Known<'a> {
 pub struct NestedWalk {
     /// The entries named as a protected name, and whether each is a directory.
     pub found: Vec<(PathBuf, bool)>,
+    /// The directories git discovers as repositories without a `.git` ([`Listing::is_repository`]).
+    pub repos: Vec<PathBuf>,
     /// The directory where the launch walk ran out of its budget, if it did.
     pub stopped: Option<PathBuf>,
     /// Every directory it looked at (read, or held by its record), with what it holds.
@@ -224,6 +249,11 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
                 }
             }
         };
+        // Found, and entered all the same: a `.git` inside its refs/ is a repository too (the
+        // review of a git directory leaves refs/ to git).
+        if listing.is_repository() {
+            out.repos.push(dir.clone());
+        }
         for e in &listing.entries {
             match step(depth, &e.name, e.dir, names) {
                 Step::Found => out.found.push((dir.join(&e.name), e.dir)),
@@ -236,12 +266,13 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
                         queue.push((p, depth + 1, true));
                     }
                 }
-                Step::Skip => {}
+                Step::Skip | Step::Mark => {}
             }
         }
         out.listings.push(listing);
     }
     out.found.sort();
+    out.repos.sort();
     out
 }
 
@@ -627,6 +658,11 @@ fn key(root: &Path, names: &[&str]) -> Vec<u8> {
     };
     part(root.as_os_str().as_encoded_bytes());
     part(format!("{NESTED_DEPTH}").as_bytes());
+    // Records made before the walk kept the repository marks hold none: not this walk's.
+    part(b"marks");
+    for n in REPO_MARKS {
+        part(n.as_bytes());
+    }
     for n in names {
         part(n.as_bytes());
     }
@@ -1180,6 +1216,46 @@ mod tests {
         let found: Vec<PathBuf> = next.found.iter().map(|(p, _)| p.strip_prefix(&ws).unwrap().to_path_buf()).collect();
         assert_eq!(found, vec![PathBuf::from("a/b/c/.git"), PathBuf::from("a/x/y/.bashrc"), PathBuf::from("new/n1/.vscode")]);
         assert!(recorded.get(&ws.join("x")).is_none(), "x moved away");
+    }
+
+    #[test]
+    fn directories_git_discovers_as_repositories_are_found_and_not_entered() {
+        let d = crate::test_dir();
+        let ws = std::fs::canonicalize(d.path()).unwrap();
+        let names = [".git", ".vscode"];
+        // A bare repository at depth 1, one at the walk's last depth (its objects/ and refs/ are
+        // not descended into, only marked), a commondir one, and look-alikes that are not.
+        for (dir, head) in [("store.git", true), ("a/b/c/pkg.git", true), ("nohead", false)] {
+            std::fs::create_dir_all(ws.join(dir).join("objects/ab")).unwrap();
+            std::fs::create_dir_all(ws.join(dir).join("refs/heads/.vscode")).unwrap();
+            if head {
+                std::fs::write(ws.join(dir).join("HEAD"), "ref: refs/heads/main\n").unwrap();
+            }
+        }
+        std::fs::create_dir_all(ws.join("wt")).unwrap();
+        std::fs::write(ws.join("wt/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(ws.join("wt/commondir"), "../store.git\n").unwrap();
+        std::fs::create_dir_all(ws.join("headdir/HEAD")).unwrap();
+        std::fs::create_dir_all(ws.join("headdir/objects")).unwrap();
+        std::fs::create_dir_all(ws.join("headdir/refs")).unwrap();
+        let launch = walk_nested(&ws, &names, NESTED_ENTRIES, Known::Launch(None));
+        let rel = |v: &[PathBuf]| v.iter().map(|p| p.strip_prefix(&ws).unwrap().to_path_buf()).collect::<Vec<_>>();
+        assert_eq!(rel(&launch.repos), vec![PathBuf::from("a/b/c/pkg.git"), PathBuf::from("store.git"), PathBuf::from("wt")]);
+        // Entered all the same (a repository inside one's refs/ is one too; the review of a git
+        // directory leaves refs/ to git).
+        let found: Vec<PathBuf> = launch.found.iter().map(|(p, _)| p.strip_prefix(&ws).unwrap().to_path_buf()).collect();
+        assert_eq!(found, vec![PathBuf::from("nohead/refs/heads/.vscode"), PathBuf::from("store.git/refs/heads/.vscode")]);
+        // After a run that gives nohead a HEAD: found as a repository then.
+        let launch = aged(launch);
+        std::fs::write(ws.join("nohead/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let after = walk_nested(&ws, &names, NESTED_ENTRIES, Known::AfterRun(&launch));
+        assert_eq!(rel(&after.repos), vec![PathBuf::from("nohead")]);
+        // The records keep the marks: a later launch finds all four without reading them.
+        let after = aged(after);
+        let recorded = cache_of(&ws, &names, launch.iter().chain(&after));
+        let next = walk_nested(&ws, &names, 0, Known::Launch(Some(&mut recorded.clone())));
+        assert!(next.stopped.is_none());
+        assert_eq!(rel(&next.repos), vec![PathBuf::from("a/b/c/pkg.git"), PathBuf::from("nohead"), PathBuf::from("store.git"), PathBuf::from("wt")]);
     }
 
     #[cfg(target_os = "linux")]

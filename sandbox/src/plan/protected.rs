@@ -106,10 +106,24 @@ pub struct GitConfigRefs {
 
 impl GitConfigRefs {
     /// The hooks directories of a repository whose worktree is `worktree` (a relative
-    /// `core.hooksPath` is relative to it), each with why it counts.
+    /// `core.hooksPath` is relative to it), each with why it counts. A hooks directory whose
+    /// name starts with `_` inside the worktree is husky's (9: `core.hooksPath = .husky/_`, whose
+    /// one script `h` runs `.husky/<hook>`): the directory above it, which holds what the hooks
+    /// run, is protected whole instead, as hooks are.
     #[must_use]
     pub fn hooks_dirs(&self, worktree: &Path) -> Vec<(PathBuf, String)> {
-        self.hooks.iter().map(|(v, f)| (crate::plan::resolve::normalize(&worktree.join(v)), format!("core.hooksPath = {} in {}", v.display(), f.display()))).collect()
+        self.hooks
+            .iter()
+            .map(|(v, f)| {
+                let dir = crate::plan::resolve::normalize(&worktree.join(v));
+                let why = format!("core.hooksPath = {} in {}", v.display(), f.display());
+                let husky = dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with('_'));
+                match dir.parent().filter(|p| husky && p.starts_with(worktree) && *p != worktree) {
+                    Some(parent) => (parent.to_path_buf(), format!("{why}: its hooks run the scripts beside their directory (husky's .husky/_/h runs .husky/<hook>)")),
+                    None => (dir, why),
+                }
+            })
+            .collect()
     }
 }
 
@@ -140,7 +154,7 @@ pub fn read_git_configs(files: Vec<PathBuf>, home: Option<&Path>) -> GitConfigRe
             continue;
         }
         read.push(f.clone());
-        let Some(c) = super::read_config_file(&f, 1 << 20).and_then(|t| gitconfig::parse(&t).ok()) else { continue };
+        let Some(c) = super::read_config_bytes(&f, 8 << 20).and_then(|t| gitconfig::parse_bytes(&t).ok()) else { continue };
         // A config file that is a symbolic link (`~/.gitconfig -> ~/dotfiles/gitconfig`): git
         // reads its target.
         if let Ok(real) = std::fs::canonicalize(&f) {
@@ -529,6 +543,9 @@ pub fn nested_kind(name: &str, dir: bool) -> ProtectedKind {
     }
 }
 
+/// Why a directory git discovers as a repository without a `.git` is protected.
+pub const REPO_WHY: &str = "git discovers it as a repository (HEAD, objects/ and refs/, or a commondir; a bare repository or a git directory under another name): its hooks and config run at the user's next git command in it";
+
 /// `name` is `.git` (whatever its ASCII case: on a case-insensitive filesystem `.GIT` is git's).
 #[must_use]
 pub fn is_dotgit(name: &std::ffi::OsStr) -> bool {
@@ -549,12 +566,18 @@ fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str], budget: 
     let mut records = p.records.as_deref().and_then(|d| super::nested::load(d, root, names));
     #[cfg(not(target_os = "linux"))]
     let mut records = None;
-    let NestedWalk { found, stopped, listings, from_records } = walk_nested(root, names, budget, Known::Launch(records.as_mut()));
+    let NestedWalk { found, repos, stopped, listings, from_records } = walk_nested(root, names, budget, Known::Launch(records.as_mut()));
     let walk = RootWalk { root: root.to_path_buf(), listings, from_records, budget, stopped: stopped.is_some() };
     let first = p.out.len();
     for (path, _) in found {
         let n = path.file_name().map(PathBuf::from).unwrap_or_default();
         p.protect(&path, hint_for(&n), &format!("nested copy: {}", table_why(&n)));
+    }
+    // Only where `.git` is a protected name (the repositories are what it protects).
+    if names.contains(&".git") {
+        for path in repos {
+            p.protect(&path, ProtectedKind::GitDir, REPO_WHY);
+        }
     }
     if let Some(dir) = stopped {
         let why = root_name(root, p.roots.first().map_or(root, PathBuf::as_path));
@@ -700,7 +723,7 @@ fn gitmodules_paths(ws: &Path) -> Vec<PathBuf> {
     }
     // Parsed as git parses it (comments, quotes, escapes, continuation lines); a file git
     // refuses registers no submodule for git either.
-    let Some(c) = super::read_config_file(&f, 1 << 20).and_then(|t| gitconfig::parse(&t).ok()) else { return Vec::new() };
+    let Some(c) = super::read_config_bytes(&f, 8 << 20).and_then(|t| gitconfig::parse_bytes(&t).ok()) else { return Vec::new() };
     let mut out: Vec<PathBuf> = Vec::new();
     for e in c.entries.iter().filter(|e| e.section == "submodule" && e.subsection.is_some() && e.key == "path") {
         let v = e.value.as_deref().unwrap_or("");
@@ -891,7 +914,7 @@ mod tests {
         ]);
         // Every other name of the table, absent, as the table's kind (a file is reviewed as one),
         // the linked .idea as a file, and .husky/_.
-        assert_eq!(got.len(), crate::defaults::protected_table().len() + 1, "the table, and .husky/_");
+        assert_eq!(got.len(), crate::defaults::protected_table().len() + 1, "the table, and .husky (husky's .husky/_ runs the scripts in it)");
         assert!(got.contains(&(".bashrc".into(), ProtectedKind::File, true)) && got.contains(&(".claude".into(), ProtectedKind::Dir, true)));
         assert!(p.iter().find(|x| x.path.ends_with(".mcp.json")).unwrap().reason.contains("MCP"), "the table's why is the reason");
         // .idea is a link out of the workspace: the link is protected as a file (put back if
@@ -900,7 +923,7 @@ mod tests {
         // real directory; the review after the run takes out what appears there, and a link put
         // on the way).
         assert!(bad.is_empty(), "{bad:?}");
-        assert!(p.iter().any(|x| x.path == ws.join(".husky/_") && x.absent && x.reason.contains("hooksPath")));
+        assert!(p.iter().any(|x| x.path == ws.join(".husky") && x.absent && x.reason.contains("hooksPath") && x.reason.contains("husky")));
         // Below a link: the link.
         std::os::unix::fs::symlink("/tmp", ws.join(".husky")).unwrap();
         let set = protected_paths(&mut PathResolver::new(), &policy);
@@ -1059,7 +1082,7 @@ mod tests {
         let sub = ws.join("mono/frontend");
         let policy = build_sandbox_policy(&sub, &SandboxSettings { home: None, ..Default::default() }).unwrap();
         let set = protected_paths(&mut PathResolver::new(), &policy);
-        let husky = set.paths.iter().find(|x| x.path == sub.join(".husky/_")).expect("the enclosing repository's hooks directory");
+        let husky = set.paths.iter().find(|x| x.path == sub.join(".husky")).expect("the enclosing repository's hooks directory, and what its hooks run beside it");
         assert_eq!((husky.kind, husky.absent), (ProtectedKind::Dir, false));
         assert_eq!(enclosing_dotgit(&sub.join(".husky")), Some(ws.join("mono/.git")));
         assert_eq!(enclosing_dotgit(&ws.join("tools")), Some(ws.join("tools/.git")), "its own first");
