@@ -99,6 +99,8 @@ internal_mod!(network);
 internal_mod!(paths);
 internal_mod!(#[cfg(unix)] pending);
 internal_mod!(platform);
+#[cfg(all(test, unix))]
+mod fuzz;
 internal_mod!(gitoracle);
 internal_mod!(review);
 internal_mod!(srt);

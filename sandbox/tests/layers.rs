@@ -79,6 +79,8 @@ const LAYERS: &[(&str, u8)] = &[
     // L7: the parent side.
     ("run", 7),
     ("handle", 7),
+    // Test-only: the fuzz targets reach every parser.
+    ("fuzz", 7),
     ("audit", 7),
 ];
 

@@ -379,8 +379,14 @@ fn split_host_port(s: &str, default: u16) -> Option<(String, u16)> {
     }
 }
 
+/// The host and port a SOCKS5 exchange on `c` asks for (the fuzz target's way in).
+#[cfg(test)]
+pub(crate) fn socks5_host<S: Read + Write>(c: &mut S) -> Option<(String, u16)> {
+    socks5_request(c).map(|r| (r.host, r.port))
+}
+
 /// A SOCKS5 `CONNECT` (no authentication).
-fn socks5_request(c: &mut TcpStream) -> Option<Request> {
+fn socks5_request<S: Read + Write>(c: &mut S) -> Option<Request> {
     let mut hdr = [0u8; 2];
     c.read_exact(&mut hdr).ok()?;
     let mut methods = vec![0u8; usize::from(hdr[1])];

@@ -242,7 +242,7 @@ pub fn gitlinks_recorded(gitdir: &Path, records: Option<&Path>) -> Result<Vec<Pa
 
 /// An index path name as a relative path; `None` for one git would refuse (empty, absolute,
 /// `.`/`..` components).
-fn rel_path(name: &[u8]) -> Option<PathBuf> {
+pub(crate) fn rel_path(name: &[u8]) -> Option<PathBuf> {
     if name.is_empty() || name.starts_with(b"/") || name.split(|&b| b == b'/').any(|c| c.is_empty() || c == b"." || c == b"..") {
         return None;
     }

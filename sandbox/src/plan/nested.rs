@@ -588,6 +588,14 @@ pub struct WalkCache {
     dirs: std::collections::HashSet<ByPath>,
 }
 
+#[cfg(test)]
+impl WalkCache {
+    /// Every recorded directory (tests).
+    pub(crate) fn listings(&self) -> impl Iterator<Item = &Listing> {
+        self.dirs.iter().map(|b| &b.0)
+    }
+}
+
 /// A record in [`WalkCache`], hashed and compared by its path's bytes. The walk's paths are made
 /// by `join` from the root and entry names, as the records' are, so the same path has the same
 /// bytes; a path spelled otherwise is only a record not found (the directory is read). Hashing

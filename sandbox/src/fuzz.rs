@@ -1,0 +1,301 @@
+//! Fuzz targets of the parsers that read what a sandboxed command wrote or sent (issue 55, item
+//! 5; issue 58, item 2): git's config, a git index, rebase to-do lists, the nested walk's records,
+//! and the network stubs (DNS questions, SOCKS5 requests, TLS ClientHellos; the HTTP proxy's
+//! parser has its own target beside it, `linux::proxy::tests::fuzz_the_http_head_parser`).
+//!
+//! Each target mutates valid seeds (bytes flipped, inserted, deleted, duplicated, spliced,
+//! cut) with a fixed-seed generator, so a failure reproduces; nothing may panic, and each checks
+//! a property of what it parsed. Where a reference implementation exists the target is
+//! differential: the git index's gitlinks against `git ls-files --stage`, the config parser
+//! against `git config --list` on mutated files (beside the generated ones of
+//! `gitoracle::tests`). These run in `ci/test` for a few seconds; `LGCI_FUZZ_CASES` raises the
+//! count (`ci/nightly` runs 200 000 per target) and `LGCI_FUZZ_SEED` changes the seed. They are
+//! plain tests, not `cargo fuzz` targets: the toolchain here is stable, without the sanitizers
+//! cargo-fuzz needs, and a mutation fuzzer on stable finds the panics and disagreements these
+//! parsers can have (none of them is `unsafe`).
+
+use std::path::{Path, PathBuf};
+
+/// A small xorshift generator (fixed seed: a failure reproduces).
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new() -> Rng {
+        Rng(std::env::var("LGCI_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x2545_f491_4f6c_dd1d) | 1)
+    }
+
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n.max(1) as u64) as usize
+    }
+
+    /// `seed` with one to four random mutations.
+    pub(crate) fn mutate(&mut self, seed: &[u8]) -> Vec<u8> {
+        let mut b = seed.to_vec();
+        for _ in 0..self.below(4) + 1 {
+            let at = self.below(b.len() + 1);
+            match self.below(6) {
+                0 if !b.is_empty() => {
+                    let i = at.min(b.len() - 1);
+                    b[i] ^= 1 << self.below(8);
+                }
+                1 => b.insert(at, self.below(256) as u8),
+                2 if at < b.len() => {
+                    let n = self.below(8).min(b.len() - at);
+                    b.drain(at..at + n);
+                }
+                3 if at < b.len() => {
+                    let n = self.below(16).min(b.len() - at);
+                    let piece = b[at..at + n].to_vec();
+                    let to = self.below(b.len() + 1);
+                    b.splice(to..to, piece);
+                }
+                4 => b.truncate(at),
+                _ => {
+                    const BYTES: &[u8] = b"\0\r\n\t\x0b\x0c \"\\#;=[].!\xff\x80";
+                    b.insert(at, BYTES[self.below(BYTES.len())]);
+                }
+            }
+        }
+        b
+    }
+}
+
+/// How many cases each target runs.
+pub(crate) fn cases(default: usize) -> usize {
+    std::env::var("LGCI_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn git(dir: &Path, args: &[&str]) -> Option<Vec<u8>> {
+    let out = std::process::Command::new("git").current_dir(dir).args(args).env("GIT_CONFIG_NOSYSTEM", "1").env("GIT_CONFIG_GLOBAL", "/dev/null").output().ok()?;
+    out.status.success().then_some(out.stdout)
+}
+
+/// A repository with files and two gitlinks, made by git itself: its index, and the gitlinks
+/// `git ls-files --stage` lists.
+fn index_seed() -> Option<(Vec<u8>, Vec<PathBuf>, tempfile::TempDir)> {
+    let d = crate::test_dir();
+    let r = d.path();
+    git(r, &["init", "-q"])?;
+    std::fs::create_dir_all(r.join("src/deep")).ok()?;
+    for f in ["a.txt", "src/b.rs", "src/deep/c"] {
+        std::fs::write(r.join(f), f).ok()?;
+    }
+    git(r, &["add", "."])?;
+    for (sha, p) in [("1111111111111111111111111111111111111111", "vendor/lib"), ("2222222222222222222222222222222222222222", "sub")] {
+        git(r, &["update-index", "--add", "--cacheinfo", &format!("160000,{sha},{p}")])?;
+    }
+    let listed = git(r, &["ls-files", "--stage"])?;
+    let links = String::from_utf8(listed).ok()?.lines().filter(|l| l.starts_with("160000 ")).filter_map(|l| l.split_once('\t').map(|(_, p)| PathBuf::from(p))).collect();
+    let index = std::fs::read(r.join(".git/index")).ok()?;
+    Some((index, links, d))
+}
+
+#[test]
+fn fuzz_the_git_index_parser_against_git() {
+    let Some((seed, links, _d)) = index_seed() else {
+        eprintln!("skipped: git cannot make the seed index here");
+        return;
+    };
+    // Differential on the seed: the gitlinks are the ones git lists.
+    let (mine, _) = crate::plan::gitindex::parse(&seed).expect("git's own index parses");
+    let mut mine: Vec<PathBuf> = mine.iter().map(|p| PathBuf::from(String::from_utf8_lossy(p).into_owned())).collect();
+    mine.sort();
+    let mut links = links;
+    links.sort();
+    assert_eq!(mine, links);
+    let mut rng = Rng::new();
+    for _ in 0..cases(20_000) {
+        let b = rng.mutate(&seed);
+        // (The parser reads names as the index holds them, checksum unchecked: an index git
+        // would refuse as corrupt can only add gitlinks, which protects more.) Every name the
+        // review then uses is a relative path of plain components, inside the repository.
+        if let Ok((paths, _)) = crate::plan::gitindex::parse(&b) {
+            for p in paths.iter().filter_map(|p| crate::plan::gitindex::rel_path(p)) {
+                assert!(p.components().all(|c| matches!(c, std::path::Component::Normal(_))), "{p:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn fuzz_the_config_parser_and_compare_with_git() {
+    const SEEDS: &[&[u8]] = &[
+        b"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n[remote \"origin\"]\n\turl = https://h/x.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n",
+        b"[alias]\n\tst = \"status \\\"-sb\\\"\" ; c\n\tco = \\\n checkout\n[branch.Main]\n\tremote = origin\n",
+        b"\xef\xbb\xbf[core]\r\n\tfsmonitor = \"a\\tb\"\r\n[sec \"s\\\\u\"] k\n",
+    ];
+    let with_git = crate::gitoracle::trusted_git().is_some();
+    let mut rng = Rng::new();
+    let mut compared = 0usize;
+    for i in 0..cases(20_000) {
+        let pick = rng.below(SEEDS.len());
+        let b = rng.mutate(SEEDS[pick]);
+        let ours = crate::plan::gitconfig::parse_bytes(&b);
+        // Every 20th case (a process each) is compared with git, when the file is UTF-8 (git's
+        // list of another file is not).
+        if with_git && i % 20 == 0 && std::str::from_utf8(&b).is_ok() && !b.contains(&0) {
+            let git = crate::gitoracle::config_list(&b);
+            let ours: Result<crate::gitoracle::ConfigList, _> = ours.map(|c| c.entries.iter().map(|e| (e.name(), e.value.clone())).collect());
+            match (&ours, &git) {
+                (Ok(a), Ok(g)) => assert_eq!(a, g, "{:?}", String::from_utf8_lossy(&b)),
+                (Err(_), Err(_)) => {}
+                _ => panic!("{:?}\n ours: {ours:?}\n git: {git:?}", String::from_utf8_lossy(&b)),
+            }
+            compared += 1;
+        }
+    }
+    eprintln!("{compared} mutated configs compared with git");
+}
+
+#[test]
+fn fuzz_the_todo_reader() {
+    const SEEDS: &[&[u8]] = &[b"pick abc subject\nfixup -C def x\n# exec id\nlabel onto\n", b"exec make\n", b"  reword 123 x\r\nbreak\n"];
+    let mut rng = Rng::new();
+    for _ in 0..cases(50_000) {
+        let pick = rng.below(SEEDS.len());
+        let b = rng.mutate(SEEDS[pick]);
+        if crate::review::todo_is_plain(&b) {
+            // What passes has no line git would read as exec or x (git skips spaces and tabs
+            // before the command, which ends at any blank or the line's end).
+            for line in b.split(|&c| c == b'\n') {
+                let l: Vec<u8> = line.iter().copied().skip_while(|c| *c == b' ' || *c == b'\t').collect();
+                let word: Vec<u8> = l.iter().copied().take_while(|c| !c.is_ascii_whitespace()).collect();
+                assert!(word != b"exec" && word != b"x", "{:?}", String::from_utf8_lossy(&b));
+            }
+        }
+    }
+}
+
+#[test]
+fn fuzz_the_walk_records() {
+    use crate::plan::nested::{Entry, Listing, WalkCache};
+    let root = Path::new("/w/ws");
+    let names = [".git", ".vscode"];
+    let listing = |p: &str, depth, entries: &[(&str, bool)]| Listing {
+        path: root.join(p),
+        depth,
+        id: (7, 100 + depth as u64),
+        ctime_ns: Some(1_000_000_000),
+        read_ns: 9_000_000_000,
+        entries: entries.iter().map(|(n, d)| Entry { name: (*n).into(), dir: *d }).collect(),
+    };
+    let ls = [listing("", 0, &[("a", true), (".git", true)]), listing("a", 1, &[("HEAD", false), ("objects", true), ("refs", true), (".vscode", true)])];
+    let seed = WalkCache::encode(root, &names, ls.iter()).expect("encodes");
+    assert!(WalkCache::decode(root, &names, &seed).is_some(), "round trip");
+    let mut rng = Rng::new();
+    for _ in 0..cases(50_000) {
+        let b = rng.mutate(&seed);
+        // Whatever a mutated record decodes to stays below the root: each directory's path is
+        // the root and exactly `depth` plain names, each entry a plain name.
+        if let Some(c) = WalkCache::decode(root, &names, &b) {
+            for l in c.listings() {
+                let below = l.path.strip_prefix(root).expect("below the root");
+                assert_eq!(below.components().count(), l.depth, "{:?}", l.path);
+                assert!(below.components().all(|c| matches!(c, std::path::Component::Normal(_))), "{:?}", l.path);
+                assert!(l.entries.iter().all(|e| !e.name.is_empty() && !e.name.as_encoded_bytes().contains(&b'/') && e.name != ".." && e.name != "."), "{:?}", l.entries);
+            }
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn fuzz_the_dns_stub() {
+    let allow = crate::network::Allowlist::new(&["a.test".into()], &[], &[443], &[]).expect("allowlist");
+    // A query for a.test, type A, class IN.
+    let seed: &[u8] = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x01a\x04test\x00\x00\x01\x00\x01";
+    let (r, q) = crate::linux::dns::reply(seed, &allow);
+    assert!(r.is_some() && q.is_some());
+    let mut rng = Rng::new();
+    for _ in 0..cases(50_000) {
+        let b = rng.mutate(seed);
+        if let (Some(out), _) = crate::linux::dns::reply(&b, &allow) {
+            // A reply is a response to this query: its id, the QR bit, a whole header.
+            assert!(out.len() >= 12 && out[..2] == b[..2] && out[2] & 0x80 != 0, "{b:?}");
+        }
+    }
+}
+
+/// The client side of a SOCKS5 exchange: what the client sent, and what the proxy wrote back.
+#[cfg(target_os = "linux")]
+struct Duplex {
+    input: std::io::Cursor<Vec<u8>>,
+    output: Vec<u8>,
+}
+
+#[cfg(target_os = "linux")]
+impl std::io::Read for Duplex {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.input.read(buf)
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl std::io::Write for Duplex {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.output.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn fuzz_the_socks5_reader() {
+    const SEEDS: &[&[u8]] = &[
+        b"\x05\x01\x00\x05\x01\x00\x03\x06a.test\x01\xbb",
+        b"\x05\x02\x00\x02\x05\x01\x00\x01\x7f\x00\x00\x01\x00\x50",
+        b"\x05\x01\x00\x05\x01\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x50",
+    ];
+    let mut rng = Rng::new();
+    for _ in 0..cases(50_000) {
+        let pick = rng.below(SEEDS.len());
+        let b = rng.mutate(SEEDS[pick]);
+        let mut d = Duplex { input: std::io::Cursor::new(b.clone()), output: Vec::new() };
+        if let Some((host, _)) = crate::linux::proxy::socks5_host(&mut d) {
+            // A name is at most 255 bytes (its length is one byte); an address is bracketed
+            // (IPv6) or dotted (IPv4).
+            assert!(host.len() <= 255 + 2, "{b:?}");
+            // The proxy answered the method negotiation with exactly "no authentication".
+            assert_eq!(&d.output[..2], &[5, 0], "{b:?}");
+        }
+    }
+}
+
+#[test]
+fn fuzz_the_tls_client_hello_reader() {
+    // A ClientHello with one cipher suite and a server name extension for a.test.
+    let name = b"a.test";
+    let mut sni = vec![0, 0];
+    let list_len = (name.len() + 3) as u16;
+    sni.extend_from_slice(&(list_len + 2).to_be_bytes());
+    sni.extend_from_slice(&list_len.to_be_bytes());
+    sni.push(0);
+    sni.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    sni.extend_from_slice(name);
+    let mut body = vec![3, 3];
+    body.extend_from_slice(&[0u8; 32]);
+    body.extend_from_slice(&[0, 0, 2, 0x13, 0x01, 1, 0]);
+    body.extend_from_slice(&(sni.len() as u16).to_be_bytes());
+    body.extend_from_slice(&sni);
+    let mut hs = vec![1, 0];
+    hs.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    hs.extend_from_slice(&body);
+    let mut seed = vec![22, 3, 1];
+    seed.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+    seed.extend_from_slice(&hs);
+    assert_eq!(crate::network::client_hello_sni(&seed).as_deref(), Some("a.test"));
+    let mut rng = Rng::new();
+    for _ in 0..cases(50_000) {
+        let b = rng.mutate(&seed);
+        if let Some(n) = crate::network::client_hello_sni(&b) {
+            assert!(n.len() <= b.len(), "{b:?}");
+        }
+    }
+}
