@@ -549,3 +549,27 @@ fn run_failures_exit_125_with_a_json_error_and_the_commands_status_passes_throug
         assert_eq!(o.code(), Some(code), "{}", o.describe());
     }
 }
+
+/// Issue 58 item 4: the allowlist's lists in a config file whose network is denied are a warning
+/// of every run and of `status`, not a failure of both; the same lists given as flags without
+/// `--network allowlist` are a mistake of that command line (125); `--allow-cidr` exists.
+#[test]
+fn allowlist_settings_without_the_allowlist_warn_and_allow_cidr_exists() {
+    let w = World::new();
+    let cfg = w.xdg.join("localgpt/config.toml");
+    std::fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    let before = std::fs::read_to_string(&cfg).unwrap_or_else(|_| "[sandbox]\n".into());
+    std::fs::write(&cfg, format!("{before}allow_domains = [\"pypi.org\"]\nallow_cidrs = [\"10.0.0.0/8\"]\n")).unwrap();
+    let o = w.sandboxed("echo ran");
+    assert_eq!(o.code(), Some(0), "{}", o.describe());
+    assert!(o.stdout.contains("ran") && o.stderr.contains("allow_domains, allow_cidrs ignored: the network is denied"), "{}", o.describe());
+    let s = w.localgpt_cmd(&["sandbox", "status"]).output().unwrap();
+    assert!(s.status.success() && String::from_utf8_lossy(&s.stdout).contains("ignored"), "{s:?}");
+    let o = w.sandboxed_with(&["--allow-cidr", "10.1.0.0/16"], "echo ran");
+    assert_eq!(o.code(), Some(125), "{}", o.describe());
+    assert!(o.stderr.contains("--allow-cidr needs --network allowlist"), "{}", o.describe());
+    let o = w.sandboxed_with(&["--network", "allowlist", "--allow-cidr", "10.1.0.0/16"], "echo ran");
+    assert_eq!(o.code(), Some(0), "{}", o.describe());
+    let o = w.sandboxed_with(&["--network", "allowlist", "--allow-cidr", "not-a-cidr"], "echo ran");
+    assert_eq!(o.code(), Some(125), "{}", o.describe());
+}

@@ -425,6 +425,27 @@ fn check_workspace(requested: &Path, ws: &Path, home: Option<&Path>, settings: &
     }
 }
 
+/// The allowlist's settings that mean nothing in `settings`' network mode (warnings of every
+/// run, not errors: a config file's `allow_domains` kept for the days the allowlist is on must not
+/// stop `sandbox status` or every run). Denying domains when the network is open cannot be done:
+/// that is refused.
+///
+/// # Errors
+/// [`SandboxError::Policy`] for `deny_domains` with `network = "full"`.
+fn ignored_network_settings(settings: &SandboxSettings) -> Result<Vec<String>, SandboxError> {
+    let listed = |v: &[String], name: &str| (!v.is_empty()).then(|| name.to_string());
+    let names: Vec<String> = [listed(&settings.allow_domains, "allow_domains"), listed(&settings.deny_domains, "deny_domains"), listed(&settings.allow_cidrs, "allow_cidrs")].into_iter().flatten().collect();
+    match settings.network {
+        NetworkPolicy::Allowlist => Ok(Vec::new()),
+        _ if names.is_empty() => Ok(Vec::new()),
+        NetworkPolicy::Full if !settings.deny_domains.is_empty() => {
+            Err(SandboxError::Policy("deny_domains cannot be enforced with network = \"full\" (every destination is reachable): use network = \"allowlist\" (--network allowlist)".into()))
+        }
+        NetworkPolicy::Full => Ok(vec![format!("{} ignored: network = \"full\" reaches every destination already", names.join(", "))]),
+        NetworkPolicy::Deny => Ok(vec![format!("{} ignored: the network is denied (network = \"deny\"); set network = \"allowlist\" or pass --network allowlist to use them", names.join(", "))]),
+    }
+}
+
 /// Builds the policy for `workspace` from the settings: the zero-configuration path of spec 3.3.
 ///
 /// System dirs and `$HOME` toolchains are read + execute, the workspace (and `/tmp`, `/dev/shm`
@@ -542,13 +563,9 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         network_access: settings.network,
         network_allowlist: match settings.network {
             NetworkPolicy::Allowlist => Some(crate::network::Allowlist::new(&settings.allow_domains, &settings.deny_domains, &settings.allow_ports, &settings.allow_cidrs)?),
-            NetworkPolicy::Deny | NetworkPolicy::Full => {
-                if !(settings.allow_domains.is_empty() && settings.deny_domains.is_empty() && settings.allow_cidrs.is_empty()) {
-                    return Err(SandboxError::Policy("allow_domains, deny_domains and allow_cidrs need network = \"allowlist\" (--network allowlist)".into()));
-                }
-                None
-            }
+            NetworkPolicy::Deny | NetworkPolicy::Full => None,
         },
+        ignored_settings: ignored_network_settings(settings)?,
         audit_log: settings.audit_log.clone(),
         timeout_secs: settings.timeout_secs,
         max_output_bytes: settings.max_output_bytes,
@@ -860,8 +877,16 @@ mod tests {
         assert_eq!((s.allow_domains.len(), s.deny_domains.len(), s.allow_ports.as_slice(), s.allow_cidrs.len()), (1, 1, &[443u16][..], 1));
         assert_eq!(s.audit_log.as_deref(), Some(std::path::Path::new("/var/log/a.jsonl")));
         assert_eq!(SandboxSettings::from_toml("[sandbox]\nnetwork = 'full'\n").unwrap().network, NetworkPolicy::Full);
-        // With full, as with deny, the allowlist's lists mean nothing: refused, not ignored.
+        // With full or deny the allowlist's lists mean nothing: a warning of every run (issue 58:
+        // a config file's lists must not stop every run); denying domains with full cannot be
+        // done: refused.
         let s = SandboxSettings::from_toml("[sandbox]\nnetwork = 'full'\nallow_domains = ['x.org']\n").unwrap();
+        let p = build_sandbox_policy(std::path::Path::new("/tmp"), &SandboxSettings { force_workspace: true, ..s }).unwrap();
+        assert!(p.ignored_settings[0].starts_with("allow_domains ignored"), "{:?}", p.ignored_settings);
+        let s = SandboxSettings::from_toml("[sandbox]\nallow_domains = ['x.org']\nallow_cidrs = ['10.0.0.0/8']\n").unwrap();
+        let p = build_sandbox_policy(std::path::Path::new("/tmp"), &SandboxSettings { force_workspace: true, ..s }).unwrap();
+        assert!(p.network_allowlist.is_none() && p.ignored_settings[0].contains("allow_domains, allow_cidrs ignored: the network is denied"), "{:?}", p.ignored_settings);
+        let s = SandboxSettings::from_toml("[sandbox]\nnetwork = 'full'\ndeny_domains = ['x.org']\n").unwrap();
         assert!(build_sandbox_policy(std::path::Path::new("/tmp"), &SandboxSettings { force_workspace: true, ..s }).is_err());
         assert!(SandboxSettings::from_toml("[sandbox]\nnetwork = 'open'\n").is_err());
         assert!(SandboxSettings::from_toml("[sandbox]\nmode='yolo'\n").is_err());

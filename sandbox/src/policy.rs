@@ -262,6 +262,10 @@ pub struct SandboxPolicy {
     /// exist when the policy was built: skipped, and each named in one warning.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_grants: Vec<PathBuf>,
+    /// Settings that mean nothing under this policy (the allowlist's lists with the network
+    /// denied or open): each named in a warning of every run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored_settings: Vec<String>,
     /// Denied paths whose file was moved since a previous run recorded it (rule, where the file
     /// is now): the new place is denied too (also in `deny_paths`); see the `denied` module.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -471,6 +475,7 @@ mod tests {
             nested_walk_entries: default_nested_walk_entries(),
             unconfined_acknowledged: false,
             skipped_grants: Vec::new(),
+            ignored_settings: Vec::new(),
             moved_denies: Vec::new(),
             context_reads: Vec::new(),
             allow_unix_sockets: Vec::new(),

@@ -12,6 +12,7 @@ pub(super) fn path_list(paths: &[PathBuf]) -> String {
 /// The warnings of `plan`.
 pub(super) fn warnings(plan: &Plan, caps: &Capabilities, policy: &SandboxPolicy) -> Vec<String> {
     let mut w: Vec<String> = policy.skipped_grants.iter().map(|p| format!("{} does not exist: its grant is skipped for this run", p.display())).collect();
+    w.extend(policy.ignored_settings.iter().cloned());
     for g in plan.unix_sockets.iter().filter(|g| g.root_equivalent) {
         w.push(format!("GRANTED SOCKET {} controls a container runtime: whoever connects to it is root on the host; the command may connect to it", g.given.display()));
     }
