@@ -573,3 +573,28 @@ fn allowlist_settings_without_the_allowlist_warn_and_allow_cidr_exists() {
     let o = w.sandboxed_with(&["--network", "allowlist", "--allow-cidr", "not-a-cidr"], "echo ran");
     assert_eq!(o.code(), Some(125), "{}", o.describe());
 }
+
+/// The sandbox's own config inside the workspace (`XDG_CONFIG_HOME` under it) is bound read-only
+/// at Full: its mount point must be made without truncating the user's file. Until this test, every
+/// run at Full emptied it when the workspace lay under `/tmp` (the sandbox's private tmpfs, where
+/// the workspace is bound back and the file's mount point was made with `O_TRUNC`). Checked from
+/// outside after the run, in a workspace under `/tmp` and in the world's.
+#[test]
+fn a_config_file_inside_the_workspace_survives_the_run() {
+    let w = World::new();
+    let level = suite_level(&w);
+    let in_tmp = tempfile::Builder::new().prefix("lgws-").tempdir_in("/tmp").unwrap();
+    for ws in [std::fs::canonicalize(in_tmp.path()).unwrap(), w.ws.clone()] {
+        let cfg = ws.join("cfg/localgpt/config.toml");
+        std::fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+        let text = "[sandbox]\nnetwork = \"deny\"\n# the user's own settings\n";
+        std::fs::write(&cfg, text).unwrap();
+        let wsarg = ws.display().to_string();
+        let mut cmd = w.sandbox_cmd(&["--level", &level, "--workspace", &wsarg], &["cat cfg/localgpt/config.toml"]);
+        cmd.env("XDG_CONFIG_HOME", ws.join("cfg")).current_dir(&ws);
+        let o = run(cmd, "config inside the workspace");
+        assert_eq!(o.code(), Some(0), "{}", o.describe());
+        assert_eq!(o.stdout.trim_end(), text.trim_end(), "{}", o.describe());
+        assert_eq!(std::fs::read_to_string(&cfg).unwrap(), text, "the user's config in {} was changed by the run at {level}", ws.display());
+    }
+}

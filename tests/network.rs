@@ -174,7 +174,7 @@ fn a_tls_tunnel_whose_server_name_differs_from_the_connect_host_is_refused() {
     };
     config(&w, "allow_ports = [443]\nallow_cidrs = [\"127.0.0.1/32\"]\n");
     for (sni, reaches) in [("evil.example", false), ("localhost", true)] {
-        std::fs::write(w.ws.join("hello.bin"), client_hello(sni)).unwrap();
+        std::fs::write(w.ws.join("hello.bin"), client_hello(Some(sni))).unwrap();
         let script = "exec 3<>/dev/tcp/127.0.0.1/${PROXY_HP#*:} && printf 'CONNECT localhost:443 HTTP/1.1\\r\\n\\r\\n' >&3 && head -c 39 <&3 && cat hello.bin >&3 && timeout 3 cat <&3; true";
         let before = up.count();
         let o = allowlisted(&w, &["--allow-domain", "localhost", "--json"], script);
@@ -184,6 +184,60 @@ fn a_tls_tunnel_whose_server_name_differs_from_the_connect_host_is_refused() {
         if !reaches {
             assert!(v["network"][0]["rule"].as_str().unwrap_or_default().contains("domain fronting"), "{}", o.describe());
         }
+    }
+}
+
+/// Issue 58, no fronting: a tunnel on any port (CONNECT or SOCKS5) is dialled only once what
+/// the client sends first names the requested host — a TLS server name, or the Host of an HTTP
+/// request —, unless the domain is in `allow_opaque_tunnels`. Judged at the upstream: a refused
+/// tunnel reaches nothing.
+#[test]
+fn a_tunnel_is_dialled_only_when_what_it_carries_names_the_allowed_host() {
+    let name = "a_tunnel_is_dialled_only_when_what_it_carries_names_the_allowed_host";
+    let w = World::new();
+    if !full_or_skip(name, &w) {
+        return;
+    }
+    let up = Upstream::start(0).unwrap();
+    let p = up.port;
+    let base = format!("allow_ports = [{p}]\nallow_cidrs = [\"127.0.0.1/32\"]\n");
+    let http = |host: &str| format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n").into_bytes();
+    for (what, opening, opaque, reaches) in [
+        ("HTTP naming another site", http("evil.example"), false, false),
+        ("HTTP naming the host", http(&format!("localhost:{p}")), false, true),
+        ("an absolute URI naming another site", format!("GET http://evil.example/ HTTP/1.1\r\nHost: localhost:{p}\r\n\r\n").into_bytes(), false, false),
+        ("TLS without a server name", client_hello(None), false, false),
+        ("TLS naming the host", client_hello(Some("localhost")), false, true),
+        ("ssh's banner", b"SSH-2.0-OpenSSH_9.2p1\r\n\r\n".to_vec(), false, false),
+        ("ssh's banner to an opaque domain", b"SSH-2.0-OpenSSH_9.2p1\r\n\r\n".to_vec(), true, true),
+        ("TLS without a server name to an opaque domain", client_hello(None), true, true),
+    ] {
+        config(&w, &format!("{base}{}", if opaque { "allow_opaque_tunnels = [\"localhost\"]\n" } else { "" }));
+        std::fs::write(w.ws.join("opening.bin"), &opening).unwrap();
+        let script = format!("exec 3<>/dev/tcp/127.0.0.1/${{PROXY_HP#*:}} && printf 'CONNECT localhost:{p} HTTP/1.1\\r\\n\\r\\n' >&3 && head -c 39 <&3 && cat opening.bin >&3 && timeout 3 cat <&3; true");
+        let before = up.count();
+        let o = allowlisted(&w, &["--allow-domain", "localhost", "--json"], &script);
+        let v = parse_one_json(&o);
+        let out = v["stdout"].as_str().unwrap_or_default();
+        assert!(out.contains("200 Connection established"), "{what}{}", o.describe());
+        assert_eq!(up.count() - before, usize::from(reaches), "{what}{}", o.describe());
+        let ev = &v["network"][0];
+        assert_eq!(ev["allowed"].as_bool(), Some(reaches), "{what}{}", o.describe());
+        if !reaches {
+            assert_eq!(ev["refusal"].as_str(), Some("protocol"), "{what}{}", o.describe());
+            assert!(!out.contains("upstream-page"), "{what}{}", o.describe());
+        }
+        if opening.starts_with(b"GET") && !reaches {
+            assert!(out.contains("403 Forbidden") && out.contains("refused what the tunnel"), "{what}{}", o.describe());
+        }
+    }
+    // SOCKS5 the same way: curl naming another site in Host reaches nothing; naming the host does.
+    config(&w, &base);
+    for (header, reaches) in [("evil.example", false), ("localhost", true)] {
+        let before = up.count();
+        let o = allowlisted(&w, &["--allow-domain", "localhost"], &format!("curl -sS --noproxy '' -x socks5h://$PROXY_HP -H 'Host: {header}:{p}' http://localhost:{p}/; true"));
+        assert_eq!(up.count() - before, usize::from(reaches), "SOCKS5 with Host {header}{}", o.describe());
+        assert_eq!(o.stdout.contains("upstream-page"), reaches, "{}", o.describe());
     }
 }
 
@@ -348,16 +402,18 @@ fn bad_network_flags_are_refused_and_nothing_runs() {
     }
 }
 
-/// A TLS 1.3-shaped ClientHello carrying `name` as its server name.
-fn client_hello(name: &str) -> Vec<u8> {
-    let n = name.as_bytes();
-    let mut body = ((3 + n.len()) as u16).to_be_bytes().to_vec();
-    body.push(0);
-    body.extend_from_slice(&(n.len() as u16).to_be_bytes());
-    body.extend_from_slice(n);
-    let mut ext = vec![0u8, 0];
-    ext.extend_from_slice(&(body.len() as u16).to_be_bytes());
-    ext.extend_from_slice(&body);
+/// A TLS 1.3-shaped ClientHello carrying `name` as its server name (none: no server name).
+fn client_hello(name: Option<&str>) -> Vec<u8> {
+    let mut ext = Vec::new();
+    if let Some(n) = name.map(str::as_bytes) {
+        let mut body = ((3 + n.len()) as u16).to_be_bytes().to_vec();
+        body.push(0);
+        body.extend_from_slice(&(n.len() as u16).to_be_bytes());
+        body.extend_from_slice(n);
+        ext.extend_from_slice(&[0u8, 0]);
+        ext.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        ext.extend_from_slice(&body);
+    }
     let mut hello = vec![3, 3];
     hello.extend_from_slice(&[7u8; 32]);
     hello.push(0);

@@ -59,6 +59,8 @@ pub struct SandboxSettings {
     pub allow_ports: Vec<u16>,
     /// Address blocks that may be dialled, special ranges included.
     pub allow_cidrs: Vec<String>,
+    /// Domains whose tunnels the proxy lets through without checking what they carry.
+    pub allow_opaque_tunnels: Vec<String>,
     /// The audit log (JSON lines).
     pub audit_log: Option<PathBuf>,
     /// Environment handling.
@@ -104,6 +106,7 @@ impl Default for SandboxSettings {
             deny_domains: Vec::new(),
             allow_ports: Vec::new(),
             allow_cidrs: Vec::new(),
+            allow_opaque_tunnels: Vec::new(),
             audit_log: None,
             env: EnvPolicy { keep: Vec::new(), set: Vec::new(), redirect_caches: true },
             dangerously_allow_full_access: false,
@@ -150,6 +153,7 @@ struct SandboxSection {
     deny_domains: Option<Vec<String>>,
     allow_ports: Option<Vec<u16>>,
     allow_cidrs: Option<Vec<String>>,
+    allow_opaque_tunnels: Option<Vec<String>>,
     audit_log: Option<PathBuf>,
     env: Option<EnvSection>,
 }
@@ -307,7 +311,7 @@ impl SandboxSettings {
         macro_rules! take_list {
             ($($f:ident),*) => { $( if let Some(v) = sec.$f { s.$f = v; } )* };
         }
-        take_list!(allow_domains, deny_domains, allow_ports, allow_cidrs);
+        take_list!(allow_domains, deny_domains, allow_ports, allow_cidrs, allow_opaque_tunnels);
         if let Some(a) = sec.audit_log {
             s.audit_log = Some(expand_home(&a, s.home.as_deref())?);
         }
@@ -434,7 +438,7 @@ fn check_workspace(requested: &Path, ws: &Path, home: Option<&Path>, settings: &
 /// [`SandboxError::Policy`] for `deny_domains` with `network = "full"`.
 fn ignored_network_settings(settings: &SandboxSettings) -> Result<Vec<String>, SandboxError> {
     let listed = |v: &[String], name: &str| (!v.is_empty()).then(|| name.to_string());
-    let names: Vec<String> = [listed(&settings.allow_domains, "allow_domains"), listed(&settings.deny_domains, "deny_domains"), listed(&settings.allow_cidrs, "allow_cidrs")].into_iter().flatten().collect();
+    let names: Vec<String> = [listed(&settings.allow_domains, "allow_domains"), listed(&settings.deny_domains, "deny_domains"), listed(&settings.allow_cidrs, "allow_cidrs"), listed(&settings.allow_opaque_tunnels, "allow_opaque_tunnels")].into_iter().flatten().collect();
     match settings.network {
         NetworkPolicy::Allowlist => Ok(Vec::new()),
         _ if names.is_empty() => Ok(Vec::new()),
@@ -562,7 +566,7 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         home,
         network_access: settings.network,
         network_allowlist: match settings.network {
-            NetworkPolicy::Allowlist => Some(crate::network::Allowlist::new(&settings.allow_domains, &settings.deny_domains, &settings.allow_ports, &settings.allow_cidrs)?),
+            NetworkPolicy::Allowlist => Some(crate::network::Allowlist::new(&settings.allow_domains, &settings.deny_domains, &settings.allow_ports, &settings.allow_cidrs)?.with_opaque_tunnels(&settings.allow_opaque_tunnels)?),
             NetworkPolicy::Deny | NetworkPolicy::Full => None,
         },
         ignored_settings: ignored_network_settings(settings)?,

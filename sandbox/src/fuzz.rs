@@ -297,5 +297,10 @@ fn fuzz_the_tls_client_hello_reader() {
         if let Some(n) = crate::network::client_hello_sni(&b) {
             assert!(n.len() <= b.len(), "{b:?}");
         }
+        // As a tunnel's opening: it passes only when the hello names the tunnel's host.
+        if crate::linux::proxy::opening_passes("a.test", 443, &b) {
+            let whole = b.get(3..5).map(|l| 5 + usize::from(u16::from_be_bytes([l[0], l[1]]))).and_then(|n| b.get(..n));
+            assert!(whole.and_then(crate::network::client_hello_sni).is_some_and(|n| n.eq_ignore_ascii_case("a.test") || n.eq_ignore_ascii_case("a.test.")), "{b:?}");
+        }
     }
 }

@@ -197,7 +197,7 @@ mod tests {
         let mut out = String::new();
         match next(12) {
             0 => out.push('\u{feff}'),
-            1 => out.push_str("\u{ef}"),
+            1 => out.push('\u{ef}'),
             _ => {}
         }
         for _ in 0..next(6) + 1 {

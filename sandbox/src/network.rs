@@ -244,6 +244,11 @@ pub struct Allowlist {
     /// Address blocks that may be dialled, special ranges included (and hosts given as an
     /// address in them).
     pub cidrs: Vec<Cidr>,
+    /// Domains whose tunnels go through unchecked (`allow_opaque_tunnels`): a TLS hello without
+    /// a server name, a protocol other than TLS and HTTP (ssh, git://). Every other tunnel must
+    /// show the allowed host (its TLS server name or HTTP `Host`) before it is dialled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub opaque: Vec<DomainRule>,
 }
 
 /// One network decision of a run (`--json`'s `network`).
@@ -342,7 +347,23 @@ impl Allowlist {
             deny: deny.iter().map(|d| DomainRule::parse(d)).collect::<Result<_, _>>()?,
             ports: if ports.is_empty() { DEFAULT_PORTS.to_vec() } else { ports.to_vec() },
             cidrs: cidrs.iter().map(|c| Cidr::parse(c)).collect::<Result<_, _>>()?,
+            opaque: Vec::new(),
         })
+    }
+
+    /// This allowlist with `domains` as the domains whose tunnels go through unchecked.
+    ///
+    /// # Errors
+    /// [`SandboxError::Policy`] for an entry that is not a domain rule.
+    pub fn with_opaque_tunnels(mut self, domains: &[String]) -> Result<Allowlist, SandboxError> {
+        self.opaque = domains.iter().map(|d| DomainRule::parse(d)).collect::<Result<_, _>>()?;
+        Ok(self)
+    }
+
+    /// Whether tunnels to `host` go through unchecked (an `allow_opaque_tunnels` entry matches it).
+    #[must_use]
+    pub fn opaque(&self, host: &str) -> bool {
+        normalize_host(host).is_ok_and(|h| self.opaque.iter().any(|r| r.matches(&h)))
     }
 
     /// Decides a destination by name (or address literal) and port, before any resolution.

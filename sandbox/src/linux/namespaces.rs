@@ -216,7 +216,18 @@ fn mount_point(p: &Path, is_dir: bool) -> Result<(), String> {
     if let Some(parent) = p.parent() {
         std::fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
     }
-    std::fs::File::create(p).map(drop).map_err(|e| format!("create {}: {e}", p.display()))
+    empty_file(p)
+}
+
+/// Creates the empty file `p` to mount on, unless something is there already. Never truncates:
+/// a mount point inside the workspace (a read-only file in it, bound back) is the host's own file,
+/// which opening with `O_TRUNC` would empty — the user's file, lost.
+fn empty_file(p: &Path) -> Result<(), String> {
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(p) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(format!("create {}: {e}", p.display())),
+    }
 }
 
 /// Replaces `/dev` with a tmpfs holding only the plan's device nodes (bound from the host through
@@ -355,7 +366,7 @@ fn private_home(h: &crate::linux::mounts::HomeView, overlays: &[crate::linux::mo
         if let Some(parent) = o.target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
         }
-        std::fs::File::create(&o.target).map_err(|e| format!("create {}: {e}", o.target.display()))?;
+        empty_file(&o.target)?;
     }
     for (link, target) in &h.symlinks {
         if let Some(parent) = link.parent() {

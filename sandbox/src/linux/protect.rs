@@ -337,7 +337,7 @@ impl Reviewer<'_> {
     #[allow(clippy::too_many_arguments)]
     fn verdict(&self, root: &Path, upper: Option<&Path>, rel: &Path, link: bool, deleted: bool, existed: bool, text: Option<&[u8]>) -> Verdict {
         let target = root.join(rel);
-        match (self.includes.iter().any(|i| *i == target), link, deleted) {
+        match (self.includes.contains(&target), link, deleted) {
             (true, true, _) => Verdict::Pending("a symbolic link where a file git's configuration includes was: git would read the settings of the file it points to"),
             (true, false, false) => Verdict::Config,
             _ => review::verdict_for(git_class(root, upper, rel), link, deleted, existed, text),

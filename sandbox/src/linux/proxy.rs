@@ -113,9 +113,10 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
     let mut ev = NetEvent { via: req.via.into(), host: req.host.clone(), port: req.port, address: None, allowed: false, rule: String::new(), refusal: None, bytes_up: 0, bytes_down: 0, duration_ms: 0 };
     let verdict = allow.decide(&req.host, req.port);
     ev.rule = verdict.rule.clone();
-    // A TLS tunnel is dialled only once its server name is checked (the upstream sees nothing
-    // of a refused one); anything else is dialled first, so that a failure can be told (403).
-    let tls = req.via != "http" && req.port == 443;
+    // A tunnel is dialled only once what it carries is checked (the upstream sees nothing of a
+    // refused one), unless its domain is in `allow_opaque_tunnels`; a plain HTTP request is
+    // dialled first, so that a failure can be told (403).
+    let inspect = req.via != "http" && !allow.opaque(&req.host);
     let address = |ev: &mut NetEvent, (s, a): (TcpStream, SocketAddr)| {
         ev.address = Some(a.ip().to_string());
         s
@@ -125,7 +126,7 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
         Some(kind) => Err((kind, verdict.rule.clone())),
     }
         .and_then(|addrs| {
-            if tls {
+            if inspect {
                 Ok((addrs, None))
             } else {
                 dial(&req.host, &addrs).map(|d| (addrs, Some(address(&mut ev, d)))).map_err(|why| (Refusal::Unreachable, why))
@@ -143,7 +144,7 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
             return;
         }
     };
-    // Accepted: tell the client, then check a TLS tunnel's server name before forwarding.
+    // Accepted: tell the client, then check what a tunnel carries before dialling.
     let mut pending = req.forward;
     let accepted: &[u8] = match req.via {
         "connect" => b"HTTP/1.1 200 Connection established\r\n\r\n",
@@ -153,24 +154,17 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
     if !accepted.is_empty() && c.write_all(accepted).is_err() {
         return;
     }
-    if tls {
-        match read_client_hello(&mut c) {
-            Some((hello, sni)) => {
-                let host = crate::network::normalize_host(&req.host).unwrap_or_default();
-                if let Some(name) = sni.as_deref().map(|n| crate::network::normalize_host(n).unwrap_or_else(|_| n.to_string())) {
-                    if name != host {
-                        ev.rule = format!("TLS server name {name} differs from the requested host {host} (domain fronting)");
-                        ev.refusal = Some(Refusal::Protocol);
-                        record(events, ev, start);
-                        return;
-                    }
-                }
-                pending = hello;
-            }
-            None => {
-                ev.rule = "no TLS ClientHello on a tunnel to port 443".into();
+    if inspect {
+        match read_opening(&mut c, &req.host, req.port, std::mem::take(&mut pending)) {
+            Ok(first) => pending = first,
+            Err((why, http)) => {
+                let body = format!("localgpt-sandbox: the sandbox's network policy refused what the tunnel to {}:{} carried ({why}).\n", req.host, req.port);
+                ev.rule = why;
                 ev.refusal = Some(Refusal::Protocol);
                 record(events, ev, start);
+                if http {
+                    let _ = write!(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+                }
                 return;
             }
         }
@@ -282,9 +276,8 @@ fn parse_http_head(buf: &[u8]) -> Head {
         Err(httparse::Error::TooManyHeaders) => return Head::Bad("too many headers"),
         Err(_) => return Head::Bad("malformed request head"),
     };
-    // Every line of the head ends in CRLF: a bare LF is a line end for some servers and not
-    // for others.
-    if buf[..end].iter().enumerate().any(|(i, &c)| c == b'\n' && (i == 0 || buf[i - 1] != b'\r')) {
+    // Every line of the head ends in CRLF.
+    if bare_lf(&buf[..end]) {
         return Head::Bad("a line ended by a bare LF");
     }
     let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else { return Head::Bad("malformed request line") };
@@ -315,18 +308,37 @@ fn parse_http_head(buf: &[u8]) -> Head {
             return Head::Bad("a Host header other than the URI's authority");
         }
     }
+    if let Some(why) = framing_problem(req.headers) {
+        return Head::Bad(why);
+    }
+    let out = rebuild(method, path, version, authority, req.headers, &buf[end..]);
+    Head::Ready(Request { via: "http", host, port, forward: out })
+}
+
+/// What in a request's headers another parser could read differently (its body's framing):
+/// Content-Length with Transfer-Encoding, two different or malformed Content-Lengths, a
+/// Transfer-Encoding other than chunked.
+fn framing_problem(headers: &[httparse::Header<'_>]) -> Option<&'static str> {
+    let named = |n: &'static str| -> Vec<&[u8]> { headers.iter().filter(|h| h.name.eq_ignore_ascii_case(n)).map(|h| h.value).collect() };
     let (lengths, encodings) = (named("content-length"), named("transfer-encoding"));
     if !lengths.is_empty() && !encodings.is_empty() {
-        return Head::Bad("Content-Length with Transfer-Encoding");
+        return Some("Content-Length with Transfer-Encoding");
     }
     if lengths.windows(2).any(|w| w[0].trim_ascii() != w[1].trim_ascii()) || lengths.iter().any(|l| l.trim_ascii().is_empty() || !l.trim_ascii().iter().all(u8::is_ascii_digit)) {
-        return Head::Bad("a bad or conflicting Content-Length");
+        return Some("a bad or conflicting Content-Length");
     }
     if encodings.len() > 1 || encodings.first().is_some_and(|e| !e.trim_ascii().eq_ignore_ascii_case(b"chunked")) {
-        return Head::Bad("a Transfer-Encoding other than chunked");
+        return Some("a Transfer-Encoding other than chunked");
     }
+    None
+}
+
+/// A request rebuilt from its parsed parts for the upstream: origin-form `path`, one `Host:
+/// authority`, the other headers one per line (no proxy or hop-by-hop ones), `Connection:
+/// close` (one request per connection: a second one could name another host), then `rest`.
+fn rebuild(method: &str, path: &str, version: u8, authority: &str, headers: &[httparse::Header<'_>], rest: &[u8]) -> Vec<u8> {
     let mut out = format!("{method} {path} HTTP/1.{version}\r\nHost: {authority}\r\n").into_bytes();
-    for h in req.headers.iter() {
+    for h in headers {
         let name = h.name.to_ascii_lowercase();
         if name.starts_with("proxy-") || name == "connection" || name == "keep-alive" || name == "host" {
             continue;
@@ -337,8 +349,98 @@ fn parse_http_head(buf: &[u8]) -> Head {
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"Connection: close\r\n\r\n");
-    out.extend_from_slice(&buf[end..]);
-    Head::Ready(Request { via: "http", host, port, forward: out })
+    out.extend_from_slice(rest);
+    out
+}
+
+/// Whether a line of `head` ends in a bare LF (a line end for some servers and not for others).
+fn bare_lf(head: &[u8]) -> bool {
+    head.iter().enumerate().any(|(i, &c)| c == b'\n' && (i == 0 || head[i - 1] != b'\r'))
+}
+
+/// The largest TLS record a ClientHello may come in (2^14 plus the expansion TLS allows).
+const MAX_RECORD: usize = (16 << 10) + 2048;
+
+/// What the first bytes a client sends into a tunnel show ([`judge_opening`]).
+#[derive(Debug)]
+enum Opening {
+    /// Not enough bytes yet to tell.
+    Partial,
+    /// Checked: the bytes to send upstream first (the ClientHello and what followed it, or the
+    /// HTTP request rebuilt from its parsed headers).
+    Pass(Vec<u8>),
+    /// Refused: why, and whether the client spoke HTTP (it is then told so, in a 403).
+    Refuse { why: String, http: bool },
+}
+
+/// Judges the first bytes a client sends into a tunnel (CONNECT or SOCKS5) to `host`:`port`,
+/// before anything is dialled (pure; issue 58, no fronting). A tunnel goes to the address of an
+/// allowed name, and at that address a server may host many sites: what the tunnel carries must
+/// name the allowed host. Passes only
+/// - a TLS ClientHello whose server name (SNI) is `host` (for a host given as an address, one
+///   without a server name: such clients send none), or
+/// - an HTTP/1 request in origin form with exactly one `Host` that names `host` (and `port`, if
+///   it gives one), read as [`parse_http_head`] reads a proxy request, rebuilt, one per tunnel.
+///
+/// Everything else is refused: a hello without a server name, a protocol the proxy cannot
+/// read (ssh, git://) — unless the domain is in `allow_opaque_tunnels`, which the caller checks.
+fn judge_opening(host: &str, port: u16, buf: &[u8]) -> Opening {
+    let refuse = |why: String, http: bool| Opening::Refuse { why, http };
+    let literal = host.starts_with('[') || host.parse::<IpAddr>().is_ok();
+    let same = |name: &str| name.strip_suffix('.').unwrap_or(name).eq_ignore_ascii_case(host.strip_suffix('.').unwrap_or(host));
+    match buf.first() {
+        None => return Opening::Partial,
+        Some(22) => {
+            let Some(len) = buf.get(3..5).map(|l| usize::from(u16::from_be_bytes([l[0], l[1]]))) else { return Opening::Partial };
+            if 5 + len > MAX_RECORD {
+                return refuse("a TLS record too large for a ClientHello".into(), false);
+            }
+            if buf.len() < 5 + len {
+                return Opening::Partial;
+            }
+            return match crate::network::client_hello_sni(&buf[..5 + len]) {
+                Some(name) if literal => refuse(format!("TLS server name {name} on a tunnel to the address {host} (domain fronting)"), false),
+                Some(name) if same(&name) => Opening::Pass(buf.to_vec()),
+                Some(name) => refuse(format!("TLS server name {name} differs from the requested host {host} (domain fronting)"), false),
+                None if literal => Opening::Pass(buf.to_vec()),
+                None => refuse(format!("a TLS hello without the server name {host} (what the tunnel reaches cannot be checked; allow_opaque_tunnels lets a domain's tunnels through unchecked)"), false),
+            };
+        }
+        Some(_) => {}
+    }
+    let other = || refuse(format!("neither TLS naming {host} nor an HTTP request: what the tunnel carries cannot be checked (allow_opaque_tunnels lets a domain's tunnels through unchecked)"), false);
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut req = httparse::Request::new(&mut headers);
+    let end = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD => return Opening::Partial,
+        Ok(httparse::Status::Partial) => return refuse("request head too large".into(), true),
+        Err(_) => return other(),
+    };
+    let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else { return other() };
+    let bad = |why: &str| refuse(format!("an HTTP request in the tunnel to {host}: {why}"), true);
+    if bare_lf(&buf[..end]) {
+        return bad("a line ended by a bare LF");
+    }
+    if !path.starts_with('/') {
+        return bad("not in origin form (an absolute URI names its own host)");
+    }
+    let hosts: Vec<&[u8]> = req.headers.iter().filter(|h| h.name.eq_ignore_ascii_case("host")).map(|h| h.value).collect();
+    let [named] = hosts.as_slice() else { return bad(if hosts.is_empty() { "no Host header" } else { "more than one Host header" }) };
+    let Some(authority) = std::str::from_utf8(named).ok().map(str::trim).filter(|a| split_host_port(a, port).is_some_and(|(h, p)| p == port && same(&h))) else {
+        return bad(&format!("Host {} is not {host}:{port} (domain fronting)", String::from_utf8_lossy(named).trim()));
+    };
+    if let Some(why) = framing_problem(req.headers) {
+        return bad(why);
+    }
+    Opening::Pass(rebuild(method, path, version, authority, req.headers, &buf[end..]))
+}
+
+/// Whether [`judge_opening`] passes `buf` as the opening of a tunnel to `host`:`port` (the fuzz
+/// targets' way in).
+#[cfg(test)]
+pub(crate) fn opening_passes(host: &str, port: u16, buf: &[u8]) -> bool {
+    matches!(judge_opening(host, port, buf), Opening::Pass(_))
 }
 
 /// Reads an HTTP proxy request's head (at most [`MAX_HEAD`] bytes); one the proxy refuses to
@@ -427,19 +529,23 @@ fn socks5_request<S: Read + Write>(c: &mut S) -> Option<Request> {
     Some(Request { via: "socks5", host, port: u16::from_be_bytes(p), forward: Vec::new() })
 }
 
-/// The client's first TLS record (the ClientHello) and its server name.
-fn read_client_hello(c: &mut TcpStream) -> Option<(Vec<u8>, Option<String>)> {
+/// Reads what the client sends first into a tunnel to `host`:`port` (after `first`, what came
+/// with its request), until [`judge_opening`] can judge it: the bytes to send upstream, or why
+/// not and whether the client spoke HTTP. A client that sends nothing for 10 s is refused.
+fn read_opening(c: &mut TcpStream, host: &str, port: u16, mut buf: Vec<u8>) -> Result<Vec<u8>, (String, bool)> {
     let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut buf = vec![0u8; 5];
-    c.read_exact(&mut buf).ok()?;
-    if buf[0] != 22 {
-        return None;
+    let mut chunk = [0u8; 4096];
+    loop {
+        match judge_opening(host, port, &buf) {
+            Opening::Pass(b) => return Ok(b),
+            Opening::Refuse { why, http } => return Err((why, http)),
+            Opening::Partial => {}
+        }
+        match c.read(&mut chunk) {
+            Ok(0) | Err(_) => return Err((format!("the client sent nothing the proxy could check into the tunnel to {host}:{port}"), false)),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
     }
-    let len = usize::from(u16::from_be_bytes([buf[3], buf[4]]));
-    buf.resize(5 + len, 0);
-    c.read_exact(&mut buf[5..]).ok()?;
-    let sni = crate::network::client_hello_sni(&buf);
-    Some((buf, sni))
 }
 
 /// Copies both ways until both sides are done; returns (bytes up, bytes down).
@@ -582,6 +688,81 @@ mod tests {
         assert_eq!(bad(&big), "request head too large");
     }
 
+    /// A TLS 1.3-shaped ClientHello, with `name` as its server name when given.
+    fn hello(name: Option<&str>) -> Vec<u8> {
+        let mut ext = Vec::new();
+        if let Some(n) = name.map(str::as_bytes) {
+            let mut body = ((3 + n.len()) as u16).to_be_bytes().to_vec();
+            body.push(0);
+            body.extend_from_slice(&(n.len() as u16).to_be_bytes());
+            body.extend_from_slice(n);
+            ext.extend_from_slice(&[0, 0]);
+            ext.extend_from_slice(&(body.len() as u16).to_be_bytes());
+            ext.extend_from_slice(&body);
+        }
+        let mut h = vec![3, 3];
+        h.extend_from_slice(&[7u8; 32]);
+        h.extend_from_slice(&[0, 0, 2, 0x13, 0x01, 1, 0]);
+        h.extend_from_slice(&(ext.len() as u16).to_be_bytes());
+        h.extend_from_slice(&ext);
+        let mut hs = vec![1u8];
+        hs.extend_from_slice(&(h.len() as u32).to_be_bytes()[1..]);
+        hs.extend_from_slice(&h);
+        let mut rec = vec![22u8, 3, 1];
+        rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+        rec.extend_from_slice(&hs);
+        rec
+    }
+
+    fn refused(host: &str, port: u16, b: &[u8]) -> String {
+        match judge_opening(host, port, b) {
+            Opening::Refuse { why, .. } => why,
+            o => panic!("{o:?} for {:?}", String::from_utf8_lossy(b)),
+        }
+    }
+
+    #[test]
+    fn a_tunnel_passes_only_what_names_its_host() {
+        // TLS: the server name must be the host; none is refused for a name, required for an address.
+        let h = hello(Some("Allowed.Test."));
+        assert!(matches!(judge_opening("allowed.test", 8443, &h), Opening::Pass(b) if b == h));
+        assert!(matches!(judge_opening("allowed.test", 443, &h[..20]), Opening::Partial));
+        assert!(refused("allowed.test", 443, &hello(Some("evil.test"))).contains("domain fronting"));
+        assert!(refused("allowed.test", 443, &hello(None)).contains("without the server name"));
+        assert!(matches!(judge_opening("192.0.2.1", 443, &hello(None)), Opening::Pass(_)));
+        assert!(refused("[2001:db8::1]", 443, &hello(Some("evil.test"))).contains("on a tunnel to the address"));
+        let mut huge = vec![22u8, 3, 1, 0xff, 0xff];
+        huge.resize(100, 0);
+        assert!(refused("allowed.test", 443, &huge).contains("too large"));
+        // HTTP: one origin-form request whose one Host names the host (and port), rebuilt.
+        let r = b"GET /x HTTP/1.1\r\nHost: allowed.test:8080\r\nConnection: keep-alive\r\n\r\nGET / HTTP/1.1\r\nHost: evil.test\r\n\r\n";
+        match judge_opening("allowed.test", 8080, r) {
+            Opening::Pass(b) => assert_eq!(String::from_utf8(b).unwrap(), "GET /x HTTP/1.1\r\nHost: allowed.test:8080\r\nConnection: close\r\n\r\nGET / HTTP/1.1\r\nHost: evil.test\r\n\r\n"),
+            o => panic!("{o:?}"),
+        }
+        assert!(matches!(judge_opening("allowed.test", 80, b"GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n"), Opening::Pass(_)));
+        assert!(matches!(judge_opening("allowed.test", 80, b"GET / HTTP/1.1\r\nHost: allo"), Opening::Partial));
+        for (req, why) in [
+            (&b"GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n"[..], "domain fronting"),
+            (b"GET / HTTP/1.1\r\nHost: allowed.test:81\r\n\r\n", "domain fronting"),
+            (b"GET / HTTP/1.1\r\nHost: allowed.test.evil.test\r\n\r\n", "domain fronting"),
+            (b"GET / HTTP/1.1\r\n\r\n", "no Host header"),
+            (b"GET / HTTP/1.1\r\nHost: allowed.test\r\nHost: evil.test\r\n\r\n", "more than one Host"),
+            (b"GET / HTTP/1.1\r\nX: a\nHost: evil.test\r\nHost: allowed.test\r\n\r\n", "bare LF"),
+            (b"GET http://evil.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", "origin form"),
+            (b"POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", "Content-Length with"),
+        ] {
+            match judge_opening("allowed.test", 80, req) {
+                Opening::Refuse { why: w, http: true } => assert!(w.contains(why), "{w} for {:?}", String::from_utf8_lossy(req)),
+                o => panic!("{o:?} for {:?}", String::from_utf8_lossy(req)),
+            }
+        }
+        // Anything else: refused (ssh's banner, git://, HTTP/2's preface).
+        for other in [&b"SSH-2.0-OpenSSH_9.2p1\r\n"[..], b"0033git-upload-pack /p.git\0host=allowed.test\0", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"] {
+            assert!(matches!(judge_opening("allowed.test", 22, other), Opening::Refuse { .. }), "{:?}", String::from_utf8_lossy(other));
+        }
+    }
+
     /// The fuzz target of the proxy's HTTP parser (issue 58): arbitrary heads built from pieces
     /// that smuggle. Nothing panics, and whatever is forwarded upstream has one Host line, every
     /// line of its head ended by CRLF, and that Host is the one judged. `LGCI_FUZZ_CASES` sets how
@@ -604,7 +785,7 @@ mod tests {
             seed ^= seed << 17;
             (seed % n as u64) as usize
         };
-        let mut forwarded = 0usize;
+        let (mut forwarded, mut tunnelled) = (0usize, 0usize);
         for _ in 0..cases {
             let mut b = Vec::new();
             b.extend_from_slice(METHODS[next(METHODS.len())]);
@@ -618,6 +799,17 @@ mod tests {
             b.extend_from_slice(ENDS[next(ENDS.len())]);
             if next(2) == 0 {
                 b.extend_from_slice(b"body\n");
+            }
+            // The same bytes as the opening of a tunnel to a.test:80: whatever passes has one
+            // Host, naming a.test, and a head whose every line ends in CRLF.
+            if let Opening::Pass(f) = judge_opening("a.test", 80, &b) {
+                let head = &f[..f.windows(4).position(|w| w == b"\r\n\r\n").expect("a complete head") + 4];
+                assert!(!bare_lf(head), "{:?}", String::from_utf8_lossy(&b));
+                let hosts: Vec<&[u8]> = head.split(|&c| c == b'\n').filter(|l| l.len() > 5 && l[..5].eq_ignore_ascii_case(b"host:")).collect();
+                assert_eq!(hosts.len(), 1, "{:?}", String::from_utf8_lossy(&b));
+                let named = String::from_utf8_lossy(&hosts[0][5..]).trim().to_ascii_lowercase();
+                assert!(named == "a.test" || named == "a.test:80", "{named} for {:?}", String::from_utf8_lossy(&b));
+                tunnelled += 1;
             }
             if let Head::Ready(r) = parse_http_head(&b) {
                 if r.via != "http" {
@@ -634,7 +826,7 @@ mod tests {
             }
         }
         // (The pieces do reach the forwarding path.)
-        assert!(cases < 1000 || forwarded > 0);
-        eprintln!("{forwarded} of {cases} generated heads forwarded");
+        assert!(cases < 1000 || (forwarded > 0 && tunnelled > 0));
+        eprintln!("{forwarded} of {cases} generated heads forwarded, {tunnelled} passed as a tunnel's opening");
     }
 }
