@@ -18,10 +18,18 @@
 //! | `network.allowLocalBinding: true` | honoured: local servers work (loopback only) |
 //! | `network.allowLocalBinding: false` | refused: the sandbox lets commands listen on loopback |
 //! | `enableWeakerNestedSandbox: false` | honoured (nothing is weakened); `true` refused |
+//! | `filesystem.allowRead` (non-empty) | refused: re-allowing reads inside a denied path has no equivalent (list only what to deny) |
+//! | `filesystem.allowGitConfig: false` | honoured: git config changes are reviewed after the run (safe keys applied, the rest pending) |
+//! | `filesystem.allowGitConfig: true` | refused: a config key that runs programs is never applied unreviewed |
+//! | `allowPty: true` | honoured: pseudo-terminals work inside the sandbox |
+//! | `allowPty: false` | refused: the sandbox does not take pseudo-terminals away |
 //! | anything else | refused, by name |
 //!
-//! Paths: `~/` is the home directory, a relative path is relative to the current directory.
-//! Domains keep their spelling: `example.com` is that host, `*.example.com` its subdomains.
+//! Paths: `~/` is the home directory, a relative path is relative to the current directory. A
+//! glob (`*`, `?`, `[`) is refused with its field named: read as a literal path it would deny
+//! nothing. Domains keep their spelling: `example.com` is that host, `*.example.com` its
+//! subdomains; a `host:port` entry is refused (ports here are `allow_ports`, for every domain),
+//! and so is any entry that is not a domain rule.
 
 use std::path::{Path, PathBuf};
 
@@ -50,6 +58,11 @@ pub fn apply(s: &mut SandboxSettings, json: &str, file: &Path, cwd: &Path, home:
                 Some(true) => return Err(err(k, "true weakens the sandbox; this sandbox has no weaker mode to nest in")),
                 None => return Err(err(k, "must be true or false")),
             },
+            "allowPty" => match val.as_bool() {
+                Some(true) => {}
+                Some(false) => return Err(err(k, "false cannot be honoured: the sandbox lets commands open pseudo-terminals (/dev/ptmx); other terminals stay out of reach")),
+                None => return Err(err(k, "must be true or false")),
+            },
             _ => return Err(err(k, "unknown field: not imported (nothing is ignored silently)")),
         }
     }
@@ -63,6 +76,18 @@ fn strings(val: &Value, field: &str, err: &ErrFn<'_>) -> Result<Vec<String>, San
     a.iter().map(|x| x.as_str().map(str::to_string).ok_or_else(|| err(field, "must be an array of strings"))).collect()
 }
 
+/// A list of domain rules: a `host:port` entry, or one that is no domain rule, is refused.
+fn domains(val: &Value, field: &str, err: &ErrFn<'_>) -> Result<Vec<String>, SandboxError> {
+    let list = strings(val, field, err)?;
+    for d in &list {
+        if d.contains(':') {
+            return Err(err(field, &format!("{d}: host:port entries are not imported (ports here are allow_ports, for every allowed domain): give the host, and the port in allow_ports")));
+        }
+        crate::network::DomainRule::parse(d).map_err(|e| err(field, &format!("{d}: {e}")))?;
+    }
+    Ok(list)
+}
+
 fn path(p: &str, cwd: &Path, home: Option<&Path>, field: &str, err: &ErrFn<'_>) -> Result<PathBuf, SandboxError> {
     if p == "~" || p.starts_with("~/") {
         let h = home.ok_or_else(|| err(field, &format!("{p}: ~ used but no home directory is known")))?;
@@ -70,6 +95,9 @@ fn path(p: &str, cwd: &Path, home: Option<&Path>, field: &str, err: &ErrFn<'_>) 
     }
     if p.is_empty() {
         return Err(err(field, "an empty path"));
+    }
+    if p.contains(['*', '?', '[']) {
+        return Err(err(field, &format!("{p}: globs are not imported (read as a literal path it would match nothing); list the paths themselves")));
     }
     Ok(crate::config::absolutize(Path::new(p), cwd))
 }
@@ -89,6 +117,19 @@ fn filesystem(s: &mut SandboxSettings, val: &Value, err: &ErrFn<'_>, cwd: &Path,
                     s.extra_write.push(path(&p, cwd, home, &field, err)?);
                 }
             }
+            "allowRead" => {
+                let list = strings(v, &field, err)?;
+                if !list.is_empty() {
+                    return Err(err(&field, &format!(
+                        "{}: re-allowing reads inside a denied path has no equivalent here; list in denyRead only what must not be read",
+                        list.join(", "))));
+                }
+            }
+            "allowGitConfig" => match v.as_bool() {
+                Some(false) => {}
+                Some(true) => return Err(err(&field, "true cannot be honoured: changes to git's config are reviewed after the run (keys that cannot run programs are applied, the rest kept pending: `localgpt sandbox pending`)")),
+                None => return Err(err(&field, "must be true or false")),
+            },
             "denyWrite" => {
                 let list = strings(v, &field, err)?;
                 if !list.is_empty() {
@@ -111,13 +152,13 @@ fn network(s: &mut SandboxSettings, val: &Value, err: &ErrFn<'_>, cwd: &Path, ho
         let field = format!("network.{k}");
         match k.as_str() {
             "allowedDomains" => {
-                let d = strings(v, &field, err)?;
+                let d = domains(v, &field, err)?;
                 if !d.is_empty() {
                     s.network = NetworkPolicy::Allowlist;
                 }
                 s.allow_domains.extend(d);
             }
-            "deniedDomains" => s.deny_domains.extend(strings(v, &field, err)?),
+            "deniedDomains" => s.deny_domains.extend(domains(v, &field, err)?),
             "allowUnixSockets" => {
                 for p in strings(v, &field, err)? {
                     s.allow_unix_sockets.push(path(&p, cwd, home, &field, err)?);
@@ -154,8 +195,8 @@ mod tests {
         let s = imported(r#"{
             "network": {"allowedDomains": ["github.com", "*.npmjs.org"], "deniedDomains": ["evil.github.com"],
                         "allowUnixSockets": ["~/.ssh/agent.sock"], "allowLocalBinding": true, "allowAllUnixSockets": false},
-            "filesystem": {"denyRead": ["~/.ssh", "secrets"], "allowWrite": [".", "/tmp/out"], "denyWrite": []},
-            "enableWeakerNestedSandbox": false
+            "filesystem": {"denyRead": ["~/.ssh", "secrets"], "allowWrite": [".", "/tmp/out"], "denyWrite": [], "allowRead": [], "allowGitConfig": false},
+            "enableWeakerNestedSandbox": false, "allowPty": true
         }"#).unwrap();
         assert_eq!(s.network, NetworkPolicy::Allowlist);
         assert_eq!(s.allow_domains, ["github.com", "*.npmjs.org"]);
@@ -179,6 +220,15 @@ mod tests {
             (r#"{"network": {"allowAllUnixSockets": true}}"#, "network.allowAllUnixSockets"),
             (r#"{"network": {"httpProxyPort": 8080}}"#, "network.httpProxyPort"),
             (r#"{"filesystem": {"allowRead": ["/x"]}}"#, "filesystem.allowRead"),
+            (r#"{"filesystem": {"denyRead": ["**/.env"]}}"#, "filesystem.denyRead"),
+            (r#"{"filesystem": {"denyRead": ["secrets/key?.pem"]}}"#, "filesystem.denyRead"),
+            (r#"{"filesystem": {"allowWrite": ["build/[ab]"]}}"#, "filesystem.allowWrite"),
+            (r#"{"filesystem": {"allowGitConfig": true}}"#, "filesystem.allowGitConfig"),
+            (r#"{"allowPty": false}"#, "allowPty"),
+            (r#"{"network": {"allowedDomains": ["github.com:443"]}}"#, "network.allowedDomains"),
+            (r#"{"network": {"deniedDomains": ["evil.com:22"]}}"#, "network.deniedDomains"),
+            (r#"{"network": {"allowedDomains": ["*"]}}"#, "network.allowedDomains"),
+            (r#"{"network": {"allowUnixSockets": ["/run/*.sock"]}}"#, "network.allowUnixSockets"),
             (r#"{"ignoreViolations": {}}"#, "ignoreViolations"),
             (r#"{"enableWeakerNestedSandbox": true}"#, "enableWeakerNestedSandbox"),
             (r#"{"network": {"allowedDomains": "github.com"}}"#, "network.allowedDomains"),
