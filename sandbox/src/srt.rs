@@ -53,16 +53,8 @@ pub fn apply(s: &mut SandboxSettings, json: &str, file: &Path, cwd: &Path, home:
         match k.as_str() {
             "filesystem" => filesystem(s, val, &err, cwd, home)?,
             "network" => network(s, val, &err, cwd, home)?,
-            "enableWeakerNestedSandbox" => match val.as_bool() {
-                Some(false) => {}
-                Some(true) => return Err(err(k, "true weakens the sandbox; this sandbox has no weaker mode to nest in")),
-                None => return Err(err(k, "must be true or false")),
-            },
-            "allowPty" => match val.as_bool() {
-                Some(true) => {}
-                Some(false) => return Err(err(k, "false cannot be honoured: the sandbox lets commands open pseudo-terminals (/dev/ptmx); other terminals stay out of reach")),
-                None => return Err(err(k, "must be true or false")),
-            },
+            "enableWeakerNestedSandbox" => only(val, false, k, "true weakens the sandbox; this sandbox has no weaker mode to nest in", &err)?,
+            "allowPty" => only(val, true, k, "false cannot be honoured: the sandbox lets commands open pseudo-terminals (/dev/ptmx); other terminals stay out of reach", &err)?,
             _ => return Err(err(k, "unknown field: not imported (nothing is ignored silently)")),
         }
     }
@@ -74,6 +66,21 @@ type ErrFn<'a> = dyn Fn(&str, &str) -> SandboxError + 'a;
 fn strings(val: &Value, field: &str, err: &ErrFn<'_>) -> Result<Vec<String>, SandboxError> {
     let a = val.as_array().ok_or_else(|| err(field, "must be an array of strings"))?;
     a.iter().map(|x| x.as_str().map(str::to_string).ok_or_else(|| err(field, "must be an array of strings"))).collect()
+}
+
+/// A boolean field honoured only as `honoured`: the other value is refused with `why`.
+fn only(val: &Value, honoured: bool, field: &str, why: &str, err: &ErrFn<'_>) -> Result<(), SandboxError> {
+    match val.as_bool() {
+        Some(b) if b == honoured => Ok(()),
+        Some(_) => Err(err(field, why)),
+        None => Err(err(field, "must be true or false")),
+    }
+}
+
+/// A list field honoured only empty: entries are refused, listed, with `why`.
+fn none_of(val: &Value, field: &str, why: &str, err: &ErrFn<'_>) -> Result<(), SandboxError> {
+    let list = strings(val, field, err)?;
+    if list.is_empty() { Ok(()) } else { Err(err(field, &format!("{}: {why}", list.join(", ")))) }
 }
 
 /// A list of domain rules: a `host:port` entry, or one that is no domain rule, is refused.
@@ -117,27 +124,9 @@ fn filesystem(s: &mut SandboxSettings, val: &Value, err: &ErrFn<'_>, cwd: &Path,
                     s.extra_write.push(path(&p, cwd, home, &field, err)?);
                 }
             }
-            "allowRead" => {
-                let list = strings(v, &field, err)?;
-                if !list.is_empty() {
-                    return Err(err(&field, &format!(
-                        "{}: re-allowing reads inside a denied path has no equivalent here; list in denyRead only what must not be read",
-                        list.join(", "))));
-                }
-            }
-            "allowGitConfig" => match v.as_bool() {
-                Some(false) => {}
-                Some(true) => return Err(err(&field, "true cannot be honoured: changes to git's config are reviewed after the run (keys that cannot run programs are applied, the rest kept pending: `localgpt sandbox pending`)")),
-                None => return Err(err(&field, "must be true or false")),
-            },
-            "denyWrite" => {
-                let list = strings(v, &field, err)?;
-                if !list.is_empty() {
-                    return Err(err(&field, &format!(
-                        "{}: a read-only path inside a writable one has no equivalent here (Landlock cannot take a right back below a grant); use denyRead (no read, no write) or the protected workspace paths",
-                        list.join(", "))));
-                }
-            }
+            "allowRead" => none_of(v, &field, "re-allowing reads inside a denied path has no equivalent here; list in denyRead only what must not be read", err)?,
+            "allowGitConfig" => only(v, false, &field, "true cannot be honoured: changes to git's config are reviewed after the run (keys that cannot run programs are applied, the rest kept pending: `localgpt sandbox pending`)", err)?,
+            "denyWrite" => none_of(v, &field, "a read-only path inside a writable one has no equivalent here (Landlock cannot take a right back below a grant); use denyRead (no read, no write) or the protected workspace paths", err)?,
             _ => return Err(err(&field, "unknown field: not imported (nothing is ignored silently)")),
         }
     }
@@ -164,16 +153,8 @@ fn network(s: &mut SandboxSettings, val: &Value, err: &ErrFn<'_>, cwd: &Path, ho
                     s.allow_unix_sockets.push(path(&p, cwd, home, &field, err)?);
                 }
             }
-            "allowAllUnixSockets" => match v.as_bool() {
-                Some(false) => {}
-                Some(true) => return Err(err(&field, "true would make every host socket reachable (docker.sock, D-Bus): list the ones needed in allowUnixSockets")),
-                None => return Err(err(&field, "must be true or false")),
-            },
-            "allowLocalBinding" => match v.as_bool() {
-                Some(true) => {}
-                Some(false) => return Err(err(&field, "false cannot be honoured: the sandbox lets commands listen on loopback (in its own network namespace at Full, on the host's loopback at Standard, reachable only by its own processes' connects)")),
-                None => return Err(err(&field, "must be true or false")),
-            },
+            "allowAllUnixSockets" => only(v, false, &field, "true would make every host socket reachable (docker.sock, D-Bus): list the ones needed in allowUnixSockets", err)?,
+            "allowLocalBinding" => only(v, true, &field, "false cannot be honoured: the sandbox lets commands listen on loopback (in its own network namespace at Full, on the host's loopback at Standard, reachable only by its own processes' connects)", err)?,
             _ => return Err(err(&field, "unknown field: not imported (nothing is ignored silently)")),
         }
     }

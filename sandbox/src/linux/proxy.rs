@@ -163,7 +163,7 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
                 ev.refusal = Some(Refusal::Protocol);
                 record(events, ev, start);
                 if http {
-                    let _ = write!(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+                    answer(&mut c, "403 Forbidden", &body);
                 }
                 return;
             }
@@ -242,7 +242,12 @@ fn refuse(c: &mut TcpStream, req: &Request, kind: Refusal, why: &str) {
         Some(hint) => format!("localgpt-sandbox: the sandbox's network policy blocked {}:{} ({why}).\nTo allow it: {hint}.\n", req.host, req.port),
         None => format!("localgpt-sandbox: {}:{} is allowed, but the connection failed ({why}).\n", req.host, req.port),
     };
-    let _ = write!(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+    answer(c, "403 Forbidden", &body);
+}
+
+/// Answers the client with the proxy's own `status` and plain-text `body`, then the connection closes.
+fn answer(c: &mut TcpStream, status: &str, body: &str) {
+    let _ = write!(c, "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
 }
 
 /// The most bytes a request head may take.
@@ -295,8 +300,7 @@ fn parse_http_head(buf: &[u8]) -> Head {
         return Head::Bad("credentials in the URI");
     }
     let Some((host, port)) = split_host_port(authority, 80) else { return Head::Bad("bad URI authority") };
-    let named = |n: &'static str| -> Vec<&[u8]> { req.headers.iter().filter(|h| h.name.eq_ignore_ascii_case(n)).map(|h| h.value).collect() };
-    let hosts = named("host");
+    let hosts = values(req.headers, "host");
     if hosts.len() > 1 {
         return Head::Bad("more than one Host header");
     }
@@ -315,12 +319,16 @@ fn parse_http_head(buf: &[u8]) -> Head {
     Head::Ready(Request { via: "http", host, port, forward: out })
 }
 
+/// The values of the headers named `name` (any case), in order.
+fn values<'h>(headers: &[httparse::Header<'h>], name: &str) -> Vec<&'h [u8]> {
+    headers.iter().filter(|h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value).collect()
+}
+
 /// What in a request's headers another parser could read differently (its body's framing):
 /// Content-Length with Transfer-Encoding, two different or malformed Content-Lengths, a
 /// Transfer-Encoding other than chunked.
 fn framing_problem(headers: &[httparse::Header<'_>]) -> Option<&'static str> {
-    let named = |n: &'static str| -> Vec<&[u8]> { headers.iter().filter(|h| h.name.eq_ignore_ascii_case(n)).map(|h| h.value).collect() };
-    let (lengths, encodings) = (named("content-length"), named("transfer-encoding"));
+    let (lengths, encodings) = (values(headers, "content-length"), values(headers, "transfer-encoding"));
     if !lengths.is_empty() && !encodings.is_empty() {
         return Some("Content-Length with Transfer-Encoding");
     }
@@ -425,7 +433,7 @@ fn judge_opening(host: &str, port: u16, buf: &[u8]) -> Opening {
     if !path.starts_with('/') {
         return bad("not in origin form (an absolute URI names its own host)");
     }
-    let hosts: Vec<&[u8]> = req.headers.iter().filter(|h| h.name.eq_ignore_ascii_case("host")).map(|h| h.value).collect();
+    let hosts = values(req.headers, "host");
     let [named] = hosts.as_slice() else { return bad(if hosts.is_empty() { "no Host header" } else { "more than one Host header" }) };
     let Some(authority) = std::str::from_utf8(named).ok().map(str::trim).filter(|a| split_host_port(a, port).is_some_and(|(h, p)| p == port && same(&h))) else {
         return bad(&format!("Host {} is not {host}:{port} (domain fronting)", String::from_utf8_lossy(named).trim()));
@@ -459,7 +467,7 @@ fn http_request(c: &mut TcpStream) -> Option<Request> {
             Head::Ready(r) => return Some(r),
             Head::Bad(why) => {
                 let body = format!("localgpt-sandbox: the proxy refused a request it cannot read unambiguously ({why}).\n");
-                let _ = write!(c, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+                answer(c, "400 Bad Request", &body);
                 return None;
             }
         }
