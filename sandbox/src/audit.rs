@@ -79,15 +79,6 @@ impl Drop for RunEnd {
     }
 }
 
-/// An identifier of a run's effective policy for the audit log: FNV-1a (64 bit) of the JSON of
-/// what the plan grants (mode, workspace, access, limits, network). It tells runs under the same
-/// policy apart from others; it is not a cryptographic digest.
-#[must_use]
-pub fn policy_digest(plan: &crate::plan::Plan) -> String {
-    let json = serde_json::to_vec(&(&plan.mode, &plan.workspace, &plan.access, &plan.limits, &plan.network, &plan.network_allowlist, &plan.unix_sockets)).unwrap_or_default();
-    format!("fnv1a64:{:016x}", crate::plan::nested::fnv1a64(&json))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -112,7 +112,7 @@ impl Default for SandboxSettings {
             dangerously_allow_full_access: false,
             home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
             protected_workspace_paths: crate::defaults::default_protected_names(),
-            nested_walk_entries: crate::plan::nested::NESTED_ENTRIES as u64,
+            nested_walk_entries: crate::model::guard::NESTED_ENTRIES as u64,
             workspace_root: None,
             force_workspace: false,
             config_file: None,
@@ -552,7 +552,7 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
     #[cfg(unix)]
     if settings.mode == SandboxMode::WorkspaceWrite {
         let scratch: Vec<PathBuf> = t.scratch_write.iter().map(PathBuf::from).collect();
-        deny_own_state(&crate::pending::state_dir(), &ws, &writable_paths, &scratch, &mut deny_paths)?;
+        deny_own_state(&crate::host::state_dir(), &ws, &writable_paths, &scratch, &mut deny_paths)?;
     }
     let policy = SandboxPolicy {
         workspace_via_symlink: first_symlink_in(workspace).map(|_| workspace.to_path_buf()),
@@ -654,7 +654,7 @@ fn context_reads(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, String)> {
     #[cfg(unix)]
     let foreign = |d: &Path| {
         use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(d).map_or(true, |m| m.uid() != crate::detect::effective_ids().0 || m.mode() & 0o002 != 0)
+        std::fs::metadata(d).map_or(true, |m| m.uid() != crate::host::effective_ids().0 || m.mode() & 0o002 != 0)
     };
     #[cfg(not(unix))]
     let foreign = |_: &Path| false;

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::protected::ProtectedKind;
+use crate::model::guard::ProtectedKind;
 use crate::platform::Platform;
 
 /// System directories granted read + execute.

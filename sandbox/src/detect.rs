@@ -219,7 +219,7 @@ pub fn detect_seccomp_broker(is_root: bool) -> Feature {
         // Keyed by root-ness: Yama's answer depends on it.
         static CACHE: [OnceLock<Feature>; 2] = [OnceLock::new(), OnceLock::new()];
         CACHE[usize::from(is_root)]
-            .get_or_init(|| match crate::linux::unixgrant::check_support(is_root) {
+            .get_or_init(|| match crate::linux::probe::check_support(is_root) {
                 Ok(()) => Feature { available: true, detail: "pidfd_getfd, openat2, ptrace access to the command".into() },
                 Err(e) => Feature { available: false, detail: e },
             })
@@ -429,26 +429,9 @@ fn writable_by_caller(_: &std::path::Path) -> bool {
     false
 }
 
-/// The effective uid and gid (0, 0 where there are none).
-#[must_use]
-pub fn effective_ids() -> (u32, u32) {
-    #[cfg(unix)]
-    // SAFETY: geteuid and getegid cannot fail.
-    return unsafe { (libc::geteuid(), libc::getegid()) };
-    #[cfg(not(unix))]
-    (0, 0)
-}
+pub use crate::host::effective_ids;
 
-/// Reads a small (proc or sys) file. `std::fs::read_to_string` sizes its buffer from the file's
-/// size, which procfs reports as 0, and then grows it from 32 bytes: ten reads for
-/// /proc/self/mountinfo instead of two. Run start-up reads several of these.
-pub(crate) fn read_small(path: &str) -> Option<String> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).ok()?;
-    let mut buf = Vec::with_capacity(16 * 1024);
-    f.read_to_end(&mut buf).ok()?;
-    String::from_utf8(buf).ok()
-}
+pub(crate) use crate::host::read_small;
 
 /// A cheap prediction of whether unprivileged user namespaces work, from sysctls. The helper's own
 /// `unshare` is the real test at run time; when it fails the runner falls back to Standard, says

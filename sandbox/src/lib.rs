@@ -92,6 +92,8 @@ mod rand;
 
 internal_mod!(#[cfg(unix)] audit);
 internal_mod!(defaults);
+internal_mod!(files);
+internal_mod!(host);
 internal_mod!(#[cfg(unix)] denied);
 internal_mod!(linux);
 internal_mod!(macos);

@@ -75,21 +75,7 @@ impl PendingChange {
     }
 }
 
-/// The sandbox's own state for this user: the pending changes, the denied paths' record and the
-/// nested walks' records (`$XDG_STATE_HOME/localgpt/sandbox`). Written by the runner, trusted by
-/// later runs: no sandboxed command may write it (the policy denies it to the command where a
-/// writable path holds it).
-#[must_use]
-pub fn state_dir() -> PathBuf {
-    let state = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| {
-        std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| Path::new(&h).join(".local/state"))
-    });
-    match state {
-        Some(s) if s.is_absolute() => s.join("localgpt/sandbox"),
-        // SAFETY: geteuid cannot fail.
-        _ => PathBuf::from(format!("/var/tmp/localgpt-sandbox-u{}", unsafe { libc::geteuid() })),
-    }
-}
+pub use crate::host::state_dir;
 
 /// The store's directory for this user.
 #[must_use]

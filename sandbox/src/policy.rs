@@ -178,7 +178,7 @@ fn default_protected() -> Vec<String> {
 }
 
 fn default_nested_walk_entries() -> u64 {
-    crate::plan::nested::NESTED_ENTRIES as u64
+    crate::model::guard::NESTED_ENTRIES as u64
 }
 
 /// The least [`SandboxPolicy::nested_walk_entries`] accepted.

@@ -20,6 +20,10 @@ const LAYERS: &[(&str, u8)] = &[
     ("platform", 0),
     ("error", 0),
     ("text", 0),
+    ("files", 0),
+    ("host", 0),
+    ("audit", 1),
+    ("model::guard", 1),
     ("rand", 0),
     ("timing", 0),
     // L1: the vocabulary, git knowledge, the path resolver, the helper<->runner wire.
@@ -28,18 +32,19 @@ const LAYERS: &[(&str, u8)] = &[
     ("plan::gitconfig", 1),
     ("plan::gitindex", 1),
     ("plan::resolve", 1),
-    ("paths", 1),
+    ("plan::records", 1),
     ("run::report", 1),
     ("run::fds", 1),
-    ("run::spawn", 1),
     // L2: what the user asked.
     ("policy", 2),
+    ("plan::decision", 2),
     ("config", 2),
     ("defaults", 2),
     ("srt", 2),
     ("network", 2),
     // L3: read-only looks at this machine; the workspace guard.
     ("detect", 3),
+    ("linux::probe", 3),
     ("plan::system_secrets", 3),
     ("plan::configs", 3),
     ("denied", 3),
@@ -48,6 +53,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("gitoracle", 3),
     ("review", 3),
     ("pending", 3),
+    // The file tools of spec 7.2: the policy and the guard applied in the host process.
+    ("paths", 3),
     // L4: pure per-OS compilers.
     ("linux::compile", 4),
     ("linux::landlock", 4),
@@ -69,6 +76,7 @@ const LAYERS: &[(&str, u8)] = &[
     // L5: the orchestrator, and what explains its decisions.
     ("plan", 5),
     ("plan::env", 5),
+    ("plan::ablate", 5),
     ("why", 5),
     // L6: per-OS glue.
     ("linux", 6),
@@ -76,12 +84,13 @@ const LAYERS: &[(&str, u8)] = &[
     ("macos::denials", 6),
     ("windows::glue", 6),
     ("windows::run", 6),
+    // Starting the helper (fork, posix_spawn, the zygote's child): glue shared by Linux and macOS.
+    ("run::spawn", 6),
     // L7: the parent side.
     ("run", 7),
     ("handle", 7),
     // Test-only: the fuzz targets reach every parser.
     ("fuzz", 7),
-    ("audit", 7),
 ];
 
 fn layer(module: &str) -> Option<u8> {
@@ -121,7 +130,7 @@ fn code(text: &str) -> String {
     let mut lines = text.lines().peekable();
     while let Some(line) = lines.next() {
         let t = line.trim_start();
-        if t.starts_with("#[cfg(test)]") && lines.peek().is_some_and(|n| n.trim_start().starts_with("mod tests")) {
+        if (t.starts_with("#[cfg(test)]") || t.starts_with("#[cfg(all(test,")) && lines.peek().is_some_and(|n| n.trim_start().trim_start_matches("pub(crate) ").starts_with("mod tests")) {
             break;
         }
         if t.starts_with("//") {
@@ -162,13 +171,21 @@ fn uses(module: &str, code: &str) -> BTreeSet<String> {
                 }
             }
             if let Some(group) = r.strip_prefix('{') {
-                // `crate::x::{a::B, c}`: each entry's module path under `x`.
-                for entry in group[..group.find('}').unwrap_or(group.len())].split(',') {
-                    let segs: Vec<&str> = entry.trim().split("::").take_while(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') && *s != "self").collect();
-                    if !segs.is_empty() {
+                // `crate::x::{a::B, c}`: each entry's module path under `x`; `x` itself only
+                // where an entry is one of its items (or `self`).
+                let mut item_of_x = false;
+                for entry in group[..group.find('}').unwrap_or(group.len())].split(',').map(str::trim).filter(|e| !e.is_empty()) {
+                    let segs: Vec<&str> = entry.split("::").take_while(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') && *s != "self").collect();
+                    if segs.is_empty() {
+                        item_of_x = true;
+                    } else {
                         out.insert(path.iter().map(String::as_str).chain(segs).collect::<Vec<_>>().join("::"));
                     }
                 }
+                if item_of_x && !path.is_empty() {
+                    out.insert(path.join("::"));
+                }
+                continue;
             }
             if !path.is_empty() {
                 out.insert(path.join("::"));
@@ -295,6 +312,8 @@ fn the_reader_sees_paths_as_the_compiler_does() {
     let c = code("use crate::plan::{Access, protected::X};\n// crate::run::x in a comment\nfn f() { crate::linux::seccomp::build(); super::env::y(); my_crate::z(); }\n#[cfg(test)]\nmod tests {\n use crate::run::x;\n}\n");
     let u = uses("plan::nested", &c);
     assert_eq!(u, ["linux::seccomp::build", "plan", "plan::env::y", "plan::protected"].into_iter().map(String::from).collect());
+    assert_eq!(uses("linux::compile", &code("use super::{mounts, seccomp};\n")), ["linux::mounts", "linux::seccomp"].into_iter().map(String::from).collect());
+    assert!(uses("plan::resolve", &code("fn a() {}\n#[cfg(all(test, unix))]\npub(crate) mod tests {\n use crate::run::x;\n}\n")).is_empty());
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (x, y) in [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")] {
         g.entry(x.to_string()).or_default().insert(y.to_string());

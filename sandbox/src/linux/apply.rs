@@ -10,7 +10,7 @@ pub use crate::run::report::AppliedReport;
 use crate::plan::{HelperLandlock, HelperPlan};
 
 /// The fd the helper reports on (setup errors, exec errors, what was applied).
-pub const REPORT_FD: i32 = 3;
+pub use crate::run::report::REPORT_FD;
 
 fn os_err(step: &str) -> String {
     format!("{step}: {}", std::io::Error::last_os_error())

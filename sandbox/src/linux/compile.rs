@@ -13,10 +13,11 @@ use crate::error::SandboxError;
 use crate::plan::configs::ScrubbedConfig;
 use crate::plan::protected::ProtectedPath;
 use crate::plan::resolve::PathResolver;
-use crate::plan::{
-    confined_rlimits, default_memory_bytes, default_tmp_bytes, LandlockPlan, LinuxPlan, MemoryLimit, ProcessLimit, RlimitNumbers, RlimitSetting, RunContext, SeccompPlan,
-};
+use crate::plan::decision::{confined_rlimits, default_memory_bytes, default_tmp_bytes, MemoryLimit, ProcessLimit, RlimitNumbers, RlimitSetting, RunContext};
 use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};
+use landlock::{PathRule, SkippedPath};
+use seccomp::{PackedInsn, SeccompRuleSpec};
+use serde::{Deserialize, Serialize};
 
 /// Linux's `RLIMIT_*` numbers (the same on x86_64 and aarch64; the plan may be made elsewhere).
 const LINUX_RLIMITS: RlimitNumbers = RlimitNumbers { fsize: 1, nofile: 7, core: 4 };
@@ -24,6 +25,64 @@ const LINUX_RLIMIT_NPROC: i32 = 6;
 
 /// The command's `/etc/resolv.conf` with the network allowlist at Full: the runner's DNS stub.
 pub const RESOLV_CONF: &str = "# localgpt sandbox (network allowlist): names are answered by the runner's DNS stub,\n# from the allowlist alone (allowed names: 127.0.0.1, where the proxy listens; others: REFUSED).\nnameserver 127.0.0.1\noptions timeout:2 attempts:1\n";
+
+/// The Landlock part of a plan.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct LandlockPlan {
+    /// The kernel's ABI.
+    pub abi: u32,
+    /// The ABI whose rights are handled (capped at what this build knows).
+    pub handled_abi: u32,
+    /// Handled filesystem rights.
+    pub handled_fs: u64,
+    /// Handled network rights (TCP bind/connect, none granted).
+    pub handled_net: u64,
+    /// Scopes (abstract unix sockets, signals).
+    pub scopes: u64,
+    /// Path rules.
+    pub rules: Vec<PathRule>,
+    /// Grants that produced no rule.
+    pub skipped: Vec<SkippedPath>,
+    /// Directories expanded into siblings around a deny: (granted dir, denied path).
+    pub expanded: Vec<(PathBuf, PathBuf)>,
+}
+
+/// The seccomp part of a plan.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct SeccompPlan {
+    /// The architecture the numbers and the program are for.
+    #[serde(default = "native_arch")]
+    pub arch: super::syscalls::SeccompArch,
+    /// The rule table, with reasons.
+    pub rules: Vec<SeccompRuleSpec>,
+    /// The compiled program.
+    pub program: Vec<PackedInsn>,
+}
+
+fn native_arch() -> super::syscalls::SeccompArch {
+    super::syscalls::SeccompArch::native()
+}
+
+/// The Linux backend's compiled artefacts of a [`crate::plan::Plan`].
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct LinuxPlan {
+    /// Namespaces and mounts (Full level).
+    pub namespaces: Option<mounts::NamespacePlan>,
+    /// Landlock, when applied.
+    pub landlock: Option<LandlockPlan>,
+    /// seccomp, when applied.
+    pub seccomp: Option<SeccompPlan>,
+    /// rlimits applied to the command.
+    pub rlimits: Vec<RlimitSetting>,
+    /// Process count mechanism.
+    pub process_limit: ProcessLimit,
+    /// Memory bound.
+    pub memory_limit: MemoryLimit,
+    /// Per-run scratch directory (caches), removed after the run.
+    pub scratch: Option<PathBuf>,
+    /// Drop every capability (running as root).
+    pub drop_capabilities: bool,
+}
 
 /// What [`compile`] needs.
 pub struct Inputs<'a> {

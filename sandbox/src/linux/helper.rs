@@ -42,12 +42,7 @@ use crate::plan::HelperPlan;
 
 pub use crate::run::report::{HELPER_ARGV0, PLAN_ENV};
 
-/// Writes one report message on fd 3 (one `write`, so lines never interleave).
-pub(crate) fn report(r: &Report) {
-    let line = r.encode();
-    // SAFETY: fd 3 is the report pipe given by the runner; writing a local buffer.
-    unsafe { libc::write(REPORT_FD, line.as_ptr().cast(), line.len()) };
-}
+pub(crate) use crate::run::report::send as report;
 
 /// Writes one report message on fd 3 with `fd` attached (`SCM_RIGHTS`; fd 3 must be a socket).
 fn report_with_fd(r: &Report, fd: i32) -> std::io::Result<()> {

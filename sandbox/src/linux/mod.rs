@@ -22,6 +22,8 @@ pub mod protect;
 #[cfg(target_os = "linux")]
 pub mod supervise;
 #[cfg(target_os = "linux")]
+pub(crate) mod probe;
+#[cfg(target_os = "linux")]
 pub(crate) mod unixgrant;
 #[cfg(target_os = "linux")]
 pub(crate) mod procguard;

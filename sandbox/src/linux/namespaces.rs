@@ -315,7 +315,7 @@ fn protect(ns: &NamespacePlan) -> Result<Vec<(PathBuf, bool)>, String> {
                     Err(e) => {
                         bind(&p.path, &p.path, libc::MS_BIND)?;
                         set_readonly(&p.path)?;
-                        crate::linux::helper::report(&Report::Warning(SetupWarning::ProtectedReadOnly {
+                        crate::run::report::send(&Report::Warning(SetupWarning::ProtectedReadOnly {
                             index: i,
                             message: format!("{} is read-only for this run: no private copy ({e})", p.path.display()),
                         }));
@@ -326,7 +326,7 @@ fn protect(ns: &NamespacePlan) -> Result<Vec<(PathBuf, bool)>, String> {
             (_, None) => {
                 bind(&p.path, &p.path, libc::MS_BIND)?;
                 set_readonly(&p.path)?;
-                crate::linux::helper::report(&Report::Warning(SetupWarning::ProtectedReadOnly {
+                crate::run::report::send(&Report::Warning(SetupWarning::ProtectedReadOnly {
                     index: i,
                     message: format!("{} is read-only for this run: no staging directory", p.path.display()),
                 }));

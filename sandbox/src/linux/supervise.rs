@@ -10,7 +10,7 @@ extern "C" fn on_stop(sig: libc::c_int) {
     STOP_SIGNAL.store(sig, Ordering::SeqCst);
 }
 
-pub use crate::run::set_signal_handlers as set_handlers;
+pub use crate::host::set_signal_handlers as set_handlers;
 
 /// Installs handlers for the signals that mean "stop the sandbox".
 pub fn install_stop_handlers() {

@@ -150,7 +150,7 @@ static IDLE_KEEPERS: AtomicUsize = AtomicUsize::new(0);
 static KEEPERS_OF: AtomicI32 = AtomicI32::new(0);
 
 /// How many of this process's threads are zygote keepers blocked in `waitpid` (see
-/// [`crate::run::spawn::single_threaded`]).
+/// [`single_threaded`]).
 pub(crate) fn idle_keepers() -> usize {
     // SAFETY: getpid cannot fail.
     if KEEPERS_OF.load(Ordering::SeqCst) == unsafe { libc::getpid() } {
@@ -158,6 +158,16 @@ pub(crate) fn idle_keepers() -> usize {
     } else {
         0
     }
+}
+
+/// True when the calling thread is the only one of this process that runs code
+/// (`/proc/self/status`), the others being zygote keepers idle in `waitpid`
+/// (this module's).
+pub(crate) fn single_threaded() -> bool {
+    let idle = idle_keepers();
+    crate::detect::read_small("/proc/self/status")
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim().parse::<usize>().ok() == Some(1 + idle))))
+        .unwrap_or(false)
 }
 
 /// A request as bytes: header (magic, payload length, flags) and

@@ -11,8 +11,7 @@ pub use crate::run::report::HELPER_FLAG;
 use crate::run::report::{AppliedReport, Report, SetupStep, PLAN_ENV};
 use crate::plan::HelperPlan;
 
-/// fd of the report pipe.
-const REPORT_FD: i32 = 3;
+use crate::run::report::REPORT_FD;
 
 extern "C" {
     /// `int sandbox_check(pid_t pid, const char *operation, int type, ...)` from libsystem_sandbox

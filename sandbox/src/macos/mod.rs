@@ -19,6 +19,4 @@ pub mod sbpl;
 
 pub use profile::MacosPlan;
 
-/// The first argument that selects the helper where `argv[0]` cannot be chosen (macOS:
-/// `sandbox-exec` execs the helper by path).
-pub const HELPER_FLAG: &str = "--localgpt-sandbox-helper";
+pub use crate::model::HELPER_FLAG;

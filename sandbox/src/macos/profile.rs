@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use super::sbpl::quote;
 use crate::plan::protected::{ProtectedKind, ProtectedPath};
 use crate::plan::resolve::PathResolver;
-use crate::plan::{confined_rlimits, RlimitNumbers, RlimitSetting};
+use crate::plan::decision::{confined_rlimits, RlimitNumbers, RlimitSetting};
 use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};
 
 /// macOS's `RLIMIT_*` numbers (`<sys/resource.h>`).

@@ -4,14 +4,15 @@
 //! on a Mac).
 
 use crate::detect::Capabilities;
-use crate::plan::{Plan, Protection, ProtectionId, ProtectionState};
+use crate::model::ids::{Protection, ProtectionId, ProtectionState};
+use crate::plan::decision::Decided;
 use crate::policy::{SandboxLevel, SandboxMode};
 
-use crate::plan::prot;
+use crate::model::ids::prot;
 
-/// The table for `plan` (made for macOS) on `caps`.
+/// The table for a plan made for macOS (its neutral part, `plan`) on `caps`.
 #[must_use]
-pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
+pub fn protections(plan: &Decided<'_>, caps: &Capabilities) -> Vec<Protection> {
     use ProtectionId as P;
     use ProtectionState::{Degraded, Enforced, Off};
     if plan.level == SandboxLevel::None {
@@ -21,7 +22,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
             .map(|&id| match id {
                 P::TimeoutKillTree => prot(id, Degraded, "supervisor (process group)", "the command's process group is killed at the timeout; a descendant in its own session survives"),
                 P::OutputCap => prot(id, Enforced, "runner", format!("{} bytes per stream, head kept", plan.max_output_bytes)),
-                P::EnvSecrets if plan.mode != SandboxMode::FullAccess => prot(id, Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env.dropped.len())),
+                P::EnvSecrets if plan.mode != SandboxMode::FullAccess => prot(id, Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env_dropped.len())),
                 _ => prot(id, Off, "none", why),
             })
             .collect();
@@ -91,12 +92,12 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v.push(prot(P::KernelInfo, Degraded, sb, "sysctl reads (kernel version, hardware, the host's network interfaces) are allowed: tools need them"));
     v.push(prot(P::PidIsolation, Degraded, "none", "ps lists the host's processes (sysctl); other processes' information and arguments are denied by process-info"));
     v.push(prot(P::InheritedFds, Enforced, "helper", "every fd above 2 is closed before exec"));
-    v.push(prot(P::EnvSecrets, Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env.dropped.len())));
+    v.push(prot(P::EnvSecrets, Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env_dropped.len())));
     v.push(prot(P::Capabilities, Enforced, sb, "the profile is inherited by every descendant, setuid programs included"));
     v.push(prot(P::ProcessCount, Degraded, "none", "no per-sandbox process bound on macOS (RLIMIT_NPROC counts all of the user's processes); kern.maxprocperuid bounds a fork bomb"));
     v.push(prot(P::Memory, Degraded, "none", "no memory bound on macOS"));
-    v.push(crate::plan::file_size_row(&plan.limits));
-    v.push(crate::plan::open_files_row(&plan.limits));
+    v.push(crate::plan::decision::file_size_row(&plan.limits));
+    v.push(crate::plan::decision::open_files_row(&plan.limits));
     v.push(prot(P::CoreDumps, Enforced, "RLIMIT_CORE=0", "no core files"));
     v.push(prot(P::TimeoutKillTree, Degraded, "supervisor (process group)",
         "the command's process group is killed at the timeout and when it exits; a descendant that starts its own session survives (macOS has no subreaper or PID namespace)"));
@@ -104,7 +105,7 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     v
 }
 
-fn workspace_persistence(plan: &Plan) -> Protection {
+fn workspace_persistence(plan: &Decided<'_>) -> Protection {
     use ProtectionState::{Degraded, Enforced};
     let id = ProtectionId::WorkspacePersistence;
     if plan.mode != SandboxMode::WorkspaceWrite {

@@ -236,7 +236,7 @@ pub fn scrub_known(resolver: &mut crate::plan::resolve::PathResolver, home: &Pat
             continue;
         }
         // Not opened if it is a FIFO (a workspace that is `$HOME` could have one left there).
-        let Some(text) = crate::plan::read_config_file(&path, u64::MAX) else { continue };
+        let Some(text) = crate::files::read_config_file(&path, u64::MAX) else { continue };
         let (content, removed) = scrub(k.kind, &text);
         out.push(ScrubbedConfig { path, kind: k.kind, content, removed, env: k.env.map(str::to_string) });
     }

@@ -191,7 +191,7 @@ pub fn gitlinks(gitdir: &Path) -> Result<Vec<PathBuf>, String> {
 /// [`gitlinks`], taken from what an earlier read of the same index found while that read still
 /// holds: the index and its shared index the same files, unchanged, and changed last long enough
 /// before that read (Unix). Earlier reads are kept in this process, and in `records` (the nested
-/// walk's private directory, [`super::nested::records_dir`], which the planner lets a run use
+/// walk's private directory, [`super::records::records_dir`], which the planner lets a run use
 /// only where no command can write it) for the next process. Reading a large index costs ~1 ms
 /// per 10 000 files here, at launch and again after every run.
 ///
@@ -212,7 +212,7 @@ pub fn gitlinks_recorded(gitdir: &Path, records: Option<&Path>) -> Result<Vec<Pa
         Err(_) => {}
     }
     #[cfg(unix)]
-    let read_ns = super::nested::now_ns();
+    let read_ns = super::records::now_ns();
     let (data, meta) = match read_file(&index, INDEX_MAX_BYTES) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -332,7 +332,7 @@ mod memo {
 
     impl IndexRead {
         /// Both files are still the ones read, unchanged, and each changed last more than
-        /// [`super::super::nested::RACY_WINDOW_NS`] before the read began: a change in the same
+        /// [`crate::plan::records::RACY_WINDOW_NS`] before the read began: a change in the same
         /// tick of the file clock as the one before it could leave the times as they were (the
         /// nested walk's records follow the same rule).
         /// (`index` is the index's stamp now.)
@@ -341,7 +341,7 @@ mod memo {
         }
 
         pub(super) fn holds_with(&self, now: impl Fn(&Path) -> Option<FileStamp>) -> bool {
-            let same = |p: &Path, s: &FileStamp| s.ctime_ns < self.read_ns - super::super::nested::RACY_WINDOW_NS && now(p) == Some(*s);
+            let same = |p: &Path, s: &FileStamp| s.ctime_ns < self.read_ns - crate::plan::records::RACY_WINDOW_NS && now(p) == Some(*s);
             same(&self.index, &self.stamp) && self.shared.as_ref().is_none_or(|(p, s)| same(p, s))
         }
 
@@ -383,7 +383,7 @@ mod memo {
         /// (another version or index, a cut or edited file, a gitlink git would refuse).
         #[cfg(target_os = "linux")]
         pub(super) fn decode(index: &Path, b: &[u8]) -> Option<IndexRead> {
-            use super::super::nested::{decimal, signed_decimal};
+            use crate::plan::records::{decimal, signed_decimal};
             let rest = b.strip_prefix(MAGIC)?.strip_suffix(&[0])?;
             let mut fields = rest.split(|&c| c == 0);
             if fields.next()?.strip_prefix(b"P ")? != index.as_os_str().as_encoded_bytes() {
@@ -421,7 +421,7 @@ mod memo {
             let mut links = Vec::new();
             for field in fields.by_ref() {
                 if let Some(l) = field.strip_prefix(b"L ") {
-                    links.push(super::rel_path(l)?);
+                    links.push(crate::plan::gitindex::rel_path(l)?);
                     continue;
                 }
                 let n = usize::try_from(decimal(field.strip_prefix(b"C ")?)?).ok()?;
@@ -445,7 +445,7 @@ mod memo {
     /// checked inside).
     #[cfg(target_os = "linux")]
     fn record_name(index: &Path) -> String {
-        format!("gitlinks-{:016x}", super::super::nested::fnv1a64(index.as_os_str().as_encoded_bytes()))
+        format!("gitlinks-{:016x}", crate::plan::records::fnv1a64(index.as_os_str().as_encoded_bytes()))
     }
 
     /// The gitlinks of the index at `index`, whose stamp is `now`, as a read that still holds
@@ -456,7 +456,7 @@ mod memo {
             return r.holds(now).then_some(r.links);
         }
         #[cfg(target_os = "linux")]
-        if let Some(r) = records.and_then(|d| super::super::nested::load_record(d, &record_name(index))).and_then(|b| IndexRead::decode(index, &b)) {
+        if let Some(r) = records.and_then(|d| crate::plan::records::load_record(d, &record_name(index))).and_then(|b| IndexRead::decode(index, &b)) {
             if r.holds(now) {
                 let links = r.links.clone();
                 keep(r);
@@ -470,11 +470,11 @@ mod memo {
 
     /// Keeps what a read found, in this process and in `records` (Linux; a record that cannot be
     /// written is only a later read). Only where the index's filesystem keeps change times itself
-    /// (Linux, [`super::super::nested::change_time_kept_at`]): elsewhere nothing is kept, and
+    /// (Linux, [`crate::plan::records::change_time_kept_at`]): elsewhere nothing is kept, and
     /// every call reads the index.
     pub(super) fn remember(r: IndexRead, records: Option<&Path>) {
         #[cfg(target_os = "linux")]
-        let kept_here = super::super::nested::change_time_kept_at(&r.index);
+        let kept_here = crate::plan::records::change_time_kept_at(&r.index);
         #[cfg(not(target_os = "linux"))]
         let kept_here = false;
         if !kept_here {
@@ -482,7 +482,7 @@ mod memo {
         }
         #[cfg(target_os = "linux")]
         if let Some(d) = records {
-            let _ = super::super::nested::save_record(d, &record_name(&r.index), &r.encode());
+            let _ = crate::plan::records::save_record(d, &record_name(&r.index), &r.encode());
         }
         #[cfg(not(target_os = "linux"))]
         let _ = records;
@@ -664,7 +664,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_read_holds_only_while_every_file_is_the_one_read_unchanged_and_old_enough() {
-        let window = super::super::nested::RACY_WINDOW_NS;
+        let window = super::super::records::RACY_WINDOW_NS;
         let r = memo::IndexRead { index: "/i".into(), stamp: stamp(3, 1_000), shared: None, read_ns: 1_000 + window + 1, links: Vec::new() };
         assert!(r.holds_with(|_| Some(stamp(3, 1_000))));
         assert!(!r.holds_with(|_| None), "gone");
@@ -699,7 +699,7 @@ mod tests {
         // from the record, not this process's memory).
         let m = std::fs::symlink_metadata(&index).unwrap();
         let st = memo::FileStamp::of(&m);
-        let aged = memo::IndexRead { index: index.clone(), stamp: st, shared: None, read_ns: st.ctime_ns + 3 * super::super::nested::RACY_WINDOW_NS, links: ["build/x", "only/in/the/record"].map(PathBuf::from).to_vec() };
+        let aged = memo::IndexRead { index: index.clone(), stamp: st, shared: None, read_ns: st.ctime_ns + 3 * super::super::records::RACY_WINDOW_NS, links: ["build/x", "only/in/the/record"].map(PathBuf::from).to_vec() };
         memo::remember(aged, Some(&records));
         memo::forget(&index);
         assert_eq!(gitlinks_recorded(&gitdir, Some(&records)).unwrap(), ["build/x", "only/in/the/record"].map(PathBuf::from));

@@ -1,6 +1,7 @@
 //! What the helper receives: the compact part of a plan it applies.
 
 use super::*;
+use crate::linux::seccomp::PackedInsn;
 
 /// What the helper needs, and nothing else: compact and cheap to decode.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

@@ -2,12 +2,15 @@
 //! each protection whether it is enforced, degraded (and why) or off. Every decision lives here;
 //! `apply` decides nothing. `localgpt sandbox explain` prints a plan.
 
+#[cfg(feature = "ablation")]
+pub mod ablate;
 pub mod configs;
 pub mod env;
 pub mod gitconfig;
 pub mod gitindex;
 pub mod nested;
 pub mod protected;
+pub mod records;
 mod protections;
 pub use protections::{kernel_at_least, protections};
 use protections::why_minimal;
@@ -29,184 +32,17 @@ use serde::{Deserialize, Serialize};
 use crate::detect::{Capabilities, Platform};
 use crate::error::SandboxError;
 use crate::policy::{LevelSetting, SandboxLevel, SandboxMode, SandboxPolicy};
-use crate::linux::landlock::{PathRule, SkippedPath};
 use crate::linux::mounts::NamespacePlan;
-use crate::linux::seccomp::{PackedInsn, SeccompRuleSpec};
 use env::EnvPlan;
+pub mod decision;
+pub use decision::{
+    default_memory_bytes, default_tmp_bytes, Access, AccessRule, CgroupSetting, Decided, Limits, MemoryLimit, ProcessLimit, RlimitSetting, RunContext, PRIVATE_SCRATCH,
+};
+pub(crate) use decision::{file_size_row, open_files_row};
+pub use crate::files::{read_config_bytes, read_config_file};
+pub use crate::linux::compile::{LandlockPlan, LinuxPlan, SeccompPlan};
 pub(crate) use crate::model::ids::prot;
 pub use crate::model::ids::{Protection, ProtectionId, ProtectionState};
-
-/// Reads a configuration file (following links, as the programs that read it do) without
-/// blocking: a FIFO, a device or a file over `max` bytes left where one is expected is `None`,
-/// not read (a FIFO would wait for a writer: every later plan would hang).
-#[must_use]
-pub fn read_config_file(path: &std::path::Path, max: u64) -> Option<String> {
-    read_config_bytes(path, max).and_then(|b| String::from_utf8(b).ok())
-}
-
-/// Reads a regular file of at most `max` bytes without blocking on a FIFO: its bytes, whatever
-/// their encoding (git reads a config file as bytes: one that is not UTF-8 is still git's).
-#[must_use]
-pub fn read_config_bytes(path: &std::path::Path, max: u64) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let mut o = std::fs::OpenOptions::new();
-    o.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.custom_flags(libc::O_NONBLOCK);
-    }
-    let f = o.open(path).ok()?;
-    let m = f.metadata().ok()?;
-    if !m.is_file() || m.len() > max {
-        return None;
-    }
-    let mut s = Vec::new();
-    f.take(max).read_to_end(&mut s).ok()?;
-    Some(s)
-}
-
-/// The Landlock part of a plan.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct LandlockPlan {
-    /// The kernel's ABI.
-    pub abi: u32,
-    /// The ABI whose rights are handled (capped at what this build knows).
-    pub handled_abi: u32,
-    /// Handled filesystem rights.
-    pub handled_fs: u64,
-    /// Handled network rights (TCP bind/connect, none granted).
-    pub handled_net: u64,
-    /// Scopes (abstract unix sockets, signals).
-    pub scopes: u64,
-    /// Path rules.
-    pub rules: Vec<PathRule>,
-    /// Grants that produced no rule.
-    pub skipped: Vec<SkippedPath>,
-    /// Directories expanded into siblings around a deny: (granted dir, denied path).
-    pub expanded: Vec<(PathBuf, PathBuf)>,
-}
-
-/// The seccomp part of a plan.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct SeccompPlan {
-    /// The architecture the numbers and the program are for.
-    #[serde(default = "native_arch")]
-    pub arch: crate::linux::syscalls::SeccompArch,
-    /// The rule table, with reasons.
-    pub rules: Vec<SeccompRuleSpec>,
-    /// The compiled program.
-    pub program: Vec<PackedInsn>,
-}
-
-fn native_arch() -> crate::linux::syscalls::SeccompArch {
-    crate::linux::syscalls::SeccompArch::native()
-}
-
-/// How the sandbox's own process count is bounded.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum ProcessLimit {
-    /// A per-run child of this cgroup with `pids.max`.
-    Cgroup {
-        /// Parent directory for the per-run cgroup.
-        base: PathBuf,
-        /// `v1` or `v2`.
-        version: String,
-        /// `pids.max` (the supervisor counts as one).
-        max: u32,
-    },
-    /// `RLIMIT_NPROC` (counts every process of the uid, system-wide).
-    Rlimit {
-        /// The limit.
-        max: u64,
-    },
-    /// No bound (root without a usable cgroup).
-    Unbounded,
-}
-
-/// How the sandbox's memory is bounded.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum MemoryLimit {
-    /// A per-run child of this cgroup with a memory limit (`memory.max` on v2,
-    /// `memory.limit_in_bytes` on v1): the OOM killer acts inside the sandbox, and the private
-    /// `/tmp`'s pages are charged to it.
-    Cgroup {
-        /// Parent directory for the per-run cgroup.
-        base: PathBuf,
-        /// `v1` or `v2`.
-        version: String,
-        /// The limit, bytes.
-        max_bytes: u64,
-    },
-    /// No memory cgroup available (not root, no delegated cgroup): only the private tmpfs
-    /// mounts are bounded.
-    Unbounded,
-}
-
-/// One per-run cgroup directory to create: its parent and the limits written into it.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct CgroupSetting {
-    /// Parent directory.
-    pub base: PathBuf,
-    /// `v1` or `v2`.
-    pub version: String,
-    /// (file, value) written after creation, e.g. (`pids.max`, `66`).
-    pub limits: Vec<(String, String)>,
-}
-
-/// One resource limit.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct RlimitSetting {
-    /// Name (`RLIMIT_FSIZE`, …).
-    pub name: String,
-    /// `libc` resource number.
-    pub resource: i32,
-    /// Hard value (and soft, unless [`RlimitSetting::soft`] says lower).
-    pub value: u64,
-    /// A lower soft value the command starts with (it may raise it up to `value`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub soft: Option<u64>,
-}
-
-/// A platform's `RLIMIT_*` numbers for the limits every confined command gets.
-pub(crate) struct RlimitNumbers {
-    pub(crate) fsize: i32,
-    pub(crate) nofile: i32,
-    pub(crate) core: i32,
-}
-
-/// The rlimits every confined command gets, whatever the platform: the policy's descriptor
-/// bound (a login shell's soft limit under it), its file size bound if it sets one, and no
-/// core files.
-pub(crate) fn confined_rlimits(policy: &SandboxPolicy, n: &RlimitNumbers) -> Vec<RlimitSetting> {
-    let soft = crate::defaults::SOFT_OPEN_FILES;
-    let mut v = vec![
-        RlimitSetting { name: "RLIMIT_NOFILE".into(), resource: n.nofile, value: policy.max_open_files, soft: (policy.max_open_files > soft).then_some(soft) },
-        RlimitSetting { name: "RLIMIT_CORE".into(), resource: n.core, value: 0, soft: None },
-    ];
-    if let Some(f) = policy.max_file_size_bytes {
-        v.insert(0, RlimitSetting { name: "RLIMIT_FSIZE".into(), resource: n.fsize, value: f, soft: None });
-    }
-    v
-}
-
-/// The `file-size` protection row (every platform): enforced only where the policy sets a bound.
-pub(crate) fn file_size_row(l: &Limits) -> Protection {
-    match l.file_size_bytes {
-        Some(b) => prot(ProtectionId::FileSize, ProtectionState::Enforced, "RLIMIT_FSIZE", format!("a write past {b} bytes fails with EFBIG")),
-        None => prot(ProtectionId::FileSize, ProtectionState::Off, "none (the default)",
-            "no per-file bound: large build outputs, wheels and packfiles are ordinary work; set max_file_size_bytes or --max-file-size to bound it"),
-    }
-}
-
-/// The `open-files` protection row (every platform).
-pub(crate) fn open_files_row(l: &Limits) -> Protection {
-    let soft = crate::defaults::SOFT_OPEN_FILES.min(l.open_files);
-    prot(ProtectionId::OpenFiles, ProtectionState::Enforced, "RLIMIT_NOFILE",
-        format!("at most {} descriptors per process (soft limit {soft}, raisable to that)", l.open_files))
-}
 
 /// Everything the helper will do, and why.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -295,102 +131,6 @@ pub struct Plan {
     /// The Windows backend's artefacts (token, ACEs and labels, job limits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub windows: Option<crate::windows::WindowsPlan>,
-}
-
-/// The Linux backend's compiled artefacts of a [`Plan`].
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct LinuxPlan {
-    /// Namespaces and mounts (Full level).
-    pub namespaces: Option<NamespacePlan>,
-    /// Landlock, when applied.
-    pub landlock: Option<LandlockPlan>,
-    /// seccomp, when applied.
-    pub seccomp: Option<SeccompPlan>,
-    /// rlimits applied to the command.
-    pub rlimits: Vec<RlimitSetting>,
-    /// Process count mechanism.
-    pub process_limit: ProcessLimit,
-    /// Memory bound.
-    pub memory_limit: MemoryLimit,
-    /// Per-run scratch directory (caches), removed after the run.
-    pub scratch: Option<PathBuf>,
-    /// Drop every capability (running as root).
-    pub drop_capabilities: bool,
-}
-
-/// One path of the [`Access`] lists.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct AccessRule {
-    /// The path (as the policy gives it).
-    pub path: PathBuf,
-    /// Why.
-    pub reason: String,
-}
-
-/// The OS-neutral access rules of a plan.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct Access {
-    /// Read and execute (system, toolchains, grants; the workspace in read-only mode).
-    pub read: Vec<AccessRule>,
-    /// Read and write (the workspace in workspace-write mode, scratch, grants).
-    pub write: Vec<AccessRule>,
-    /// Never read nor written, even inside a granted path (credentials, secrets, configs with
-    /// credentials at Standard).
-    pub deny: Vec<AccessRule>,
-    /// Device nodes opened read-write.
-    pub devices: Vec<PathBuf>,
-}
-
-impl Access {
-    /// The access rules of `policy`.
-    #[must_use]
-    pub fn of(policy: &SandboxPolicy) -> Access {
-        let t = crate::defaults::tables(policy.platform);
-        let home_toolchains: Vec<PathBuf> = policy.home.iter().flat_map(|h| t.home_toolchains.iter().map(move |x| h.join(x))).collect();
-        // The default reads, looked up by hash: `Path`'s hash agrees with its (component-wise)
-        // equality, and a list compared one by one cost ~1 µs per granted path (35 comparisons,
-        // each walking both paths' components): 0.1 ms for 100 `--allow-read` paths.
-        let defaults: std::collections::HashSet<&Path> = t.system_read.iter().map(Path::new).chain(home_toolchains.iter().map(PathBuf::as_path)).collect();
-        let rule = |p: &PathBuf, reason: &str| AccessRule { path: p.clone(), reason: reason.into() };
-        let mut read: Vec<AccessRule> = policy
-            .read_only_paths
-            .iter()
-            .map(|p| {
-                let default = defaults.contains(p.as_path());
-                match policy.context_reads.iter().find(|(c, _)| c == p) {
-                    Some((_, why)) => rule(p, why),
-                    None => rule(p, if default { "system or toolchain" } else { "allow_paths.read" }),
-                }
-            })
-            .collect();
-        let mut write: Vec<AccessRule> = policy
-            .writable_paths
-            .iter()
-            .map(|p| rule(p, if t.scratch_write.iter().any(|s| Path::new(s) == p) { "scratch" } else { "allow_paths.write" }))
-            .collect();
-        match policy.mode {
-            SandboxMode::WorkspaceWrite => write.insert(0, rule(&policy.workspace_path, "workspace")),
-            _ => read.insert(0, rule(&policy.workspace_path, "workspace (read-only mode)")),
-        }
-        let deny = policy.deny_paths.iter().map(|p| rule(p, "credential or secret")).collect();
-        Access { read, write, deny, devices: policy.device_paths.clone() }
-    }
-}
-
-/// The resource limits of a plan (OS-neutral; each backend enforces what it can).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest file the command may write (`None`: no per-file bound).
-    #[serde(default)]
-    pub file_size_bytes: Option<u64>,
-    /// Open descriptors (the hard limit).
-    pub open_files: u64,
-    /// Processes.
-    pub processes: u32,
-    /// Memory (where a cgroup or job object can bound it).
-    pub memory_bytes: u64,
-    /// Each private tmpfs (Linux, Full level).
-    pub tmp_bytes: u64,
 }
 
 impl Plan {
@@ -487,24 +227,6 @@ pub fn choose_level(policy: &SandboxPolicy, caps: &Capabilities) -> Result<Sandb
 #[must_use]
 pub fn caller_env() -> Vec<(String, String)> {
     std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect()
-}
-
-/// Inputs of [`make_plan`] that come from the run rather than the policy.
-#[derive(Clone, Debug, Default)]
-pub struct RunContext {
-    /// The caller's environment.
-    pub caller_env: Vec<(String, String)>,
-    /// The per-run scratch directory, if one was created.
-    pub scratch: Option<PathBuf>,
-    /// Processes the caller's uid already has (for a relative `RLIMIT_NPROC`).
-    pub uid_tasks: Option<u64>,
-    /// The run's id (tags macOS denials in the system log).
-    pub run_id: Option<String>,
-    /// The binary exec'd inside the sandbox as the helper (macOS; default: this executable).
-    pub helper_exe: Option<PathBuf>,
-    /// `--network allowlist` without a network namespace: the port on the host's loopback the
-    /// runner's proxy listens on (chosen, and held, by the runner before the plan is made).
-    pub proxy_port: Option<u16>,
 }
 
 /// Whether a run at `level` uses the namespaces and mounts (private `/tmp` included): at Full,
@@ -810,8 +532,8 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         windows,
     };
     plan.protections = match caps.platform {
-        Platform::Macos => crate::macos::protections::protections(&plan, caps),
-        Platform::Windows => crate::windows::protections::protections(&plan, caps),
+        Platform::Macos => crate::macos::protections::protections(&plan.decided(), caps),
+        Platform::Windows => crate::windows::protections::protections(&plan.decided(), plan.windows.as_ref(), caps),
         Platform::Linux => protections(&plan, caps),
     };
     plan.warnings = warnings(&plan, caps, policy);
@@ -833,28 +555,34 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     Ok(plan)
 }
 
-/// The memory limit when the policy sets none: half of physical memory (4 GiB when unknown).
-#[must_use]
-pub fn default_memory_bytes(mem_total: u64) -> u64 {
-    if mem_total == 0 {
-        4 << 30
-    } else {
-        mem_total / 2
-    }
-}
-
-/// The size of each private tmpfs (`/tmp`, `/dev/shm`) when the policy sets none: a quarter of
-/// physical memory (1 GiB when unknown).
-#[must_use]
-pub fn default_tmp_bytes(mem_total: u64) -> u64 {
-    if mem_total == 0 {
-        1 << 30
-    } else {
-        mem_total / 4
-    }
-}
-
 impl Plan {
+    /// The OS-neutral part of the plan, as the backends' protection tables read it.
+    #[must_use]
+    pub fn decided(&self) -> Decided<'_> {
+        Decided {
+            level: self.level,
+            mode: self.mode,
+            workspace: &self.workspace,
+            access: &self.access,
+            limits: &self.limits,
+            max_output_bytes: self.max_output_bytes,
+            env_dropped: &self.env.dropped,
+            system_secrets: &self.system_secrets,
+            configs: &self.configs,
+            protected: &self.protected,
+            unprotectable: &self.unprotectable,
+        }
+    }
+
+    /// An identifier of a run's effective policy for the audit log: FNV-1a (64 bit) of the JSON of
+    /// what the plan grants (mode, workspace, access, limits, network). It tells runs under the same
+    /// policy apart from others; it is not a cryptographic digest.
+    #[must_use]
+    pub fn policy_digest(&self) -> String {
+        let json = serde_json::to_vec(&(&self.mode, &self.workspace, &self.access, &self.limits, &self.network, &self.network_allowlist, &self.unix_sockets)).unwrap_or_default();
+        format!("fnv1a64:{:016x}", crate::plan::nested::fnv1a64(&json))
+    }
+
     /// The per-run cgroup directories to create, one per hierarchy (cgroup v1 has one per
     /// controller; v2 one for both), with their limits.
     #[must_use]
@@ -881,8 +609,6 @@ impl Plan {
     }
 }
 
-/// Where caches go at Full level: inside the private `/tmp`, gone with the namespace.
-pub const PRIVATE_SCRATCH: &str = "/tmp/.localgpt-cache";
 
 #[cfg(test)]
 mod tests;

@@ -18,50 +18,11 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-use super::{gitconfig, gitindex};
+use crate::plan::{gitconfig, gitindex};
 use super::resolve::{FileKind, PathResolver};
 use crate::policy::SandboxPolicy;
 
-/// What kind of protected path, and so how it is made private.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum ProtectedKind {
-    /// The workspace's `.git` directory: git's own state is applied after the run, config keys
-    /// by key, hooks and redirection files are pending.
-    GitDir,
-    /// A directory whose every change is pending (`.vscode`, `.idea`, the hooks directory).
-    Dir,
-    /// A file (a `.git` file of a worktree or submodule checkout): a change is pending.
-    File,
-}
-
-/// One protected path of a run.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct ProtectedPath {
-    /// Its path (the workspace joined with the configured name; the workspace is canonical).
-    pub path: PathBuf,
-    /// How it is made private.
-    pub kind: ProtectedKind,
-    /// Absent at launch.
-    pub absent: bool,
-    /// Made private for the run (Full level, present at launch, overlay mounts available);
-    /// otherwise the real path is reviewed in place after the run.
-    #[serde(default)]
-    pub private: bool,
-    /// Why it is protected (`configured`, `core.hooksPath = …`).
-    pub reason: String,
-}
-
-/// A protected name that cannot be protected, and why (reported as a degradation).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct Unprotectable {
-    /// The path.
-    pub path: PathBuf,
-    /// Why.
-    pub why: String,
-}
+pub use crate::model::guard::{ProtectedKind, ProtectedPath, Unprotectable};
 
 /// The git configuration files every repository of the user reads before its own: system,
 /// XDG and global (`~/.gitconfig`).
@@ -82,7 +43,7 @@ pub fn global_git_config_files(home: Option<&Path>) -> Vec<PathBuf> {
 pub fn repo_git_config_files(dotgit: &Path) -> Vec<PathBuf> {
     let Some(gd) = gitindex::git_dir(dotgit) else { return Vec::new() };
     let mut files = vec![gd.join("config")];
-    if let Some(common) = super::read_config_file(&gd.join("commondir"), 4096) {
+    if let Some(common) = crate::files::read_config_file(&gd.join("commondir"), 4096) {
         let common = common.trim();
         if !common.is_empty() {
             files.push(gd.join(common).join("config"));
@@ -154,7 +115,7 @@ pub fn read_git_configs(files: Vec<PathBuf>, home: Option<&Path>) -> GitConfigRe
             continue;
         }
         read.push(f.clone());
-        let Some(c) = super::read_config_bytes(&f, 8 << 20).and_then(|t| gitconfig::parse_bytes(&t).ok()) else { continue };
+        let Some(c) = crate::files::read_config_bytes(&f, 8 << 20).and_then(|t| gitconfig::parse_bytes(&t).ok()) else { continue };
         // A config file that is a symbolic link (`~/.gitconfig -> ~/dotfiles/gitconfig`): git
         // reads its target.
         if let Ok(real) = std::fs::canonicalize(&f) {
@@ -723,7 +684,7 @@ fn gitmodules_paths(ws: &Path) -> Vec<PathBuf> {
     }
     // Parsed as git parses it (comments, quotes, escapes, continuation lines); a file git
     // refuses registers no submodule for git either.
-    let Some(c) = super::read_config_bytes(&f, 8 << 20).and_then(|t| gitconfig::parse_bytes(&t).ok()) else { return Vec::new() };
+    let Some(c) = crate::files::read_config_bytes(&f, 8 << 20).and_then(|t| gitconfig::parse_bytes(&t).ok()) else { return Vec::new() };
     let mut out: Vec<PathBuf> = Vec::new();
     for e in c.entries.iter().filter(|e| e.section == "submodule" && e.subsection.is_some() && e.key == "path") {
         let v = e.value.as_deref().unwrap_or("");

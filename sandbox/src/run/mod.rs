@@ -38,7 +38,9 @@ pub use output::{CaptureSink, OutputSink, Stream};
 pub use report::AppliedReport;
 use scratch::{count_uid_tasks, Scratch};
 #[cfg(target_os = "linux")]
-use spawn::{fork_helper, single_threaded};
+use crate::linux::zygote::single_threaded;
+#[cfg(target_os = "linux")]
+use spawn::fork_helper;
 use spawn::{spawn_helper, HelperFds};
 use output::StdinRelay;
 use supervise::supervise_run;
@@ -424,7 +426,7 @@ fn ablated_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext, l
         cut_policy.deny_paths.clear();
     }
     let mut plan = crate::plan::make_plan_at(&cut_policy, caps, ctx, level)?;
-    for line in crate::ablation::cut(&mut plan, &ctx.caller_env)? {
+    for line in crate::plan::ablate::cut(&mut plan, &ctx.caller_env)? {
         eprintln!("localgpt (ablation build, never shipped): {line}");
     }
     plan.protections = reference.protections;
@@ -488,7 +490,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
             let a = std::sync::Arc::new(crate::audit::Audit::open(p, &run)?);
             let degraded: Vec<String> = plan.protections.iter().filter(|p| p.state != crate::plan::ProtectionState::Enforced).map(|p| p.id.to_string()).collect();
             a.event("start", serde_json::json!({
-                "policy_digest": crate::audit::policy_digest(plan),
+                "policy_digest": plan.policy_digest(),
                 "command": argv.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>(),
                 "workspace": plan.workspace,
                 "level": plan.level,
@@ -779,17 +781,5 @@ fn launch_command<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &Run
     Ok(Launch { exe, args, fork: false })
 }
 
-/// Installs `handler` for `signals` without `SA_RESTART`, so that a blocking `waitpid` or `poll`
-/// returns `EINTR`. The handler must be async-signal-safe (these only store to an atomic).
-pub fn set_signal_handlers(signals: &[libc::c_int], handler: extern "C" fn(libc::c_int)) {
-    for &sig in signals {
-        // SAFETY: installing a handler with an empty mask and no flags.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = handler as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
-}
+pub use crate::host::set_signal_handlers;
 

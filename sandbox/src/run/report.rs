@@ -33,7 +33,7 @@ pub struct AppliedReport {
 /// The `argv[0]` that selects the helper (Linux).
 pub const HELPER_ARGV0: &str = "localgpt-sandbox";
 
-pub use crate::macos::HELPER_FLAG;
+pub use crate::model::HELPER_FLAG;
 
 /// The environment variable carrying the helper plan.
 pub const PLAN_ENV: &str = "LOCALGPT_SANDBOX_PLAN";
@@ -103,6 +103,18 @@ pub enum Report {
     /// PID 1's `sock_diag` socket, made in the sandbox's network namespace for the runner's
     /// answers to `connect` (the socket comes with this message).
     SocketDiag,
+}
+
+/// The helper's descriptor its reports go to (the runner's end reads them).
+pub const REPORT_FD: i32 = 3;
+
+/// Writes one report message on [`REPORT_FD`] (one `write`, so lines never interleave): what
+/// the helper and its PID 1 say to the runner.
+#[cfg(target_os = "linux")]
+pub(crate) fn send(r: &Report) {
+    let line = r.encode();
+    // SAFETY: fd 3 is the report pipe given by the runner; writing a local buffer.
+    unsafe { libc::write(REPORT_FD, line.as_ptr().cast(), line.len()) };
 }
 
 /// The longest message text kept in a line (so that a line stays below `PIPE_BUF`).

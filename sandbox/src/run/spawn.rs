@@ -19,16 +19,6 @@ pub(crate) struct HelperFds {
     pub(crate) report: i32,
 }
 
-/// True when the calling thread is the only one of this process that runs code
-/// (`/proc/self/status`), the others being zygote keepers idle in `waitpid`
-/// ([`crate::linux::zygote`]).
-#[cfg(target_os = "linux")]
-pub(crate) fn single_threaded() -> bool {
-    let idle = crate::linux::zygote::idle_keepers();
-    crate::detect::read_small("/proc/self/status")
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim().parse::<usize>().ok() == Some(1 + idle))))
-        .unwrap_or(false)
-}
 
 #[cfg(target_os = "linux")]
 extern "C" {

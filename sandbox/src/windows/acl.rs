@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 use super::sid;
 use crate::plan::protected::{ProtectedKind, ProtectedPath};
 use crate::plan::resolve::PathResolver;
-use crate::plan::Limits;
+use crate::plan::decision::Limits;
 use crate::policy::{SandboxMode, SandboxPolicy};
 
 /// File access rights (`winnt.h`).

@@ -4,21 +4,23 @@
 //! project's CI: the plan's warnings say so.
 
 use crate::detect::Capabilities;
-use crate::plan::{prot, Plan, Protection, ProtectionId, ProtectionState};
+use crate::model::ids::{prot, Protection, ProtectionId, ProtectionState};
+use crate::plan::decision::Decided;
 use crate::policy::{SandboxLevel, SandboxMode};
 
-/// The table for `plan` (made for Windows) on `caps`.
+/// The table for a plan made for Windows (its neutral part, `plan`, and its artefacts,
+/// `windows`) on `caps`.
 #[must_use]
-pub fn protections(plan: &Plan, _caps: &Capabilities) -> Vec<Protection> {
+pub fn protections(plan: &Decided<'_>, windows: Option<&super::WindowsPlan>, _caps: &Capabilities) -> Vec<Protection> {
     use ProtectionId as P;
     use ProtectionState::{Degraded, Enforced, Off};
-    let Some(w) = plan.windows.as_ref().filter(|_| plan.level > SandboxLevel::None) else {
+    let Some(w) = windows.filter(|_| plan.level > SandboxLevel::None) else {
         let why = if plan.mode == SandboxMode::FullAccess { "full-access mode: no sandbox" } else { "no Windows backend here" };
         return ProtectionId::ALL
             .iter()
             .map(|&id| match id {
                 P::OutputCap => prot(id, Enforced, "runner", format!("{} bytes per stream, head kept", plan.max_output_bytes)),
-                P::EnvSecrets if plan.mode != SandboxMode::FullAccess => prot(id, Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env.dropped.len())),
+                P::EnvSecrets if plan.mode != SandboxMode::FullAccess => prot(id, Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env_dropped.len())),
                 _ => prot(id, Off, "none", why),
             })
             .collect();
@@ -63,7 +65,7 @@ pub fn protections(plan: &Plan, _caps: &Capabilities) -> Vec<Protection> {
     v.push(prot(P::KernelInfo, Off, "none", "the system's version and configuration are readable"));
     v.push(prot(P::PidIsolation, Degraded, "integrity", "the user's processes are listed (names, ids); their memory and handles are not accessible"));
     v.push(prot(P::InheritedFds, Enforced, "runner", "only the three standard handles are inherited (STARTUPINFOEX handle list)"));
-    v.push(prot(P::EnvSecrets, Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env.dropped.len())));
+    v.push(prot(P::EnvSecrets, Enforced, "environment allowlist", format!("{} caller variables dropped", plan.env_dropped.len())));
     v.push(prot(P::Capabilities, Enforced, "restricted token", "DISABLE_MAX_PRIVILEGE and LUA_TOKEN: no privilege but change-notify, not elevated"));
     v.push(prot(P::ProcessCount, Enforced, job, format!("at most {} active processes", w.job.active_processes)));
     v.push(prot(P::Memory, Enforced, job, format!("{} bytes committed by the whole tree", w.job.job_memory_bytes)));
@@ -75,7 +77,7 @@ pub fn protections(plan: &Plan, _caps: &Capabilities) -> Vec<Protection> {
     v
 }
 
-fn workspace_persistence(plan: &Plan, w: &super::WindowsPlan) -> Protection {
+fn workspace_persistence(plan: &Decided<'_>, w: &super::WindowsPlan) -> Protection {
     use ProtectionState::{Degraded, Enforced};
     let id = ProtectionId::WorkspacePersistence;
     if plan.mode != SandboxMode::WorkspaceWrite {

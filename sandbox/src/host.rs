@@ -1,0 +1,58 @@
+//! What every layer may need of the running process: who it runs as, where this user's sandbox
+//! state lives, and how a signal handler is installed. Layer 0 of `ARCHITECTURE.md`: the standard library and `libc`.
+
+#[cfg(unix)]
+use std::path::{Path, PathBuf};
+
+/// The effective uid and gid (0, 0 where there are none).
+#[must_use]
+pub fn effective_ids() -> (u32, u32) {
+    #[cfg(unix)]
+    // SAFETY: geteuid and getegid cannot fail.
+    return unsafe { (libc::geteuid(), libc::getegid()) };
+    #[cfg(not(unix))]
+    (0, 0)
+}
+
+#[cfg(unix)]
+/// The sandbox's own state for this user: the pending changes, the denied paths' record and the
+/// nested walks' records (`$XDG_STATE_HOME/localgpt/sandbox`). Written by the runner, trusted by
+/// later runs: no sandboxed command may write it (the policy denies it to the command where a
+/// writable path holds it).
+#[must_use]
+pub fn state_dir() -> PathBuf {
+    let state = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| {
+        std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| Path::new(&h).join(".local/state"))
+    });
+    match state {
+        Some(s) if s.is_absolute() => s.join("localgpt/sandbox"),
+        // SAFETY: geteuid cannot fail.
+        _ => PathBuf::from(format!("/var/tmp/localgpt-sandbox-u{}", unsafe { libc::geteuid() })),
+    }
+}
+
+#[cfg(unix)]
+/// Installs `handler` for `signals` without `SA_RESTART`, so that a blocking `waitpid` or `poll`
+/// returns `EINTR`. The handler must be async-signal-safe (these only store to an atomic).
+pub fn set_signal_handlers(signals: &[libc::c_int], handler: extern "C" fn(libc::c_int)) {
+    for &sig in signals {
+        // SAFETY: installing a handler with an empty mask and no flags.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = handler as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Reads a small (proc or sys) file. `std::fs::read_to_string` sizes its buffer from the file's
+/// size, which procfs reports as 0, and then grows it from 32 bytes: ten reads for
+/// /proc/self/mountinfo instead of two. Run start-up reads several of these.
+pub(crate) fn read_small(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut buf = Vec::with_capacity(16 * 1024);
+    f.read_to_end(&mut buf).ok()?;
+    String::from_utf8(buf).ok()
+}
