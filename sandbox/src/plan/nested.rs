@@ -831,6 +831,8 @@ pub fn save<'a>(dir: &Path, root: &Path, names: &[&str], listings: impl IntoIter
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_os = "linux")]
+    use crate::plan::records::{change_time_kept_at, keeps_change_times, KEPT_AFTER_PRUNE, MAX_RECORD_FILES};
 
     fn listing(root: &Path, rel: &str, entries: &[(&str, bool)]) -> Listing {
         let path = if rel.is_empty() { root.to_path_buf() } else { root.join(rel) };

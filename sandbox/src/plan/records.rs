@@ -24,7 +24,7 @@ pub(crate) fn now_ns() -> i128 {
 /// come from an on-disk format, a server or a user-space process, or from a cache) what a record
 /// would stand for is read again.
 #[cfg(target_os = "linux")]
-fn keeps_change_times(st: &libc::statfs) -> bool {
+pub(crate) fn keeps_change_times(st: &libc::statfs) -> bool {
     const KEPT: &[i64] = &[0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x8584_58f6, 0x794c_7630, 0xF2F5_2010, 0xca45_1a4e, 0x2fc1_2fc1];
     #[allow(clippy::unnecessary_cast)]
     KEPT.contains(&(st.f_type as i64))
@@ -190,9 +190,9 @@ pub(crate) const RECORD_PREFIXES: &[&str] = &["walk-", "gitlinks-"];
 /// The most record files kept: beyond, the least recently written go, down to
 /// [`KEPT_AFTER_PRUNE`] (a root whose record went is walked again within the budget).
 #[cfg(target_os = "linux")]
-const MAX_RECORD_FILES: usize = 1000;
+pub(crate) const MAX_RECORD_FILES: usize = 1000;
 #[cfg(target_os = "linux")]
-const KEPT_AFTER_PRUNE: usize = 800;
+pub(crate) const KEPT_AFTER_PRUNE: usize = 800;
 
 /// Removes the least recently written records of the directory `d` when it holds more than
 /// [`MAX_RECORD_FILES`], and temporary files more than an hour old (a writer that died).

@@ -4,6 +4,7 @@ use super::*;
 use crate::config::{build_sandbox_policy, SandboxSettings};
 use crate::detect::{Feature, LandlockSupport};
 use crate::linux::landlock;
+use crate::linux::landlock::PathRule;
 
 fn caps(abi: u32, root: bool) -> Capabilities {
     Capabilities {
