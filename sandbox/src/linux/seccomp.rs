@@ -187,6 +187,15 @@ pub fn seccomp_table_for(scope: SocketScope) -> Vec<SeccompRuleSpec> {
 #[must_use]
 pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRuleSpec> {
     let mut t = Vec::new();
+    socket_rows(&mut t, scope, brokered);
+    prologue_and_broker_rows(&mut t, scope, brokered);
+    kernel_surface_rows(&mut t);
+    t
+}
+
+/// The socket-creation rows of [`seccomp_table_with`]: which families and types `socket` and
+/// `socketpair` may make in `scope`.
+fn socket_rows(t: &mut Vec<SeccompRuleSpec>, scope: SocketScope, brokered: bool) {
     let mut row_all = |syscall: &str, nr: i64, conditions: Vec<ArgCondition>, text: Option<String>, action, reason: &str| {
         t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text: text, action, reason: reason.into(), protections: SOCKETS.to_vec() });
     };
@@ -259,13 +268,24 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
     row_all("socket", x86("socket"), vec![ArgCondition::Eq { arg: 0, value: AF_NETLINK }, ArgCondition::Ne { arg: 2, value: NETLINK_ROUTE }],
         Some("domain == AF_NETLINK && protocol != NETLINK_ROUTE".into()), SeccompDeny::Eperm,
         "netlink only for routing queries (getifaddrs: Node's os.networkInterfaces(), dev servers), which show what /sys/class/net and /proc/net already show; changes need CAP_NET_ADMIN, which the sandbox never has (capabilities dropped, or a user namespace's own); audit, uevent, sock_diag, netfilter and the rest stay refused");
-    let mut row = |p: &[ProtectionId], syscall: &str, nr: i64, condition: Option<(ArgCondition, String)>, action, reason: &str| {
-        let (conditions, condition_text) = match condition {
-            Some((c, s)) => (vec![c], Some(s)),
-            None => (Vec::new(), None),
-        };
-        t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text, action, reason: reason.into(), protections: p.to_vec() });
+}
+
+/// One row of the table for the protections `p`, with at most one condition.
+fn push_row(t: &mut Vec<SeccompRuleSpec>, p: &[ProtectionId], syscall: &str, nr: i64, condition: Option<(ArgCondition, String)>, action: SeccompDeny, reason: &str) {
+    let (conditions, condition_text) = match condition {
+        Some((c, s)) => (vec![c], Some(s)),
+        None => (Vec::new(), None),
     };
+    t.push(SeccompRuleSpec { syscall: syscall.into(), nr, conditions, condition_text, action, reason: reason.into(), protections: p.to_vec() });
+}
+
+/// The ABI prologue, clone3/openat2, and the calls the runner answers (`brokered`) or refuses:
+/// connect, listen, bind, accept, TCP Fast Open, io_uring.
+fn prologue_and_broker_rows(t: &mut Vec<SeccompRuleSpec>, scope: SocketScope, brokered: bool) {
+    let own_netns = scope == SocketScope::OwnNetworkNamespace;
+    let inet_free = own_netns || scope == SocketScope::HostNetworkOpen;
+    let host_tcp = !inet_free && brokered;
+    let mut row = |p: &[ProtectionId], syscall: &str, nr: i64, condition: Option<(ArgCondition, String)>, action, reason: &str| push_row(t, p, syscall, nr, condition, action, reason);
     use ProtectionId as P;
     use SeccompDeny::*;
     row(&[P::SyscallAbi], "<any syscall from a non-x86_64 ABI>", -1, None, KillProcess,
@@ -312,6 +332,14 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
         ("io_uring_register", x86("io_uring_register"))] {
         row(&[P::IoUring], name, n, None, Eperm, "io_uring creates sockets and opens files without the filtered syscalls");
     }
+}
+
+/// The rows every scope shares: other processes, kernel attack surface, mounts and namespaces,
+/// terminal injection, setuid modes, SysV IPC.
+fn kernel_surface_rows(t: &mut Vec<SeccompRuleSpec>) {
+    let mut row = |p: &[ProtectionId], syscall: &str, nr: i64, condition: Option<(ArgCondition, String)>, action, reason: &str| push_row(t, p, syscall, nr, condition, action, reason);
+    use ProtectionId as P;
+    use SeccompDeny::*;
     // prlimit64(pid, …) on another process needs only the same uid (no ptrace check, no LSM hook
     // Landlock implements): a hard RLIMIT_CPU or RLIMIT_FSIZE set on a host process makes the
     // kernel kill it (SIGKILL, SIGXFSZ) — the runner, the supervisor, the agent, PID 1 as root —
@@ -373,7 +401,6 @@ pub fn seccomp_table_with(scope: SocketScope, brokered: bool) -> Vec<SeccompRule
         ("semop", x86("semop")), ("semtimedop", x86("semtimedop")), ("semctl", x86("semctl"))] {
         row(&[P::SysvIpc], name, n, None, Eperm, "SysV IPC objects are shared with the host (no private IPC namespace at this level)");
     }
-    t
 }
 
 const O_ACCMODE: u32 = 0o3;

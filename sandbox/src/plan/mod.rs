@@ -264,26 +264,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     }
     let confined = level > SandboxLevel::None;
     let full = uses_namespaces(policy, caps, level);
-    // The allowlist holds where the proxy is the only way out: the sandbox's own network
-    // namespace (Full), or, in the host's, where the runner answers every connect (it lets TCP
-    // reach the proxy and the sandbox's own listeners, and nothing else; UDP refused).
-    let broker = caps.seccomp_broker.as_ref().filter(|b| b.available);
-    if policy.network_access == crate::policy::NetworkPolicy::Full && confined && caps.platform != Platform::Linux {
-        return Err(SandboxError::Unsupported(format!("network = \"full\" is implemented on Linux only (this plan is for {})", caps.platform)));
-    }
-    let proxy_port = (policy.network_access == crate::policy::NetworkPolicy::Allowlist && confined).then(|| {
-        if full { crate::network::PROXY_PORT } else { ctx.proxy_port.unwrap_or(crate::network::PROXY_PORT) }
-    });
-    if proxy_port.is_some() && !(caps.platform == Platform::Linux && (full || broker.is_some())) {
-        return Err(SandboxError::LevelUnavailable(format!(
-            "--network allowlist needs Linux with the sandbox's own network namespace (Full level) or a runner that answers the command's connect calls (Linux 5.6); this run would be at {level}{}: the proxy could be bypassed, so nothing is run",
-            match (caps.platform, &caps.seccomp_broker) {
-                (Platform::Linux, Some(b)) => format!(" ({}; {})", caps.missing_for(SandboxLevel::Full).join("; "), b.detail),
-                (Platform::Linux, None) => format!(" ({})", caps.missing_for(SandboxLevel::Full).join("; ")),
-                _ => String::new(),
-            }
-        )));
-    }
+    let proxy_port = proxy_port(policy, caps, ctx, level, full)?;
     // Secrets under /etc the caller can read (all of root's): denied like credentials.
     // (Only this machine's: a plan for another OS does not list this one's /etc.)
     #[cfg(unix)]
@@ -310,42 +291,14 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     };
     // Standard: a config with credentials is denied, and the tool is pointed at a scrubbed copy
     // in the per-run scratch dir (or, for cargo, which has no such variable, goes without it).
-    let mut config_copies: Vec<(PathBuf, String)> = Vec::new();
-    let mut config_env: Vec<(String, String)> = Vec::new();
-    let mut config_reads: Vec<PathBuf> = Vec::new();
+    let ConfigCopies { denying, copies: config_copies, env: config_env, reads: mut config_reads } = if full { ConfigCopies::default() } else { copy_configs(policy, ctx, &scrubbed) };
     let with_configs;
-    let policy = if full || scrubbed.is_empty() {
-        policy
-    } else {
-        let mut p = policy.clone();
-        for c in &scrubbed {
-            if c.removed.is_empty() {
-                config_reads.push(c.path.clone());
-                continue;
-            }
-            p.deny_paths.push(c.path.clone());
-            if let (Some(var), Some(dir)) = (c.env.as_deref(), &ctx.scratch) {
-                let dest = dir.join("config").join(var.to_ascii_lowercase());
-                match config_copies.iter_mut().find(|(d, _)| *d == dest) {
-                    // Both git files: one merged copy, in the order git reads them.
-                    Some((_, text)) => text.push_str(&c.content),
-                    None => {
-                        config_copies.push((dest.clone(), c.content.clone()));
-                        config_env.push((var.to_string(), dest.display().to_string()));
-                    }
-                }
-            }
+    let policy = match denying {
+        Some(p) => {
+            with_configs = p;
+            &with_configs
         }
-        // A clean git file beside a scrubbed one must reach the merged copy too.
-        if config_env.iter().any(|(k, _)| k == "GIT_CONFIG_GLOBAL") {
-            for c in scrubbed.iter().filter(|c| c.kind == configs::ConfigKind::Git && c.removed.is_empty()) {
-                if let Some((_, text)) = config_copies.iter_mut().find(|(d, _)| d.ends_with("git_config_global")) {
-                    text.insert_str(0, &c.content);
-                }
-            }
-        }
-        with_configs = p;
-        &with_configs
+        None => policy,
     };
     #[cfg(unix)]
     crate::timing::stamp("plan_configs");
@@ -385,6 +338,149 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         memory_bytes: policy.max_memory_bytes.unwrap_or_else(|| default_memory_bytes(caps.mem_total_bytes)),
         tmp_bytes: policy.max_tmp_bytes.unwrap_or_else(|| default_tmp_bytes(caps.mem_total_bytes)),
     };
+    let (linux, macos, windows) = compile_backend(Backend { policy, caps, ctx, level, full, scrubbed: &scrubbed, protected: &protected, limits: &limits, config_reads: &mut config_reads, resolver: &mut resolver })?;
+    #[cfg(unix)]
+    crate::timing::stamp("plan_backend");
+    let (env, cargo_root) = plan_env(policy, ctx, level, full, &config_env, proxy_port);
+    let mut plan = Plan {
+        level,
+        kernel: caps.kernel.clone(),
+        kernel_level: caps.kernel_level(),
+        mode: policy.mode,
+        workspace: policy.workspace_path.clone(),
+        access: Access::of(policy),
+        limits,
+        network: policy.network_access,
+        env,
+        timeout_secs: policy.timeout_secs,
+        max_output_bytes: policy.max_output_bytes,
+        system_secrets,
+        protected,
+        unprotectable,
+        nested_walks,
+        nested_names,
+        walk_records,
+        git_config_files,
+        configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
+        config_copies,
+        network_allowlist: if confined { policy.network_allowlist.clone() } else { None },
+        proxy_port: proxy_port.filter(|_| policy.network_allowlist.is_some()),
+        audit_log: policy.audit_log.clone(),
+        unix_sockets: if confined { policy.allow_unix_sockets.iter().map(|(g, c)| UnixSocketGrant::new(g, c)).collect() } else { Vec::new() },
+        protections: Vec::new(),
+        warnings: Vec::new(),
+        linux,
+        macos,
+        windows,
+    };
+    plan.protections = match caps.platform {
+        Platform::Macos => crate::macos::protections::protections(&plan.decided(), caps),
+        Platform::Windows => crate::windows::protections::protections(&plan.decided(), plan.windows.as_ref(), caps),
+        Platform::Linux => protections(&plan, caps),
+    };
+    plan.warnings = plan_warnings(&plan, caps, policy, cargo_root.as_deref());
+
+    Ok(plan)
+}
+
+/// The port of the allowlist proxy the plan needs (`--network allowlist`), or an error where
+/// the proxy could be bypassed or `network = "full"` is not implemented.
+fn proxy_port(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext, level: SandboxLevel, full: bool) -> Result<Option<u16>, SandboxError> {
+    let confined = level > SandboxLevel::None;
+    // The allowlist holds where the proxy is the only way out: the sandbox's own network
+    // namespace (Full), or, in the host's, where the runner answers every connect (it lets TCP
+    // reach the proxy and the sandbox's own listeners, and nothing else; UDP refused).
+    let broker = caps.seccomp_broker.as_ref().filter(|b| b.available);
+    if policy.network_access == crate::policy::NetworkPolicy::Full && confined && caps.platform != Platform::Linux {
+        return Err(SandboxError::Unsupported(format!("network = \"full\" is implemented on Linux only (this plan is for {})", caps.platform)));
+    }
+    let proxy_port = (policy.network_access == crate::policy::NetworkPolicy::Allowlist && confined).then(|| {
+        if full { crate::network::PROXY_PORT } else { ctx.proxy_port.unwrap_or(crate::network::PROXY_PORT) }
+    });
+    if proxy_port.is_some() && !(caps.platform == Platform::Linux && (full || broker.is_some())) {
+        return Err(SandboxError::LevelUnavailable(format!(
+            "--network allowlist needs Linux with the sandbox's own network namespace (Full level) or a runner that answers the command's connect calls (Linux 5.6); this run would be at {level}{}: the proxy could be bypassed, so nothing is run",
+            match (caps.platform, &caps.seccomp_broker) {
+                (Platform::Linux, Some(b)) => format!(" ({}; {})", caps.missing_for(SandboxLevel::Full).join("; "), b.detail),
+                (Platform::Linux, None) => format!(" ({})", caps.missing_for(SandboxLevel::Full).join("; ")),
+                _ => String::new(),
+            }
+        )));
+    }
+    Ok(proxy_port)
+}
+
+/// Where a toolchain config lost credentials (below Full): the policy that denies the
+/// original, the scrubbed copies to write into the run's scratch dir and the variables that
+/// point the tools at them; clean configs are granted for reading as they are.
+#[derive(Default)]
+struct ConfigCopies {
+    /// The policy with the originals denied (None: nothing was scrubbed).
+    denying: Option<SandboxPolicy>,
+    copies: Vec<(PathBuf, String)>,
+    env: Vec<(String, String)>,
+    reads: Vec<PathBuf>,
+}
+
+/// [`ConfigCopies`] for the `scrubbed` configs of `policy`.
+fn copy_configs(policy: &SandboxPolicy, ctx: &RunContext, scrubbed: &[configs::ScrubbedConfig]) -> ConfigCopies {
+    if scrubbed.is_empty() {
+        return ConfigCopies::default();
+    }
+    let mut config_copies: Vec<(PathBuf, String)> = Vec::new();
+    let mut config_env: Vec<(String, String)> = Vec::new();
+    let mut config_reads: Vec<PathBuf> = Vec::new();
+    let mut p = policy.clone();
+    for c in scrubbed {
+        if c.removed.is_empty() {
+            config_reads.push(c.path.clone());
+            continue;
+        }
+        p.deny_paths.push(c.path.clone());
+        if let (Some(var), Some(dir)) = (c.env.as_deref(), &ctx.scratch) {
+            let dest = dir.join("config").join(var.to_ascii_lowercase());
+            match config_copies.iter_mut().find(|(d, _)| *d == dest) {
+                // Both git files: one merged copy, in the order git reads them.
+                Some((_, text)) => text.push_str(&c.content),
+                None => {
+                    config_copies.push((dest.clone(), c.content.clone()));
+                    config_env.push((var.to_string(), dest.display().to_string()));
+                }
+            }
+        }
+    }
+    // A clean git file beside a scrubbed one must reach the merged copy too.
+    if config_env.iter().any(|(k, _)| k == "GIT_CONFIG_GLOBAL") {
+        for c in scrubbed.iter().filter(|c| c.kind == configs::ConfigKind::Git && c.removed.is_empty()) {
+            if let Some((_, text)) = config_copies.iter_mut().find(|(d, _)| d.ends_with("git_config_global")) {
+                text.insert_str(0, &c.content);
+            }
+        }
+    }
+    ConfigCopies { denying: Some(p), copies: config_copies, env: config_env, reads: config_reads }
+}
+
+/// What a backend compiler is given.
+struct Backend<'a> {
+    policy: &'a SandboxPolicy,
+    caps: &'a Capabilities,
+    ctx: &'a RunContext,
+    level: SandboxLevel,
+    full: bool,
+    scrubbed: &'a [configs::ScrubbedConfig],
+    protected: &'a [protected::ProtectedPath],
+    limits: &'a Limits,
+    config_reads: &'a mut Vec<PathBuf>,
+    resolver: &'a mut resolve::PathResolver,
+}
+
+/// The platform's artefacts: the Linux plan, the macOS profile or the Windows ACL plan.
+type Artefacts = (Option<LinuxPlan>, Option<crate::macos::MacosPlan>, Option<crate::windows::WindowsPlan>);
+
+/// Compiles the platform's artefacts (see [`Backend`]).
+fn compile_backend(b: Backend<'_>) -> Result<Artefacts, SandboxError> {
+    let Backend { policy, caps, ctx, level, full, scrubbed, protected, limits, config_reads, resolver } = b;
+    let confined = level > SandboxLevel::None;
     let mut windows = None;
     let (linux, macos) = match caps.platform {
         Platform::Linux => (
@@ -394,10 +490,10 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
                 ctx,
                 level,
                 full,
-                scrubbed: &scrubbed,
-                protected: &protected,
-                config_reads: &mut config_reads,
-                resolver: &mut resolver,
+                scrubbed,
+                protected,
+                config_reads,
+                resolver,
             })?),
             None,
         ),
@@ -413,11 +509,11 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
                 crate::macos::profile::compile(crate::macos::profile::Inputs {
                     policy,
                     level,
-                    protected: &protected,
+                    protected,
                     scratch: ctx.scratch.as_deref(),
                     helper: helper.as_deref(),
                     marker: &marker,
-                    resolver: &mut resolver,
+                    resolver,
                     resolve_here: caps.platform == Platform::current(),
                 })
             });
@@ -430,17 +526,23 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
             windows = confined.then(|| {
                 crate::windows::acl::compile(crate::windows::acl::Inputs {
                     policy,
-                    protected: &protected,
-                    limits: &limits,
+                    protected,
+                    limits,
                     scratch: ctx.scratch.as_deref(),
-                    resolver: &mut resolver,
+                    resolver,
                 })
             });
             (None, None)
         }
     };
-    #[cfg(unix)]
-    crate::timing::stamp("plan_backend");
+    Ok((linux, macos, windows))
+}
+
+/// The command's environment: the caller's allowlisted variables, TMPDIR where the command can
+/// write, the scrubbed configs' and the proxy's variables, granted sockets' variables; and the
+/// root of a Cargo workspace whose target/ is redirected into the workspace.
+fn plan_env(policy: &SandboxPolicy, ctx: &RunContext, level: SandboxLevel, full: bool, config_env: &[(String, String)], proxy_port: Option<u16>) -> (EnvPlan, Option<PathBuf>) {
+    let confined = level > SandboxLevel::None;
     let mut env = if full {
         let private_scratch = (policy.mode == SandboxMode::WorkspaceWrite).then(|| PathBuf::from(PRIVATE_SCRATCH));
         let mut e = env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, private_scratch.as_deref());
@@ -451,7 +553,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         e
     } else if confined {
         let mut e = env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, ctx.scratch.as_deref());
-        for (k, v) in &config_env {
+        for (k, v) in config_env {
             e.vars.retain(|(n, _)| n != k);
             e.vars.push((k.clone(), v.clone()));
         }
@@ -500,45 +602,15 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
             cargo_root = Some(root);
         }
     }
-    let mut plan = Plan {
-        level,
-        kernel: caps.kernel.clone(),
-        kernel_level: caps.kernel_level(),
-        mode: policy.mode,
-        workspace: policy.workspace_path.clone(),
-        access: Access::of(policy),
-        limits,
-        network: policy.network_access,
-        env,
-        timeout_secs: policy.timeout_secs,
-        max_output_bytes: policy.max_output_bytes,
-        system_secrets,
-        protected,
-        unprotectable,
-        nested_walks,
-        nested_names,
-        walk_records,
-        git_config_files,
-        configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
-        config_copies,
-        network_allowlist: if confined { policy.network_allowlist.clone() } else { None },
-        proxy_port: proxy_port.filter(|_| policy.network_allowlist.is_some()),
-        audit_log: policy.audit_log.clone(),
-        unix_sockets: if confined { policy.allow_unix_sockets.iter().map(|(g, c)| UnixSocketGrant::new(g, c)).collect() } else { Vec::new() },
-        protections: Vec::new(),
-        warnings: Vec::new(),
-        linux,
-        macos,
-        windows,
-    };
-    plan.protections = match caps.platform {
-        Platform::Macos => crate::macos::protections::protections(&plan.decided(), caps),
-        Platform::Windows => crate::windows::protections::protections(&plan.decided(), plan.windows.as_ref(), caps),
-        Platform::Linux => protections(&plan, caps),
-    };
-    plan.warnings = warnings(&plan, caps, policy);
+    (env, cargo_root)
+}
+
+/// The plan's warnings: [`warnings`], then the Cargo target redirection and the workspace
+/// given through a symbolic link.
+fn plan_warnings(plan: &Plan, caps: &Capabilities, policy: &SandboxPolicy, cargo_root: Option<&Path>) -> Vec<String> {
+    let mut out = warnings(plan, caps, policy);
     if let Some(root) = cargo_root {
-        plan.warnings.push(format!(
+        out.push(format!(
             "the workspace is a member of the Cargo workspace {}, whose target/ is not writable here: cargo builds into {} for this run (CARGO_TARGET_DIR; --allow-write {} to build into the shared one)",
             root.display(),
             plan.workspace.join("target").display(),
@@ -546,13 +618,13 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         ));
     }
     if let Some(given) = &policy.workspace_via_symlink {
-        plan.warnings.insert(0, format!(
+        out.insert(0, format!(
             "the workspace was given as {}, which goes through a symbolic link: the writable workspace is {}",
             given.display(),
             plan.workspace.display()
         ));
     }
-    Ok(plan)
+    out
 }
 
 impl Plan {

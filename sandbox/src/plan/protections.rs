@@ -18,20 +18,81 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         v.push(prot(ProtectionId::OutputCap, Enforced, "runner", format!("{} bytes per stream, head kept", plan.max_output_bytes)));
         return v;
     }
-    let abi = plan.landlock().map_or(0, |l| l.handled_abi);
-    let ll = plan.landlock().is_some();
-    let ns = plan.namespaces();
-    // A per-run cgroup bounds the command only if it cannot write cgroupfs: Landlock grants
-    // `/sys` read-only, and Full's fresh sysfs has no cgroup mount. Without either (minimal), the
-    // cgroup's files are the command's uid's (root's, or a delegated subtree's): it can raise its
-    // limits or move itself out (red-team finding: `echo $$ > /sys/fs/cgroup/memory/cgroup.procs`
-    // as root at minimal).
-    let cgroup_out_of_reach = ll || ns.is_some();
-    let cgroup_in_reach = "the filesystem is not confined at this level: the cgroup's files belong to the command's uid, which can raise its limits or move itself out of it";
+    let f = Facts::of(plan);
+    fs_confinement_rows(plan, &f, &mut v);
+    fs_read_rows(plan, caps, &f, &mut v);
+    v.extend(workspace_persistence(plan, caps, f.tree_killed));
+    v.push(match f.ns {
+        Some(n) if n.tmpfs.iter().any(|t| t == Path::new("/tmp")) => prot(ProtectionId::TmpPrivate, Enforced, "mount namespace (tmpfs)",
+            format!("/tmp and /dev/shm are private tmpfs mounts{}, discarded after the run{}",
+                n.tmpfs_size_bytes.map(|b| format!(" of at most {} MiB and {} inodes each", b >> 20, n.tmpfs_inodes.unwrap_or(0))).unwrap_or_default(),
+                if n.tmpfs_rw_binds.is_empty() { String::new() } else {
+                    format!("; only the granted {} of the host's are bound into them", path_list(&n.tmpfs_rw_binds))
+                })),
+        Some(n) if plan.mode == SandboxMode::WorkspaceWrite => prot(ProtectionId::TmpPrivate, Degraded, "mount namespace",
+            format!("a writable path lies under /tmp, so /tmp stays the host's (read-write); private: {}", path_list(&n.tmpfs))),
+        Some(_) => prot(ProtectionId::TmpPrivate, Enforced, "read-only mounts", "/tmp and /dev/shm are read-only in read-only mode"),
+        None => prot(ProtectionId::TmpPrivate, Degraded, "none", "/tmp and /dev/shm are shared with the host (read-write); Full level gives a private /tmp"),
+    });
+    network_rows(plan, &f, &mut v);
+    process_rows(plan, caps, &f, &mut v);
+    v.push(prot(ProtectionId::OutputCap, Enforced, "runner", format!("{} bytes per stream, head kept", plan.max_output_bytes)));
+    v
+}
+
+/// What the rows of a confining level are decided from.
+struct Facts<'a> {
+    /// The Landlock ABI the plan handles (0: none).
+    abi: u32,
+    /// Landlock confines the filesystem.
+    ll: bool,
+    /// The namespace plan (Full).
+    ns: Option<&'a NamespacePlan>,
+    /// Reads are confined by a fresh root rather than by Landlock.
+    reads_by_mounts: bool,
+    /// The per-run cgroup is out of the command's reach.
+    cgroup_out_of_reach: bool,
+    /// The runner checks every signal (below Landlock ABI 6).
+    signal_guard: bool,
+    /// Every descendant is killed when the command ends.
+    tree_killed: bool,
+    /// The sandbox's own network namespace.
+    own_net: bool,
+    /// The runner answers connect and listen (seccomp user notification).
+    via_runner: bool,
+}
+
+impl<'a> Facts<'a> {
+    fn of(plan: &'a Plan) -> Facts<'a> {
+        let abi = plan.landlock().map_or(0, |l| l.handled_abi);
+        let ll = plan.landlock().is_some();
+        let ns = plan.namespaces();
+        // A per-run cgroup bounds the command only if it cannot write cgroupfs: Landlock grants
+        // `/sys` read-only, and Full's fresh sysfs has no cgroup mount. Without either (minimal), the
+        // cgroup's files are the command's uid's (root's, or a delegated subtree's): it can raise its
+        // limits or move itself out (red-team finding: `echo $$ > /sys/fs/cgroup/memory/cgroup.procs`
+        // as root at minimal).
+        let cgroup_out_of_reach = ll || ns.is_some();
+        // A fresh root: reads are confined by the mount namespace, and Landlock, where there is
+        // Landlock, handles no read right (nor truncate, which the read-only mounts refuse).
+        let reads_by_mounts = ns.is_some_and(|n| n.fresh_root.is_some()) && plan.landlock().is_none_or(|l| l.handled_fs & crate::linux::landlock::fs::READ_FILE == 0);
+        // Every descendant is killed when the command ends (the after-run review of the protected
+        // paths relies on it: a survivor could write after the review).
+        // Below ABI 6 the runner checks every signal instead (seccomp → the runner).
+        let signal_guard = plan.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.syscall == "kill" && r.action == crate::linux::seccomp::SeccompDeny::UserNotif));
+        let tree_killed = ns.is_some() || (matches!(plan.process_limit(), ProcessLimit::Cgroup { .. }) && cgroup_out_of_reach) || abi >= 6 || signal_guard;
+        // The sandbox's own network namespace (Full, unless network = "full" keeps the host's).
+        let own_net = ns.is_some_and(|n| !n.host_network);
+        let via_runner = plan.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.action == crate::linux::seccomp::SeccompDeny::UserNotif));
+        Facts { abi, ll, ns, reads_by_mounts, cgroup_out_of_reach, signal_guard, tree_killed, own_net, via_runner }
+    }
+}
+
+/// The rows of what the command may write, truncate, link out and ioctl outside the workspace.
+fn fs_confinement_rows(plan: &Plan, f: &Facts<'_>, v: &mut Vec<Protection>) {
+    use ProtectionState::{Degraded, Enforced, Off};
+    let Facts { abi, ll, ns, reads_by_mounts, .. } = *f;
     let truncate_guard = plan.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.syscall == "truncate"));
-    // A fresh root: reads are confined by the mount namespace, and Landlock, where there is
-    // Landlock, handles no read right (nor truncate, which the read-only mounts refuse).
-    let reads_by_mounts = ns.is_some_and(|n| n.fresh_root.is_some()) && plan.landlock().is_none_or(|l| l.handled_fs & crate::linux::landlock::fs::READ_FILE == 0);
     let fs_off = |id: ProtectionId, what: &str| prot(id, Off, "none", format!("{what}: no Landlock at level {}", plan.level));
     if ll {
         v.push(prot(ProtectionId::FsWriteOutside, Enforced, "landlock", "writes only in the workspace and granted paths"));
@@ -84,6 +145,13 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         v.push(fs_off(ProtectionId::FsLinkRenameOut, "links and renames out of the workspace are not confined"));
         v.push(fs_off(ProtectionId::FsDeviceIoctl, "device ioctls are not controlled"));
     }
+}
+
+/// The rows of what the command may read or see outside the workspace (credentials, secrets,
+/// metadata, $HOME).
+fn fs_read_rows(plan: &Plan, caps: &Capabilities, f: &Facts<'_>, v: &mut Vec<Protection>) {
+    use ProtectionState::{Degraded, Enforced, Off};
+    let Facts { abi, ll, ns, reads_by_mounts, .. } = *f;
     let scrubbed: Vec<String> = plan.configs.iter().filter(|(_, r)| !r.is_empty()).map(|(p, r)| format!("{} ({})", p.display(), r.join(", "))).collect();
     v.push(match (scrubbed.is_empty(), ns.is_some(), ll) {
         (true, _, _) => prot(ProtectionId::ConfigCredentials, Enforced, "scrubbed copies", format!("{} toolchain config files, none with credentials", plan.configs.len())),
@@ -140,31 +208,16 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
         None => prot(ProtectionId::HomePrivate, Degraded, if ll { "landlock (partial)" } else { "none" },
             "Landlock refuses to list or read $HOME but does not control inotify or stat(): a watch on $HOME sees the names of the files the user creates and opens; Full level gives a private $HOME"),
     });
-    // Every descendant is killed when the command ends (the after-run review of the protected
-    // paths relies on it: a survivor could write after the review).
-    // Below ABI 6 the runner checks every signal instead (seccomp → the runner).
-    let signal_guard = plan.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.syscall == "kill" && r.action == crate::linux::seccomp::SeccompDeny::UserNotif));
-    let tree_killed = ns.is_some() || (matches!(plan.process_limit(), ProcessLimit::Cgroup { .. }) && cgroup_out_of_reach) || abi >= 6 || signal_guard;
-    v.extend(workspace_persistence(plan, caps, tree_killed));
-    v.push(match ns {
-        Some(n) if n.tmpfs.iter().any(|t| t == Path::new("/tmp")) => prot(ProtectionId::TmpPrivate, Enforced, "mount namespace (tmpfs)",
-            format!("/tmp and /dev/shm are private tmpfs mounts{}, discarded after the run{}",
-                n.tmpfs_size_bytes.map(|b| format!(" of at most {} MiB and {} inodes each", b >> 20, n.tmpfs_inodes.unwrap_or(0))).unwrap_or_default(),
-                if n.tmpfs_rw_binds.is_empty() { String::new() } else {
-                    format!("; only the granted {} of the host's are bound into them", path_list(&n.tmpfs_rw_binds))
-                })),
-        Some(n) if plan.mode == SandboxMode::WorkspaceWrite => prot(ProtectionId::TmpPrivate, Degraded, "mount namespace",
-            format!("a writable path lies under /tmp, so /tmp stays the host's (read-write); private: {}", path_list(&n.tmpfs))),
-        Some(_) => prot(ProtectionId::TmpPrivate, Enforced, "read-only mounts", "/tmp and /dev/shm are read-only in read-only mode"),
-        None => prot(ProtectionId::TmpPrivate, Degraded, "none", "/tmp and /dev/shm are shared with the host (read-write); Full level gives a private /tmp"),
-    });
+}
+
+/// The network and socket rows.
+fn network_rows(plan: &Plan, f: &Facts<'_>, v: &mut Vec<Protection>) {
+    use ProtectionState::{Enforced, Off};
+    let Facts { abi, own_net, via_runner, .. } = *f;
     // Network, then host unix sockets: where the runner answers (seccomp user notification),
     // every `connect` and `listen` goes to it; it checks and makes the call itself.
     let granted = granted_sockets_text(plan);
-    let via_runner = plan.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.action == crate::linux::seccomp::SeccompDeny::UserNotif));
     let and_granted = if granted.is_empty() { String::new() } else { format!(", and the granted {granted} (connect-only; stream sockets)") };
-    // The sandbox's own network namespace (Full, unless network = "full" keeps the host's).
-    let own_net = ns.is_some_and(|n| !n.host_network);
     let open_net = plan.network == crate::policy::NetworkPolicy::Full;
     v.push(match (own_net, &plan.network_allowlist) {
         _ if open_net => prot(ProtectionId::Network, Off, "none (network = \"full\")",
@@ -213,6 +266,13 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
     }
     v.push(prot(ProtectionId::AbstractSocketsOutside, Enforced, &abs_mech,
         if own_net { "abstract unix sockets outside are unreachable, and the sandbox's own abstract names are invisible outside (network namespace)" } else { "abstract unix sockets outside are unreachable, and the command cannot listen on an abstract name (host processes could reach it)" }));
+}
+
+/// The rows of other processes, the kernel, capabilities and resource limits.
+fn process_rows(plan: &Plan, caps: &Capabilities, f: &Facts<'_>, v: &mut Vec<Protection>) {
+    use ProtectionState::{Degraded, Enforced};
+    let Facts { abi, ll, ns, cgroup_out_of_reach, signal_guard, tree_killed, own_net, via_runner, .. } = *f;
+    let cgroup_in_reach = "the filesystem is not confined at this level: the cgroup's files belong to the command's uid, which can raise its limits or move itself out of it";
     let sched = if via_runner { "seccomp (prlimit64; setpriority, sched_setscheduler, sched_setattr and ioprio_set on another pid → the runner, which allows the sandbox's own)" } else { "seccomp (prlimit64, setpriority, sched_setscheduler, sched_setattr, ioprio_set)" };
     v.push(match (ns.is_some(), abi >= 6) {
         (true, true) => prot(ProtectionId::SignalsOutside, Enforced, "PID namespace + landlock scope (ABI 6) + seccomp (prlimit64)", "no process outside the sandbox is visible, signalable or has its resource limits changed"),
@@ -302,8 +362,6 @@ pub fn protections(plan: &Plan, caps: &Capabilities) -> Vec<Protection> {
             "without signal scoping or a cgroup out of the command's reach, a sandboxed process can kill the supervisor and orphan its descendants")
     };
     v.push(tree);
-    v.push(prot(ProtectionId::OutputCap, Enforced, "runner", format!("{} bytes per stream, head kept", plan.max_output_bytes)));
-    v
 }
 
 /// The `workspace-persistence` rows. `workspace-persistence`: after the run, nothing the command

@@ -563,3 +563,110 @@ fn cgroup_process_limit_when_available() {
     let nofile = p.rlimits().iter().find(|r| r.name == "RLIMIT_NOFILE").unwrap();
     assert_eq!((nofile.soft, nofile.value), (Some(1024), crate::defaults::DEFAULT_OPEN_FILES));
 }
+
+/// The plans of fixed fixtures on the three platforms, against `tests/golden/plans/*.json`
+/// (issue 56: a redesign step must leave them unchanged). Linux plans are projected onto what
+/// does not depend on the host's filesystem (the protection table, the seccomp table, the
+/// environment, the config copies, the warnings; digits in texts become `#`, the fixture's
+/// directory `$D`; root fixtures where the host's /etc would decide a row); macOS and Windows plans, made for another OS, are compared whole (with
+/// no shared scratch directory and a fixed helper path).
+/// `GOLDEN_UPDATE=1` rewrites the files.
+#[test]
+fn plans_match_the_golden_files() {
+    use crate::detect::{assumed_for, Platform};
+    let (d, home, ws) = world();
+    std::fs::write(home.join(".gitconfig"), "[user]\n\tname = me\n[http]\n\textraHeader = Authorization: Bearer abc\n").unwrap();
+    std::fs::write(home.join(".npmrc"), "//registry.npmjs.org/:_authToken=abc\nsave-exact=true\n").unwrap();
+    let root = std::fs::canonicalize(d.path()).unwrap();
+    let norm = |s: &str| -> String {
+        let s = s.replace(&root.display().to_string(), "$D");
+        let mut out = String::with_capacity(s.len());
+        let mut last_digit = false;
+        for c in s.chars() {
+            if c.is_ascii_digit() {
+                if !last_digit {
+                    out.push('#');
+                }
+                last_digit = true;
+            } else {
+                out.push(c);
+                last_digit = false;
+            }
+        }
+        out
+    };
+    let with = |f: &dyn Fn(&mut Capabilities)| {
+        let mut c = caps(7, false);
+        f(&mut c);
+        c
+    };
+    let userns = |c: &mut Capabilities| c.user_namespaces = Some(Feature { available: true, detail: String::new() });
+    let allowlist = |p: &mut SandboxPolicy| {
+        p.network_access = crate::policy::NetworkPolicy::Allowlist;
+        p.network_allowlist = Some(crate::network::Allowlist::default());
+    };
+    let none = |_: &mut SandboxPolicy| {};
+    let scratch = RunContext { scratch: Some(root.join("scratch")), proxy_port: Some(40_123), ..Default::default() };
+    type Fixture<'a> = (&'a str, Capabilities, SandboxMode, &'a dyn Fn(&mut SandboxPolicy));
+    let linux: Vec<Fixture<'_>> = vec![
+        ("linux-standard-abi7-user", caps(7, false), SandboxMode::WorkspaceWrite, &none),
+        ("linux-standard-abi7-root", caps(7, true), SandboxMode::WorkspaceWrite, &none),
+        ("linux-standard-abi3-user", caps(3, false), SandboxMode::WorkspaceWrite, &none),
+        ("linux-standard-abi5-no-broker", with(&|c| { c.landlock.abi = 5; c.seccomp_broker = Some(Feature { available: false, detail: "test".into() }) }), SandboxMode::WorkspaceWrite, &none),
+        ("linux-full-abi7-user", with(&userns), SandboxMode::WorkspaceWrite, &none),
+        ("linux-full-abi0-root", { let mut c = caps(0, true); userns(&mut c); c }, SandboxMode::WorkspaceWrite, &none),
+        ("linux-minimal-abi0-root", caps(0, true), SandboxMode::WorkspaceWrite, &none),
+        ("linux-read-only-abi7", caps(7, false), SandboxMode::ReadOnly, &none),
+        ("linux-full-access", caps(7, false), SandboxMode::FullAccess, &none),
+        ("linux-allowlist-standard", caps(7, false), SandboxMode::WorkspaceWrite, &allowlist),
+        ("linux-allowlist-full", with(&userns), SandboxMode::WorkspaceWrite, &allowlist),
+        ("linux-network-full", with(&userns), SandboxMode::WorkspaceWrite, &|p: &mut SandboxPolicy| p.network_access = crate::policy::NetworkPolicy::Full),
+    ];
+    let mut got: Vec<(String, String)> = Vec::new();
+    for (name, c, mode, edit) in &linux {
+        let mut pol = policy(*mode, &home, &ws);
+        edit(&mut pol);
+        let p = make_plan(&pol, c, &scratch).unwrap();
+        let rows = |v: &[Protection]| v.iter().map(|r| serde_json::json!([r.id, r.state, norm(&r.mechanism), norm(&r.detail)])).collect::<Vec<_>>();
+        let j = serde_json::json!({
+            "level": p.level,
+            "protections": rows(&p.protections),
+            "seccomp": p.seccomp().map(|s| s.rules.iter().map(|r| serde_json::json!([r.syscall, r.nr, r.conditions, r.condition_text, r.action, r.reason, r.protections])).collect::<Vec<_>>()),
+            "env": p.env.vars.iter().map(|(k, v)| format!("{k}={}", norm(v))).collect::<Vec<_>>(),
+            "dropped": p.env.dropped,
+            "redirected": p.env.redirected,
+            "configs": p.configs.iter().map(|(f, r)| (norm(&f.display().to_string()), r.clone())).collect::<Vec<_>>(),
+            "config_copies": p.config_copies.iter().map(|(f, t)| (norm(&f.display().to_string()), t.clone())).collect::<Vec<_>>(),
+            "proxy_port": p.proxy_port,
+            "warnings": p.warnings.iter().map(|w| norm(w)).collect::<Vec<_>>(),
+        });
+        got.push(((*name).to_string(), serde_json::to_string_pretty(&j).unwrap()));
+    }
+    for (platform, name) in [(Platform::Macos, "macos"), (Platform::Windows, "windows")] {
+        let mut c = assumed_for(platform);
+        (c.uid, c.gid, c.is_root) = (1000, 1000, false);
+        for (mode, m) in [(SandboxMode::WorkspaceWrite, "workspace-write"), (SandboxMode::ReadOnly, "read-only")] {
+            let mut pol = policy(mode, &home, &ws);
+            pol.platform = platform;
+            // Host-independent: no shared scratch dirs (whose nested repositories differ from
+            // host to host), a fixed helper path.
+            pol.writable_paths.clear();
+            let ctx = RunContext { helper_exe: Some(PathBuf::from("/opt/localgpt/bin/localgpt")), ..scratch.clone() };
+            let p = make_plan(&pol, &c, &ctx).unwrap();
+            got.push((format!("{name}-{m}"), norm(&serde_json::to_string_pretty(&p).unwrap())));
+        }
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/plans");
+    let update = std::env::var_os("GOLDEN_UPDATE").is_some();
+    let mut differ = Vec::new();
+    for (name, text) in &got {
+        let file = dir.join(format!("{name}.json"));
+        if update {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&file, format!("{text}\n")).unwrap();
+        } else if std::fs::read_to_string(&file).map(|t| t.trim_end().to_string()).ok().as_deref() != Some(text.as_str()) {
+            differ.push(name.clone());
+        }
+    }
+    assert!(differ.is_empty(), "plans differ from tests/golden/plans (GOLDEN_UPDATE=1 rewrites them once the change is meant): {differ:?}");
+}

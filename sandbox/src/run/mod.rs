@@ -43,7 +43,7 @@ use crate::linux::zygote::single_threaded;
 use spawn::fork_helper;
 use spawn::{spawn_helper, HelperFds};
 use output::StdinRelay;
-use supervise::supervise_run;
+use supervise::Supervisor;
 
 /// What the command's stdin is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -484,24 +484,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     let start = Instant::now();
     // The audit log: opened before anything starts (a run the user asked to record does not
     // run unrecorded).
-    let (audit, run_end) = match &plan.audit_log {
-        Some(p) => {
-            let run = format!("{}-{}", std::process::id(), RUN_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
-            let a = std::sync::Arc::new(crate::audit::Audit::open(p, &run)?);
-            let degraded: Vec<String> = plan.protections.iter().filter(|p| p.state != crate::plan::ProtectionState::Enforced).map(|p| p.id.to_string()).collect();
-            a.event("start", serde_json::json!({
-                "policy_digest": plan.policy_digest(),
-                "command": argv.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>(),
-                "workspace": plan.workspace,
-                "level": plan.level,
-                "network": plan.network,
-                "not_enforced": degraded,
-            }));
-            let end = crate::audit::RunEnd::new(std::sync::Arc::clone(&a));
-            (Some(a), Some(end))
-        }
-        None => (None, None),
-    };
+    let (audit, run_end) = open_audit(plan, argv)?;
     let cgroup = RunCgroup::create(&plan.cgroup_settings())?;
     // SAFETY: getpid cannot fail.
     let me = unsafe { libc::getpid() };
@@ -555,69 +538,11 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     let rep = if rep_socket { fds::socket_channel()? } else { pipe()? };
     #[cfg(not(target_os = "linux"))]
     let (rep, rep_socket) = (pipe()?, false);
-    // The helper's stdin (None: inherit ours), and the pipe end the runner fills when relaying.
-    let (stdin_fd, relay_write) = match opts.stdin {
-        StdinMode::Null => {
-            // SAFETY: open with a static C string.
-            let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-            if fd < 0 {
-                return Err(SandboxError::io("open /dev/null", std::io::Error::last_os_error()));
-            }
-            (Some(fd), None)
-        }
-        StdinMode::Relay(_) => {
-            let p = pipe()?;
-            // SAFETY: making our own pipe end non-blocking.
-            unsafe { libc::fcntl(p.write, libc::F_SETFL, libc::O_NONBLOCK) };
-            (Some(p.read), Some(p.write))
-        }
-        StdinMode::Inherit => (None, None),
-    };
-    let relay = match (opts.stdin, relay_write) {
-        (StdinMode::Relay(src), Some(write)) => Some(StdinRelay { src, write, buf: Vec::new(), src_open: true }),
-        _ => None,
-    };
+    // The helper's stdin (None: inherit ours), and the relay that fills it.
+    let (stdin_fd, relay) = helper_stdin(opts)?;
     crate::timing::stamp("spawn_helper");
     let fds = HelperFds { stdin: stdin_fd, out: out.write, err: err.write, report: rep.write };
-    #[cfg(target_os = "linux")]
-    let spawned = if fork {
-        // A single-threaded host that ran such a command before from this process (an agent
-        // calling `run_*` in a loop) gets kept rulesets as the zygote's helpers do: the forked
-        // helper inherits the offer and keeps the descriptor at fd 4. A process's first run with
-        // Landlock and no namespaces (the CLI's only one) builds its ruleset in the command's
-        // process as before: keeping it would cost a `statx` per rule that no later run pays back.
-        let offered = helper_plan
-            .landlock
-            .as_ref()
-            .filter(|_| helper_plan.namespaces.is_none() && FORKED_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) > 0)
-            .and_then(|ll| crate::linux::rulesets::for_plan(ll).map(|(fd, applied)| crate::linux::apply::offer_prebuilt(ll.clone(), crate::linux::apply::BuiltRuleset { fd, applied })))
-            .is_some();
-        let spawned = fork_helper(&helper_plan, &args[1..], &env, &fds);
-        // The helper has its copy (or none was made): ours is closed.
-        if offered {
-            crate::linux::apply::withdraw_prebuilt();
-        }
-        spawned
-    } else {
-        // The zygote only makes the start faster: where it does not serve, the helper is exec'd.
-        // Its helpers get a Landlock ruleset kept from an earlier run of this process when every
-        // rule still leads where it did (crate::linux::rulesets), so that the command's process
-        // does not build it again.
-        let zygote = || {
-            let ruleset = helper_plan.landlock.as_ref().filter(|_| helper_plan.namespaces.is_none()).and_then(crate::linux::rulesets::for_plan);
-            let passed = ruleset.as_ref().and_then(|(fd, n)| u32::try_from(*n).ok().map(|n| (std::os::fd::AsRawFd::as_raw_fd(fd), n)));
-            crate::linux::zygote::spawn_helper(&exe, &plan_json, &args[1..], &env, &fds, helper_plan.namespaces.is_some(), passed)
-        };
-        match (opts.helper_start != HelperStart::Exec).then(zygote).flatten() {
-            Some(started) => started,
-            None => exec_helper(&exe, &args, env, &plan_json, &fds),
-        }
-    };
-    #[cfg(not(target_os = "linux"))]
-    let spawned = {
-        let _ = fork;
-        exec_helper(&exe, &args, env, &plan_json, &fds)
-    };
+    let spawned = start_helper(&helper_plan, Spawn { exe: &exe, args: &args, env, plan_json: &plan_json, fork }, &fds, opts);
     for fd in [out.write, err.write, rep.write, stdin_fd.unwrap_or(-1)] {
         close(fd);
     }
@@ -630,7 +555,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
             return Err(e);
         }
     };
-    let outcome = supervise_run(pid, plan, &out, &err, &rep, granted.as_ref(), rep_socket, audit.clone(), relay, cgroup.as_ref(), opts, sink, start);
+    let outcome = Supervisor { pid, plan, out: &out, err: &err, rep: &rep, granted: granted.as_ref(), rep_socket, audit: audit.clone(), relay, cgroup: cgroup.as_ref(), opts, start }.run(sink);
     crate::timing::stamp("helper_reaped");
     for fd in [out.read, err.read, rep.read] {
         close(fd);
@@ -646,52 +571,12 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
         }
     };
     if let Some(end) = run_end {
-        let signal = match r.status {
-            ExitKind::Signaled { signal } => Some(signal),
-            ExitKind::Exited { .. } => None,
-        };
-        end.end(serde_json::json!({
-            "exit_code": r.exit_code,
-            "signal": signal,
-            "timed_out": r.timed_out,
-            "cancelled": r.cancelled,
-            "stdout_truncated": r.stdout_truncated,
-            "stderr_truncated": r.stderr_truncated,
-            "duration_ms": r.duration_ms,
-            "network_decisions": r.network.len(),
-        }));
+        end_audit(end, &r);
     }
     r.command = argv.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
     #[cfg(target_os = "linux")]
     if staging.is_some() || !snapshot.is_empty() {
-        // The command and everything it started are gone (PID 1 exited, or the supervisor
-        // killed the tree): the private copies and the real paths are quiet. Paths that were
-        // bound read-only instead have nothing to review.
-        let read_only: Vec<usize> = reported
-            .warnings
-            .iter()
-            .map(|w| match w {
-                report::SetupWarning::ProtectedReadOnly { index, .. } => *index,
-            })
-            .collect();
-        let mut review = match &staging {
-            Some(st) => crate::linux::protect::review_run(&plan.workspace, &protected, st, &snapshot, &read_only, started),
-            None => crate::linux::protect::ProtectedReview::default(),
-        };
-        crate::linux::protect::review_in_place(&plan.workspace, &snapshot, started, &mut review);
-        crate::timing::stamp("review_in_place");
-        crate::linux::protect::review_new_nested(plan, started, &mut review);
-        crate::timing::stamp("review_nested");
-        crate::linux::protect::review_new_submodules(plan, started, &mut review);
-        crate::timing::stamp("review_submodules");
-        if !read_only.is_empty() {
-            // Read-only instead of a private copy: stricter (git commits inside fail), so the
-            // row stays as it was and says so.
-            for p in r.protections.iter_mut().filter(|p| p.id == crate::plan::ProtectionId::WorkspacePersistence) {
-                p.detail = format!("{} (this run: {} read-only, no private copy)", p.detail, review.read_only.join(", "));
-            }
-        }
-        r.protected_review = Some(review);
+        review_protected(plan, &protected, staging.as_ref(), &snapshot, &reported, started, &mut r);
     }
     #[cfg(target_os = "linux")]
     drop(staging);
@@ -705,6 +590,158 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     crate::timing::stamp("cgroup_removed");
     crate::timing::flush("cli");
     Ok(r)
+}
+
+/// Opens the plan's audit log, if any, and writes the run's `start` line; the [`RunEnd`] owes
+/// its `end` line.
+///
+/// [`RunEnd`]: crate::audit::RunEnd
+fn open_audit<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S]) -> Result<(Option<std::sync::Arc<crate::audit::Audit>>, Option<crate::audit::RunEnd>), SandboxError> {
+    let Some(p) = &plan.audit_log else { return Ok((None, None)) };
+    let run = format!("{}-{}", std::process::id(), RUN_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+    let a = std::sync::Arc::new(crate::audit::Audit::open(p, &run)?);
+    let degraded: Vec<String> = plan.protections.iter().filter(|p| p.state != crate::plan::ProtectionState::Enforced).map(|p| p.id.to_string()).collect();
+    a.event("start", serde_json::json!({
+        "policy_digest": plan.policy_digest(),
+        "command": argv.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>(),
+        "workspace": plan.workspace,
+        "level": plan.level,
+        "network": plan.network,
+        "not_enforced": degraded,
+    }));
+    let end = crate::audit::RunEnd::new(std::sync::Arc::clone(&a));
+    Ok((Some(a), Some(end)))
+}
+
+/// The helper's stdin (None: inherit ours), and, when relaying, the relay whose pipe end the
+/// runner fills.
+fn helper_stdin(opts: &RunOptions) -> Result<(Option<i32>, Option<StdinRelay>), SandboxError> {
+    Ok(match opts.stdin {
+        StdinMode::Null => {
+            // SAFETY: open with a static C string.
+            let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            if fd < 0 {
+                return Err(SandboxError::io("open /dev/null", std::io::Error::last_os_error()));
+            }
+            (Some(fd), None)
+        }
+        StdinMode::Relay(src) => {
+            let p = pipe()?;
+            // SAFETY: making our own pipe end non-blocking.
+            unsafe { libc::fcntl(p.write, libc::F_SETFL, libc::O_NONBLOCK) };
+            (Some(p.read), Some(StdinRelay { src, write: p.write, buf: Vec::new(), src_open: true }))
+        }
+        StdinMode::Inherit => (None, None),
+    })
+}
+
+/// How the helper is started: its binary and arguments, environment and (exec'd) plan, and
+/// whether it is a forked copy of this process.
+struct Spawn<'a> {
+    exe: &'a std::path::Path,
+    args: &'a [CString],
+    env: Vec<CString>,
+    plan_json: &'a [u8],
+    fork: bool,
+}
+
+/// Starts the helper: forked, through the zygote, or exec'd; returns its pid.
+#[cfg(target_os = "linux")]
+fn start_helper(helper_plan: &crate::plan::HelperPlan, how: Spawn<'_>, fds: &HelperFds, opts: &RunOptions) -> Result<i32, SandboxError> {
+    let Spawn { exe, args, env, plan_json, fork } = how;
+    if fork {
+        // A single-threaded host that ran such a command before from this process (an agent
+        // calling `run_*` in a loop) gets kept rulesets as the zygote's helpers do: the forked
+        // helper inherits the offer and keeps the descriptor at fd 4. A process's first run with
+        // Landlock and no namespaces (the CLI's only one) builds its ruleset in the command's
+        // process as before: keeping it would cost a `statx` per rule that no later run pays back.
+        let offered = helper_plan
+            .landlock
+            .as_ref()
+            .filter(|_| helper_plan.namespaces.is_none() && FORKED_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) > 0)
+            .and_then(|ll| crate::linux::rulesets::for_plan(ll).map(|(fd, applied)| crate::linux::apply::offer_prebuilt(ll.clone(), crate::linux::apply::BuiltRuleset { fd, applied })))
+            .is_some();
+        let spawned = fork_helper(helper_plan, &args[1..], &env, fds);
+        // The helper has its copy (or none was made): ours is closed.
+        if offered {
+            crate::linux::apply::withdraw_prebuilt();
+        }
+        spawned
+    } else {
+        // The zygote only makes the start faster: where it does not serve, the helper is exec'd.
+        // Its helpers get a Landlock ruleset kept from an earlier run of this process when every
+        // rule still leads where it did (crate::linux::rulesets), so that the command's process
+        // does not build it again.
+        let zygote = || {
+            let ruleset = helper_plan.landlock.as_ref().filter(|_| helper_plan.namespaces.is_none()).and_then(crate::linux::rulesets::for_plan);
+            let passed = ruleset.as_ref().and_then(|(fd, n)| u32::try_from(*n).ok().map(|n| (std::os::fd::AsRawFd::as_raw_fd(fd), n)));
+            crate::linux::zygote::spawn_helper(exe, plan_json, &args[1..], &env, fds, helper_plan.namespaces.is_some(), passed)
+        };
+        match (opts.helper_start != HelperStart::Exec).then(zygote).flatten() {
+            Some(started) => started,
+            None => exec_helper(exe, args, env, plan_json, fds),
+        }
+    }
+}
+
+/// Starts the helper: exec'd; returns its pid.
+#[cfg(not(target_os = "linux"))]
+fn start_helper(_helper_plan: &crate::plan::HelperPlan, how: Spawn<'_>, fds: &HelperFds, _opts: &RunOptions) -> Result<i32, SandboxError> {
+    let _ = how.fork; // never a forked copy here
+    exec_helper(how.exe, how.args, how.env, how.plan_json, fds)
+}
+
+/// Writes the run's `end` line to the audit log.
+fn end_audit(end: crate::audit::RunEnd, r: &RunResult) {
+    let signal = match r.status {
+        ExitKind::Signaled { signal } => Some(signal),
+        ExitKind::Exited { .. } => None,
+    };
+    end.end(serde_json::json!({
+        "exit_code": r.exit_code,
+        "signal": signal,
+        "timed_out": r.timed_out,
+        "cancelled": r.cancelled,
+        "stdout_truncated": r.stdout_truncated,
+        "stderr_truncated": r.stderr_truncated,
+        "duration_ms": r.duration_ms,
+        "network_decisions": r.network.len(),
+    }));
+}
+
+/// After the run (the command and everything it started are gone): reviews the protected
+/// workspace paths (private copies and those left in place, new nested repositories and
+/// submodules) into `r.protected_review`.
+#[cfg(target_os = "linux")]
+fn review_protected(plan: &Plan, protected: &[crate::model::guard::ProtectedPath], staging: Option<&crate::linux::protect::Staging>, snapshot: &crate::linux::protect::Snapshot, reported: &report::Reported, started: std::time::SystemTime, r: &mut RunResult) {
+    // The command and everything it started are gone (PID 1 exited, or the supervisor
+    // killed the tree): the private copies and the real paths are quiet. Paths that were
+    // bound read-only instead have nothing to review.
+    let read_only: Vec<usize> = reported
+        .warnings
+        .iter()
+        .map(|w| match w {
+            report::SetupWarning::ProtectedReadOnly { index, .. } => *index,
+        })
+        .collect();
+    let mut review = match staging {
+        Some(st) => crate::linux::protect::review_run(&plan.workspace, protected, st, snapshot, &read_only, started),
+        None => crate::linux::protect::ProtectedReview::default(),
+    };
+    crate::linux::protect::review_in_place(&plan.workspace, snapshot, started, &mut review);
+    crate::timing::stamp("review_in_place");
+    crate::linux::protect::review_new_nested(plan, started, &mut review);
+    crate::timing::stamp("review_nested");
+    crate::linux::protect::review_new_submodules(plan, started, &mut review);
+    crate::timing::stamp("review_submodules");
+    if !read_only.is_empty() {
+        // Read-only instead of a private copy: stricter (git commits inside fail), so the
+        // row stays as it was and says so.
+        for p in r.protections.iter_mut().filter(|p| p.id == crate::plan::ProtectionId::WorkspacePersistence) {
+            p.detail = format!("{} (this run: {} read-only, no private copy)", p.detail, review.read_only.join(", "));
+        }
+    }
+    r.protected_review = Some(review);
 }
 
 /// `posix_spawn`s the helper binary with its plan in `$LOCALGPT_SANDBOX_PLAN`; returns its pid.
