@@ -118,6 +118,12 @@ pub struct PolicyArgs {
     /// 10.20.0.0/16, fd00::/8 — a corporate mirror in a private range, named by its block.
     #[arg(long = "allow-cidr", value_name = "CIDR")]
     pub allow_cidr: Vec<String>,
+    /// A host of your network in a private range (a corporate mirror) the command may reach
+    /// with --network allowlist, by its exact name (repeatable): mirror.corp.example. Its
+    /// 10.x, 172.16–31.x, 192.168.x, 100.64/10 or fc00::/7 addresses are dialled; loopback and
+    /// link-local never.
+    #[arg(long = "allow-private-host", value_name = "HOST")]
+    pub allow_private_host: Vec<String>,
     /// Append one JSON line per event (start, each network decision, end) to this file.
     #[arg(long = "audit-log", value_name = "PATH")]
     pub audit_log: Option<PathBuf>,
@@ -247,6 +253,7 @@ pub fn fast_run_args(args: &[std::ffi::OsString]) -> Option<RunArgs> {
                     "--allow-domain" => p.allow_domain.push(v.to_string()),
                     "--deny-domain" => p.deny_domain.push(v.to_string()),
                     "--allow-cidr" => p.allow_cidr.push(v.to_string()),
+                    "--allow-private-host" => p.allow_private_host.push(v.to_string()),
                     "--audit-log" => once(&mut p.audit_log, PathBuf::from(v))?,
                     "--settings" => once(&mut p.settings, PathBuf::from(v))?,
                     "--timeout" => once(&mut p.timeout, v.parse().ok()?)?,
@@ -443,13 +450,14 @@ pub fn resolve_policy_for(args: &PolicyArgs, platform: Platform) -> Result<Sandb
     }
     // Flags of the allowlist given for a run whose network is not the allowlist are a mistake of
     // this command line: refused (a config file's lists are only warned about, every run).
-    let flags: Vec<&str> = [("--allow-domain", args.allow_domain.len()), ("--deny-domain", args.deny_domain.len()), ("--allow-cidr", args.allow_cidr.len())].iter().filter(|(_, n)| *n > 0).map(|(f, _)| *f).collect();
+    let flags: Vec<&str> = [("--allow-domain", args.allow_domain.len()), ("--deny-domain", args.deny_domain.len()), ("--allow-cidr", args.allow_cidr.len()), ("--allow-private-host", args.allow_private_host.len())].iter().filter(|(_, n)| *n > 0).map(|(f, _)| *f).collect();
     if !flags.is_empty() && s.network != localgpt_sandbox::policy::NetworkPolicy::Allowlist {
         return Err(usage(format!("{} {} --network allowlist (or network = \"allowlist\" in the config file)", flags.join(", "), if flags.len() == 1 { "needs" } else { "need" })));
     }
     s.allow_domains.extend(args.allow_domain.iter().cloned());
     s.deny_domains.extend(args.deny_domain.iter().cloned());
     s.allow_cidrs.extend(args.allow_cidr.iter().cloned());
+    s.allow_private_hosts.extend(args.allow_private_host.iter().cloned());
     if let Some(a) = &args.audit_log {
         s.audit_log = Some(absolutize(a, &cwd));
     }

@@ -61,6 +61,9 @@ pub struct SandboxSettings {
     pub allow_cidrs: Vec<String>,
     /// Domains whose tunnels the proxy lets through without checking what they carry.
     pub allow_opaque_tunnels: Vec<String>,
+    /// Exact host names allowed, and allowed to resolve into a private range (a corporate
+    /// mirror).
+    pub allow_private_hosts: Vec<String>,
     /// The audit log (JSON lines).
     pub audit_log: Option<PathBuf>,
     /// Environment handling.
@@ -107,6 +110,7 @@ impl Default for SandboxSettings {
             allow_ports: Vec::new(),
             allow_cidrs: Vec::new(),
             allow_opaque_tunnels: Vec::new(),
+            allow_private_hosts: Vec::new(),
             audit_log: None,
             env: EnvPolicy { keep: Vec::new(), set: Vec::new(), redirect_caches: true },
             dangerously_allow_full_access: false,
@@ -154,6 +158,7 @@ struct SandboxSection {
     allow_ports: Option<Vec<u16>>,
     allow_cidrs: Option<Vec<String>>,
     allow_opaque_tunnels: Option<Vec<String>>,
+    allow_private_hosts: Option<Vec<String>>,
     audit_log: Option<PathBuf>,
     env: Option<EnvSection>,
 }
@@ -311,7 +316,7 @@ impl SandboxSettings {
         macro_rules! take_list {
             ($($f:ident),*) => { $( if let Some(v) = sec.$f { s.$f = v; } )* };
         }
-        take_list!(allow_domains, deny_domains, allow_ports, allow_cidrs, allow_opaque_tunnels);
+        take_list!(allow_domains, deny_domains, allow_ports, allow_cidrs, allow_opaque_tunnels, allow_private_hosts);
         if let Some(a) = sec.audit_log {
             s.audit_log = Some(expand_home(&a, s.home.as_deref())?);
         }
@@ -438,7 +443,7 @@ fn check_workspace(requested: &Path, ws: &Path, home: Option<&Path>, settings: &
 /// [`SandboxError::Policy`] for `deny_domains` with `network = "full"`.
 fn ignored_network_settings(settings: &SandboxSettings) -> Result<Vec<String>, SandboxError> {
     let listed = |v: &[String], name: &str| (!v.is_empty()).then(|| name.to_string());
-    let names: Vec<String> = [listed(&settings.allow_domains, "allow_domains"), listed(&settings.deny_domains, "deny_domains"), listed(&settings.allow_cidrs, "allow_cidrs"), listed(&settings.allow_opaque_tunnels, "allow_opaque_tunnels")].into_iter().flatten().collect();
+    let names: Vec<String> = [listed(&settings.allow_domains, "allow_domains"), listed(&settings.deny_domains, "deny_domains"), listed(&settings.allow_cidrs, "allow_cidrs"), listed(&settings.allow_opaque_tunnels, "allow_opaque_tunnels"), listed(&settings.allow_private_hosts, "allow_private_hosts")].into_iter().flatten().collect();
     match settings.network {
         NetworkPolicy::Allowlist => Ok(Vec::new()),
         _ if names.is_empty() => Ok(Vec::new()),
@@ -566,7 +571,7 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         home,
         network_access: settings.network,
         network_allowlist: match settings.network {
-            NetworkPolicy::Allowlist => Some(crate::network::Allowlist::new(&settings.allow_domains, &settings.deny_domains, &settings.allow_ports, &settings.allow_cidrs)?.with_opaque_tunnels(&settings.allow_opaque_tunnels)?),
+            NetworkPolicy::Allowlist => Some(crate::network::Allowlist::new(&settings.allow_domains, &settings.deny_domains, &settings.allow_ports, &settings.allow_cidrs)?.with_opaque_tunnels(&settings.allow_opaque_tunnels)?.with_private_hosts(&settings.allow_private_hosts)?),
             NetworkPolicy::Deny | NetworkPolicy::Full => None,
         },
         ignored_settings: ignored_network_settings(settings)?,
@@ -880,6 +885,16 @@ mod tests {
         assert_eq!(s.network, NetworkPolicy::Allowlist);
         assert_eq!((s.allow_domains.len(), s.deny_domains.len(), s.allow_ports.as_slice(), s.allow_cidrs.len()), (1, 1, &[443u16][..], 1));
         assert_eq!(s.audit_log.as_deref(), Some(std::path::Path::new("/var/log/a.jsonl")));
+        // A mirror in a private range, by its exact name; a wildcard is refused with the key named.
+        let ws = std::path::Path::new("/tmp");
+        let forced = |s: SandboxSettings| SandboxSettings { force_workspace: true, ..s };
+        let m = forced(SandboxSettings::from_toml("[sandbox]\nnetwork = 'allowlist'\nallow_private_hosts = ['mirror.corp.example']\n").unwrap());
+        let a = build_sandbox_policy(ws, &m).unwrap().network_allowlist.unwrap();
+        assert!(a.decide("mirror.corp.example", 443).allowed() && a.check_address_of("mirror.corp.example", "10.9.8.7".parse().unwrap()).is_ok());
+        let w = forced(SandboxSettings::from_toml("[sandbox]\nnetwork = 'allowlist'\nallow_private_hosts = ['*.corp.example']\n").unwrap());
+        assert!(build_sandbox_policy(ws, &w).unwrap_err().to_string().contains("allow_private_hosts"));
+        let d = forced(SandboxSettings::from_toml("[sandbox]\nallow_private_hosts = ['mirror.corp.example']\n").unwrap());
+        assert!(build_sandbox_policy(ws, &d).unwrap().ignored_settings[0].contains("allow_private_hosts ignored"));
         assert_eq!(SandboxSettings::from_toml("[sandbox]\nnetwork = 'full'\n").unwrap().network, NetworkPolicy::Full);
         // With full or deny the allowlist's lists mean nothing: a warning of every run (issue 58:
         // a config file's lists must not stop every run); denying domains with full cannot be

@@ -232,6 +232,17 @@ pub fn special_range(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
+/// Whether `ip` is in a private range a network's own hosts use (RFC 1918, CGNAT, IPv6 unique
+/// local): what `allow_private_hosts` may open for a named host. Loopback, link-local (cloud
+/// metadata), IPv4-mapped forms and the other special ranges are not.
+#[must_use]
+pub fn private_range(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => matches!(a.octets(), [10, ..] | [192, 168, ..]) || matches!(a.octets(), [172, b, ..] if (16..32).contains(&b)) || matches!(a.octets(), [100, b, ..] if (64..128).contains(&b)),
+        IpAddr::V6(a) => a.segments()[0] & 0xfe00 == 0xfc00,
+    }
+}
+
 /// The allowlist of a run.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 pub struct Allowlist {
@@ -249,6 +260,12 @@ pub struct Allowlist {
     /// show the allowed host (its TLS server name or HTTP `Host`) before it is dialled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub opaque: Vec<DomainRule>,
+    /// Exact host names allowed, and allowed to resolve into a private range
+    /// (`allow_private_hosts`: a corporate mirror on 10.x, 172.16–31.x, 192.168.x, CGNAT or an
+    /// IPv6 unique-local address). Never loopback, link-local (cloud metadata), multicast or the
+    /// other special ranges: those stay `allow_cidrs`' alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub private_hosts: Vec<DomainRule>,
 }
 
 /// One network decision of a run (`--json`'s `network`).
@@ -348,6 +365,7 @@ impl Allowlist {
             ports: if ports.is_empty() { DEFAULT_PORTS.to_vec() } else { ports.to_vec() },
             cidrs: cidrs.iter().map(|c| Cidr::parse(c)).collect::<Result<_, _>>()?,
             opaque: Vec::new(),
+            private_hosts: Vec::new(),
         })
     }
 
@@ -357,6 +375,26 @@ impl Allowlist {
     /// [`SandboxError::Policy`] for an entry that is not a domain rule.
     pub fn with_opaque_tunnels(mut self, domains: &[String]) -> Result<Allowlist, SandboxError> {
         self.opaque = domains.iter().map(|d| DomainRule::parse(d)).collect::<Result<_, _>>()?;
+        Ok(self)
+    }
+
+    /// This allowlist with `hosts` as the names allowed into a private range
+    /// ([`Allowlist::private_hosts`]).
+    ///
+    /// # Errors
+    /// [`SandboxError::Policy`] for an entry that is not an exact host name (a wildcard would
+    /// let any name under it, one a command can make resolve anywhere, reach the private network).
+    pub fn with_private_hosts(mut self, hosts: &[String]) -> Result<Allowlist, SandboxError> {
+        self.private_hosts = hosts
+            .iter()
+            .map(|h| {
+                let r = DomainRule::parse(h)?;
+                if r.how != DomainMatch::Exact {
+                    return Err(SandboxError::Policy(format!("allow_private_hosts entry {h:?}: an exact host name, not a wildcard (each host allowed into a private range is named)")));
+                }
+                Ok(r)
+            })
+            .collect::<Result<_, _>>()?;
         Ok(self)
     }
 
@@ -397,8 +435,11 @@ impl Allowlist {
         if let Some(d) = self.deny.iter().find(|d| d.matches(&host)) {
             return no(Refusal::DenyDomain, format!("deny_domains {}", d.text));
         }
-        match self.allow.iter().find(|d| d.matches(&host)) {
-            Some(a) => Verdict::allow(format!("allow_domains {}", a.text)),
+        if let Some(a) = self.allow.iter().find(|d| d.matches(&host)) {
+            return Verdict::allow(format!("allow_domains {}", a.text));
+        }
+        match self.private_hosts.iter().find(|d| d.matches(&host)) {
+            Some(a) => Verdict::allow(format!("allow_private_hosts {}", a.text)),
             None => no(Refusal::NotAllowed, "no allow_domains entry matches".into()),
         }
     }
@@ -416,6 +457,22 @@ impl Allowlist {
             None => Ok(()),
         }
     }
+
+    /// Whether the runner may dial `ip`, an address the allowed name `host` resolved to:
+    /// [`Allowlist::check_address`], and a private-range address of a host named in
+    /// `allow_private_hosts` (exactly, after normalisation).
+    ///
+    /// # Errors
+    /// Why not: its special range, with no `allow_cidrs` entry containing it and, for a private
+    /// range, `host` not named in `allow_private_hosts`.
+    pub fn check_address_of(&self, host: &str, ip: IpAddr) -> Result<(), String> {
+        let named = || normalize_host(host).is_ok_and(|h| self.private_hosts.iter().any(|r| r.matches(&h)));
+        match self.check_address(ip) {
+            Err(_) if private_range(ip) && named() => Ok(()),
+            Err(w) if private_range(ip) => Err(format!("{w}, or allow_private_hosts naming the host")),
+            r => r,
+        }
+    }
 }
 
 /// How a user allows a destination refused as `refusal` (`None`: nothing to allow — it was
@@ -425,6 +482,9 @@ pub fn allow_hint(host: &str, port: u16, refusal: Refusal) -> Option<String> {
     match refusal {
         Refusal::Port => Some(format!("add {port} to allow_ports in [sandbox]")),
         Refusal::DenyDomain => Some(format!("{host} is in deny_domains, which wins over allow_domains")),
+        Refusal::Address if host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>().is_err() => {
+            Some(format!("if {host} is a host of your network in a private range (a corporate mirror): localgpt sandbox run --network allowlist --allow-private-host {host} …, or add it to allow_private_hosts in [sandbox]; else an allow_cidrs entry for its address"))
+        }
         Refusal::Address => Some("add an allow_cidrs entry in [sandbox] for the address".to_string()),
         Refusal::Unnameable => Some("it cannot be allowed by name".to_string()),
         Refusal::NotAllowed => Some(format!("localgpt sandbox run --network allowlist --allow-domain {host} …, or add it to allow_domains in [sandbox]")),
@@ -530,6 +590,38 @@ mod tests {
         assert!(Cidr::parse("10.0.0.0/33").is_err() && Cidr::parse("x").is_err());
         assert!(Cidr::parse("10.0.0.0/8").unwrap().contains("10.255.0.1".parse().unwrap()));
         assert!(!Cidr::parse("10.0.0.0/9").unwrap().contains("10.128.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn a_named_host_reaches_its_private_addresses_and_nothing_else_does() {
+        let a = list(&["pypi.org"], &[]).with_private_hosts(&["Mirror.Corp.Example.".into()]).unwrap();
+        // Named: allowed by its name alone, and its private-range addresses may be dialled.
+        assert_eq!(a.decide("mirror.corp.example", 443).rule, "allow_private_hosts Mirror.Corp.Example.");
+        for ip in ["10.1.2.3", "172.16.0.1", "172.31.255.254", "192.168.1.1", "100.64.0.1", "fd00::1", "fc00::1"] {
+            assert!(a.check_address_of("mirror.corp.example", ip.parse().unwrap()).is_ok(), "{ip}");
+            assert!(a.check_address_of("MIRROR.corp.example.", ip.parse().unwrap()).is_ok(), "{ip}: the same name");
+            // Another name, allowed or not, a subdomain or a suffix: not into the private range.
+            for other in ["pypi.org", "x.mirror.corp.example", "corp.example", "mirror.corp.example.evil"] {
+                let e = a.check_address_of(other, ip.parse().unwrap()).unwrap_err();
+                assert!(e.contains("allow_private_hosts"), "{other} {ip}: {e}");
+            }
+        }
+        // Never loopback, link-local (metadata), unspecified, multicast, mapped or other special forms.
+        for ip in ["127.0.0.1", "169.254.169.254", "0.0.0.0", "224.0.0.1", "::1", "fe80::1", "::ffff:10.1.2.3", "::ffff:127.0.0.1", "64:ff9b::a01:203", "192.0.2.1", "198.18.0.1"] {
+            assert!(a.check_address_of("mirror.corp.example", ip.parse().unwrap()).is_err(), "{ip}");
+        }
+        // Public addresses as before; deny still wins over the name.
+        assert!(a.check_address_of("mirror.corp.example", "93.184.216.34".parse().unwrap()).is_ok());
+        let denied = Allowlist::new(&[], &["mirror.corp.example".into()], &[], &[]).unwrap().with_private_hosts(&["mirror.corp.example".into()]).unwrap();
+        assert!(!denied.decide("mirror.corp.example", 443).allowed());
+        // Only exact names.
+        for w in ["*.corp.example", "**.corp.example", "10.1.2.3", ""] {
+            assert!(list(&[], &[]).with_private_hosts(&[w.into()]).is_err(), "{w:?}");
+        }
+        // The hint names the flag for a name, the CIDR for an address.
+        assert!(allow_hint("mirror.corp.example", 443, Refusal::Address).unwrap().contains("--allow-private-host mirror.corp.example"));
+        assert!(allow_hint("10.1.2.3", 443, Refusal::Address).unwrap().contains("allow_cidrs"));
+        assert!(allow_hint("[fd00::1]", 443, Refusal::Address).unwrap().contains("allow_cidrs"));
     }
 
     #[test]

@@ -210,7 +210,7 @@ fn resolve(allow: &Allowlist, host: &str, port: u16) -> Result<Vec<SocketAddr>, 
     let mut why = (Refusal::Unreachable, format!("{host} has no address"));
     let ok: Vec<SocketAddr> = all
         .into_iter()
-        .filter(|a| match allow.check_address(a.ip()) {
+        .filter(|a| match allow.check_address_of(host, a.ip()) {
             Ok(()) => true,
             Err(w) => {
                 why = (Refusal::Address, format!("{host} resolves to {w}"));
