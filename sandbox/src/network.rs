@@ -322,6 +322,9 @@ pub enum Refusal {
     DenyDomain,
     /// An address, or a name that resolves into a special range: only `allow_cidrs` allows it.
     Address,
+    /// A name that resolves into a private range (10/8, 172.16/12, 192.168/16, CGNAT, fc00::/7):
+    /// `allow_private_hosts` naming it, or `allow_cidrs`, allows it.
+    PrivateAddress,
     /// Not a name that can be allowed: invalid, a numeric form, a DNS class other than IN.
     Unnameable,
     /// No `allow_domains` entry matches it.
@@ -482,8 +485,8 @@ pub fn allow_hint(host: &str, port: u16, refusal: Refusal) -> Option<String> {
     match refusal {
         Refusal::Port => Some(format!("add {port} to allow_ports in [sandbox]")),
         Refusal::DenyDomain => Some(format!("{host} is in deny_domains, which wins over allow_domains")),
-        Refusal::Address if host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>().is_err() => {
-            Some(format!("if {host} is a host of your network in a private range (a corporate mirror): localgpt sandbox run --network allowlist --allow-private-host {host} …, or add it to allow_private_hosts in [sandbox]; else an allow_cidrs entry for its address"))
+        Refusal::PrivateAddress => {
+            Some(format!("if {host} is a host of your network (a corporate mirror): localgpt sandbox run --network allowlist --allow-private-host {host} …, or add it to allow_private_hosts in [sandbox] (or an allow_cidrs entry for its address)"))
         }
         Refusal::Address => Some("add an allow_cidrs entry in [sandbox] for the address".to_string()),
         Refusal::Unnameable => Some("it cannot be allowed by name".to_string()),
@@ -619,9 +622,8 @@ mod tests {
             assert!(list(&[], &[]).with_private_hosts(&[w.into()]).is_err(), "{w:?}");
         }
         // The hint names the flag for a name, the CIDR for an address.
-        assert!(allow_hint("mirror.corp.example", 443, Refusal::Address).unwrap().contains("--allow-private-host mirror.corp.example"));
-        assert!(allow_hint("10.1.2.3", 443, Refusal::Address).unwrap().contains("allow_cidrs"));
-        assert!(allow_hint("[fd00::1]", 443, Refusal::Address).unwrap().contains("allow_cidrs"));
+        assert!(allow_hint("mirror.corp.example", 443, Refusal::PrivateAddress).unwrap().contains("--allow-private-host mirror.corp.example"));
+        assert!(!allow_hint("pypi.org", 443, Refusal::Address).unwrap().contains("private"), "a documentation or loopback address: allow_cidrs only");
     }
 
     #[test]

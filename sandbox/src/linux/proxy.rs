@@ -213,7 +213,8 @@ fn resolve(allow: &Allowlist, host: &str, port: u16) -> Result<Vec<SocketAddr>, 
         .filter(|a| match allow.check_address_of(host, a.ip()) {
             Ok(()) => true,
             Err(w) => {
-                why = (Refusal::Address, format!("{host} resolves to {w}"));
+                let kind = if crate::network::private_range(a.ip()) { Refusal::PrivateAddress } else { Refusal::Address };
+                why = (kind, format!("{host} resolves to {w}"));
                 false
             }
         })

@@ -576,6 +576,11 @@ fn plan_env(policy: &SandboxPolicy, ctx: &RunContext, level: SandboxLevel, full:
             env.vars.retain(|(n, _)| *n != k);
             env.vars.push((k, v));
         }
+        // pip counts a refused tunnel as a failure to retry, five times with back-off (8 s
+        // before it reports a denied index): one retry, unless the command's own setting is kept.
+        if !env.vars.iter().any(|(k, _)| k == "PIP_RETRIES") {
+            env.vars.push(("PIP_RETRIES".into(), "1".into()));
+        }
     }
     // A variable that names a granted socket (`SSH_AUTH_SOCK`) is kept: the grant says the
     // command may use it.

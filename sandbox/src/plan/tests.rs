@@ -133,6 +133,13 @@ fn allowlist_holds_only_where_the_proxy_is_the_only_way_out() {
     let p = make_plan(&pol, &caps(7, false), &ctx).unwrap();
     assert_eq!((p.level, p.proxy_port), (SandboxLevel::Standard, Some(40_123)));
     assert!(p.env.vars.iter().any(|(k, v)| k == "HTTPS_PROXY" && v == "http://127.0.0.1:40123"), "{:?}", p.env.vars);
+    // pip gives up on a refused index after one retry, not five; a kept setting of the caller wins.
+    assert!(p.env.vars.iter().any(|(k, v)| k == "PIP_RETRIES" && v == "1"), "{:?}", p.env.vars);
+    let mut kept = pol.clone();
+    kept.environment.keep.push("PIP_RETRIES".into());
+    let caller = RunContext { caller_env: vec![("PIP_RETRIES".into(), "4".into())], ..ctx.clone() };
+    let k = make_plan(&kept, &caps(7, false), &caller).unwrap();
+    assert_eq!(k.env.vars.iter().filter(|(n, _)| n == "PIP_RETRIES").map(|(_, v)| v.as_str()).collect::<Vec<_>>(), ["4"]);
     let row = p.protections.iter().find(|x| x.id == ProtectionId::Network).unwrap();
     assert!(row.detail.contains("only through the proxy at 127.0.0.1:40123") && row.mechanism.contains("host's loopback"), "{row:?}");
     // Without the runner (or with nothing but a proxy variable) it would be bypassable:
