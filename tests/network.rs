@@ -402,31 +402,9 @@ fn bad_network_flags_are_refused_and_nothing_runs() {
     }
 }
 
-/// A TLS 1.3-shaped ClientHello carrying `name` as its server name (none: no server name).
+/// A TLS ClientHello carrying `name` as its server name (none: no server name).
 fn client_hello(name: Option<&str>) -> Vec<u8> {
-    let mut ext = Vec::new();
-    if let Some(n) = name.map(str::as_bytes) {
-        let mut body = ((3 + n.len()) as u16).to_be_bytes().to_vec();
-        body.push(0);
-        body.extend_from_slice(&(n.len() as u16).to_be_bytes());
-        body.extend_from_slice(n);
-        ext.extend_from_slice(&[0u8, 0]);
-        ext.extend_from_slice(&(body.len() as u16).to_be_bytes());
-        ext.extend_from_slice(&body);
-    }
-    let mut hello = vec![3, 3];
-    hello.extend_from_slice(&[7u8; 32]);
-    hello.push(0);
-    hello.extend_from_slice(&[0, 2, 0x13, 0x01, 1, 0]);
-    hello.extend_from_slice(&(ext.len() as u16).to_be_bytes());
-    hello.extend_from_slice(&ext);
-    let mut hs = vec![1u8];
-    hs.extend_from_slice(&(hello.len() as u32).to_be_bytes()[1..]);
-    hs.extend_from_slice(&hello);
-    let mut rec = vec![22u8, 3, 1];
-    rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
-    rec.extend_from_slice(&hs);
-    rec
+    localgpt_sandbox::network::client_hello(name)
 }
 
 #[test]

@@ -271,25 +271,7 @@ fn fuzz_the_socks5_reader() {
 #[test]
 fn fuzz_the_tls_client_hello_reader() {
     // A ClientHello with one cipher suite and a server name extension for a.test.
-    let name = b"a.test";
-    let mut sni = vec![0, 0];
-    let list_len = (name.len() + 3) as u16;
-    sni.extend_from_slice(&(list_len + 2).to_be_bytes());
-    sni.extend_from_slice(&list_len.to_be_bytes());
-    sni.push(0);
-    sni.extend_from_slice(&(name.len() as u16).to_be_bytes());
-    sni.extend_from_slice(name);
-    let mut body = vec![3, 3];
-    body.extend_from_slice(&[0u8; 32]);
-    body.extend_from_slice(&[0, 0, 2, 0x13, 0x01, 1, 0]);
-    body.extend_from_slice(&(sni.len() as u16).to_be_bytes());
-    body.extend_from_slice(&sni);
-    let mut hs = vec![1, 0];
-    hs.extend_from_slice(&(body.len() as u16).to_be_bytes());
-    hs.extend_from_slice(&body);
-    let mut seed = vec![22, 3, 1];
-    seed.extend_from_slice(&(hs.len() as u16).to_be_bytes());
-    seed.extend_from_slice(&hs);
+    let seed = crate::network::client_hello(Some("a.test"));
     assert_eq!(crate::network::client_hello_sni(&seed).as_deref(), Some("a.test"));
     let mut rng = Rng::new();
     for _ in 0..cases(50_000) {

@@ -495,6 +495,36 @@ pub fn allow_hint(host: &str, port: u16, refusal: Refusal) -> Option<String> {
     }
 }
 
+/// A minimal TLS 1.3-shaped ClientHello record with `name` in its server-name extension (none:
+/// no extension): no session id, one cipher suite, null compression. The inverse of
+/// [`client_hello_sni`], for the tests and fuzz seeds that exercise it and the proxy.
+#[doc(hidden)]
+#[must_use]
+pub fn client_hello(name: Option<&str>) -> Vec<u8> {
+    let mut ext = Vec::new();
+    if let Some(n) = name.map(str::as_bytes) {
+        let mut body = ((3 + n.len()) as u16).to_be_bytes().to_vec();
+        body.push(0);
+        body.extend_from_slice(&(n.len() as u16).to_be_bytes());
+        body.extend_from_slice(n);
+        ext.extend_from_slice(&[0, 0]);
+        ext.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        ext.extend_from_slice(&body);
+    }
+    let mut hello = vec![3, 3];
+    hello.extend_from_slice(&[0u8; 32]);
+    hello.extend_from_slice(&[0, 0, 2, 0x13, 0x01, 1, 0]);
+    hello.extend_from_slice(&(ext.len() as u16).to_be_bytes());
+    hello.extend_from_slice(&ext);
+    let mut hs = vec![1u8];
+    hs.extend_from_slice(&(hello.len() as u32).to_be_bytes()[1..]);
+    hs.extend_from_slice(&hello);
+    let mut rec = vec![22u8, 3, 1];
+    rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+    rec.extend_from_slice(&hs);
+    rec
+}
+
 /// The server name of a TLS ClientHello at the start of `buf` (`None`: not a ClientHello, not
 /// complete in `buf`, or without a server name).
 #[must_use]
@@ -651,6 +681,9 @@ mod tests {
         rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
         rec.extend_from_slice(&hs);
         assert_eq!(client_hello_sni(&rec).as_deref(), Some("example.com"));
+        // The builder the other tests use makes these very bytes.
+        assert_eq!(client_hello(Some("example.com")), rec);
+        assert_eq!(client_hello_sni(&client_hello(None)), None);
         assert_eq!(client_hello_sni(&rec[..rec.len() - 1]), None, "incomplete");
         assert_eq!(client_hello_sni(b"GET / HTTP/1.1\r\n"), None);
     }

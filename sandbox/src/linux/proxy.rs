@@ -697,30 +697,9 @@ mod tests {
         assert_eq!(bad(&big), "request head too large");
     }
 
-    /// A TLS 1.3-shaped ClientHello, with `name` as its server name when given.
+    /// A TLS ClientHello, with `name` as its server name when given.
     fn hello(name: Option<&str>) -> Vec<u8> {
-        let mut ext = Vec::new();
-        if let Some(n) = name.map(str::as_bytes) {
-            let mut body = ((3 + n.len()) as u16).to_be_bytes().to_vec();
-            body.push(0);
-            body.extend_from_slice(&(n.len() as u16).to_be_bytes());
-            body.extend_from_slice(n);
-            ext.extend_from_slice(&[0, 0]);
-            ext.extend_from_slice(&(body.len() as u16).to_be_bytes());
-            ext.extend_from_slice(&body);
-        }
-        let mut h = vec![3, 3];
-        h.extend_from_slice(&[7u8; 32]);
-        h.extend_from_slice(&[0, 0, 2, 0x13, 0x01, 1, 0]);
-        h.extend_from_slice(&(ext.len() as u16).to_be_bytes());
-        h.extend_from_slice(&ext);
-        let mut hs = vec![1u8];
-        hs.extend_from_slice(&(h.len() as u32).to_be_bytes()[1..]);
-        hs.extend_from_slice(&h);
-        let mut rec = vec![22u8, 3, 1];
-        rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
-        rec.extend_from_slice(&hs);
-        rec
+        crate::network::client_hello(name)
     }
 
     fn refused(host: &str, port: u16, b: &[u8]) -> String {
