@@ -175,61 +175,7 @@ fn unmap(ip: IpAddr) -> IpAddr {
 /// entry): RFC 6890 and its successors' non-global blocks.
 #[must_use]
 pub fn special_range(ip: IpAddr) -> Option<&'static str> {
-    if let IpAddr::V6(v6) = ip {
-        if v6.to_ipv4_mapped().is_some() {
-            return Some("IPv4-mapped IPv6");
-        }
-    }
-    match ip {
-        IpAddr::V4(a) => {
-            let o = a.octets();
-            let r = match o {
-                [0, ..] => "unspecified/\"this network\" (0.0.0.0/8)",
-                [127, ..] => "loopback (127.0.0.0/8)",
-                [10, ..] => "private (10.0.0.0/8)",
-                [172, b, ..] if (16..32).contains(&b) => "private (172.16.0.0/12)",
-                [192, 168, ..] => "private (192.168.0.0/16)",
-                [169, 254, ..] => "link-local (169.254.0.0/16; cloud metadata)",
-                [100, b, ..] if (64..128).contains(&b) => "CGNAT (100.64.0.0/10)",
-                [192, 0, 0, _] => "IETF protocol assignments (192.0.0.0/24)",
-                [192, 0, 2, _] | [198, 51, 100, _] | [203, 0, 113, _] => "documentation",
-                [198, b, ..] if b == 18 || b == 19 => "benchmarking (198.18.0.0/15)",
-                [192, 88, 99, _] => "6to4 relay anycast",
-                [a0, ..] if a0 >= 224 => "multicast or reserved (224.0.0.0/3)",
-                _ => return None,
-            };
-            Some(r)
-        }
-        IpAddr::V6(a) => {
-            let s = a.segments();
-            let r = if a == Ipv6Addr::UNSPECIFIED {
-                "unspecified (::)"
-            } else if a == Ipv6Addr::LOCALHOST {
-                "loopback (::1)"
-            } else if s[0] & 0xfe00 == 0xfc00 {
-                "unique local (fc00::/7)"
-            } else if s[0] & 0xffc0 == 0xfe80 {
-                "link-local (fe80::/10)"
-            } else if s[0] & 0xff00 == 0xff00 {
-                "multicast (ff00::/8)"
-            } else if s[0] == 0x2001 && s[1] == 0x0db8 {
-                "documentation (2001:db8::/32)"
-            } else if s[0] == 0x0064 && s[1] == 0xff9b {
-                "NAT64 (64:ff9b::/96)"
-            } else if s[0] == 0x2002 {
-                "6to4 (2002::/16)"
-            } else if s[0] == 0x2001 && s[1] == 0 {
-                "Teredo (2001::/32)"
-            } else if s[..6] == [0; 6] {
-                "IPv4-compatible (::/96)"
-            } else if s[0] == 0x0100 && s[1..4] == [0; 3] {
-                "discard (100::/64)"
-            } else {
-                return None;
-            };
-            Some(r)
-        }
-    }
+    classify(ip).map(|(r, _)| r)
 }
 
 /// Whether `ip` is in a private range a network's own hosts use (RFC 1918, CGNAT, IPv6 unique
@@ -237,9 +183,65 @@ pub fn special_range(ip: IpAddr) -> Option<&'static str> {
 /// metadata), IPv4-mapped forms and the other special ranges are not.
 #[must_use]
 pub fn private_range(ip: IpAddr) -> bool {
+    classify(ip).is_some_and(|(_, private)| private)
+}
+
+/// The one table of special ranges: the range `ip` lies in, and whether it is private.
+fn classify(ip: IpAddr) -> Option<(&'static str, bool)> {
+    if let IpAddr::V6(v6) = ip {
+        if v6.to_ipv4_mapped().is_some() {
+            return Some(("IPv4-mapped IPv6", false));
+        }
+    }
     match ip {
-        IpAddr::V4(a) => matches!(a.octets(), [10, ..] | [192, 168, ..]) || matches!(a.octets(), [172, b, ..] if (16..32).contains(&b)) || matches!(a.octets(), [100, b, ..] if (64..128).contains(&b)),
-        IpAddr::V6(a) => a.segments()[0] & 0xfe00 == 0xfc00,
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            let (r, private) = match o {
+                [0, ..] => ("unspecified/\"this network\" (0.0.0.0/8)", false),
+                [127, ..] => ("loopback (127.0.0.0/8)", false),
+                [10, ..] => ("private (10.0.0.0/8)", true),
+                [172, b, ..] if (16..32).contains(&b) => ("private (172.16.0.0/12)", true),
+                [192, 168, ..] => ("private (192.168.0.0/16)", true),
+                [169, 254, ..] => ("link-local (169.254.0.0/16; cloud metadata)", false),
+                [100, b, ..] if (64..128).contains(&b) => ("CGNAT (100.64.0.0/10)", true),
+                [192, 0, 0, _] => ("IETF protocol assignments (192.0.0.0/24)", false),
+                [192, 0, 2, _] | [198, 51, 100, _] | [203, 0, 113, _] => ("documentation", false),
+                [198, b, ..] if b == 18 || b == 19 => ("benchmarking (198.18.0.0/15)", false),
+                [192, 88, 99, _] => ("6to4 relay anycast", false),
+                [a0, ..] if a0 >= 224 => ("multicast or reserved (224.0.0.0/3)", false),
+                _ => return None,
+            };
+            Some((r, private))
+        }
+        IpAddr::V6(a) => {
+            let s = a.segments();
+            let (r, private) = if a == Ipv6Addr::UNSPECIFIED {
+                ("unspecified (::)", false)
+            } else if a == Ipv6Addr::LOCALHOST {
+                ("loopback (::1)", false)
+            } else if s[0] & 0xfe00 == 0xfc00 {
+                ("unique local (fc00::/7)", true)
+            } else if s[0] & 0xffc0 == 0xfe80 {
+                ("link-local (fe80::/10)", false)
+            } else if s[0] & 0xff00 == 0xff00 {
+                ("multicast (ff00::/8)", false)
+            } else if s[0] == 0x2001 && s[1] == 0x0db8 {
+                ("documentation (2001:db8::/32)", false)
+            } else if s[0] == 0x0064 && s[1] == 0xff9b {
+                ("NAT64 (64:ff9b::/96)", false)
+            } else if s[0] == 0x2002 {
+                ("6to4 (2002::/16)", false)
+            } else if s[0] == 0x2001 && s[1] == 0 {
+                ("Teredo (2001::/32)", false)
+            } else if s[..6] == [0; 6] {
+                ("IPv4-compatible (::/96)", false)
+            } else if s[0] == 0x0100 && s[1..4] == [0; 3] {
+                ("discard (100::/64)", false)
+            } else {
+                return None;
+            };
+            Some((r, private))
+        }
     }
 }
 
@@ -466,14 +468,16 @@ impl Allowlist {
     /// `allow_private_hosts` (exactly, after normalisation).
     ///
     /// # Errors
-    /// Why not: its special range, with no `allow_cidrs` entry containing it and, for a private
-    /// range, `host` not named in `allow_private_hosts`.
-    pub fn check_address_of(&self, host: &str, ip: IpAddr) -> Result<(), String> {
+    /// The refusal's kind (`Refusal::PrivateAddress` for a private range, else
+    /// `Refusal::Address`) and why: its special range, with no `allow_cidrs` entry containing
+    /// it and, for a private range, `host` not named in `allow_private_hosts`.
+    pub fn check_address_of(&self, host: &str, ip: IpAddr) -> Result<(), (Refusal, String)> {
         let named = || normalize_host(host).is_ok_and(|h| self.private_hosts.iter().any(|r| r.matches(&h)));
         match self.check_address(ip) {
             Err(_) if private_range(ip) && named() => Ok(()),
-            Err(w) if private_range(ip) => Err(format!("{w}, or allow_private_hosts naming the host")),
-            r => r,
+            Err(w) if private_range(ip) => Err((Refusal::PrivateAddress, format!("{w}, or allow_private_hosts naming the host"))),
+            Err(w) => Err((Refusal::Address, w)),
+            Ok(()) => Ok(()),
         }
     }
 }
@@ -635,13 +639,13 @@ mod tests {
             assert!(a.check_address_of("MIRROR.corp.example.", ip.parse().unwrap()).is_ok(), "{ip}: the same name");
             // Another name, allowed or not, a subdomain or a suffix: not into the private range.
             for other in ["pypi.org", "x.mirror.corp.example", "corp.example", "mirror.corp.example.evil"] {
-                let e = a.check_address_of(other, ip.parse().unwrap()).unwrap_err();
-                assert!(e.contains("allow_private_hosts"), "{other} {ip}: {e}");
+                let (kind, e) = a.check_address_of(other, ip.parse().unwrap()).unwrap_err();
+                assert!(kind == Refusal::PrivateAddress && e.contains("allow_private_hosts"), "{other} {ip}: {e}");
             }
         }
         // Never loopback, link-local (metadata), unspecified, multicast, mapped or other special forms.
         for ip in ["127.0.0.1", "169.254.169.254", "0.0.0.0", "224.0.0.1", "::1", "fe80::1", "::ffff:10.1.2.3", "::ffff:127.0.0.1", "64:ff9b::a01:203", "192.0.2.1", "198.18.0.1"] {
-            assert!(a.check_address_of("mirror.corp.example", ip.parse().unwrap()).is_err(), "{ip}");
+            assert_eq!(a.check_address_of("mirror.corp.example", ip.parse().unwrap()).map_err(|(k, _)| k), Err(Refusal::Address), "{ip}");
         }
         // Public addresses as before; deny still wins over the name.
         assert!(a.check_address_of("mirror.corp.example", "93.184.216.34".parse().unwrap()).is_ok());

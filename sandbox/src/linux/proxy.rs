@@ -212,8 +212,7 @@ fn resolve(allow: &Allowlist, host: &str, port: u16) -> Result<Vec<SocketAddr>, 
         .into_iter()
         .filter(|a| match allow.check_address_of(host, a.ip()) {
             Ok(()) => true,
-            Err(w) => {
-                let kind = if crate::network::private_range(a.ip()) { Refusal::PrivateAddress } else { Refusal::Address };
+            Err((kind, w)) => {
                 why = (kind, format!("{host} resolves to {w}"));
                 false
             }

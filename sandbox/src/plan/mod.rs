@@ -379,7 +379,6 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         Platform::Linux => protections(&plan, caps),
     };
     plan.warnings = plan_warnings(&plan, caps, policy, cargo_root.as_deref());
-
     Ok(plan)
 }
 
