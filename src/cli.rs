@@ -490,6 +490,7 @@ pub fn run_windows(args: RunArgs) -> Result<i32, Failure> {
         caller_env: localgpt_sandbox::plan::caller_env(),
         scratch: Some(std::env::temp_dir().join(format!("localgpt-sandbox-{run_id}"))),
         run_id: Some(run_id.clone()),
+        ablate: localgpt_sandbox::ablation::requested(),
         ..Default::default()
     };
     let plan = localgpt_sandbox::make_plan(&policy, &caps, &ctx)?;

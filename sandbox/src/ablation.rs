@@ -9,86 +9,56 @@
 //! seccomp rows, mounts, rlimits, cgroups, the environment filter, the runner's caps); where
 //! two protections share one mechanism the cut removes it for both and `plan::ablate::cut` says so. Without
 //! the feature nothing of this exists: [`is`] is a constant `false`.
+//!
+//! The ids are read once, where a run's plan is made, and travel as flags on the plan (the
+//! runner prints each cut): the planner, the compilers and the helper read the plan, not this
+//! process's environment, and the reference plan (the protection table reported) is the same
+//! planner called without them.
 
 // (On Windows only `is` is used: the Linux mechanisms' cuts have nothing to cut there.)
 #![cfg_attr(not(unix), allow(dead_code))]
 
 use crate::model::ids::ProtectionId;
 
+/// The protections `LOCALGPT_ABLATE` names, read when a run's plan is made
+/// ([`crate::plan::RunContext::ablate`]); the plan then carries them
+/// ([`crate::plan::Plan::ablated`], [`crate::plan::HelperPlan::ablated`]) and every cut reads
+/// the plan, never this process's environment. An unknown id ends the process: an ablation
+/// run that silently removed nothing would report a protection as uncaught for no reason.
 #[cfg(feature = "ablation")]
-mod imp {
-    use super::ProtectionId;
-    use std::cell::Cell;
-    use std::sync::OnceLock;
-
-    static ABLATED: OnceLock<Vec<ProtectionId>> = OnceLock::new();
-
-    thread_local! {
-        /// Set while the reference plan (the protection table reported) is made.
-        static REFERENCE: Cell<bool> = const { Cell::new(false) };
-    }
-
-    /// The ids in `LOCALGPT_ABLATE` (read once). An unknown id ends the process: an ablation
-    /// run that silently removed nothing would report a protection as uncaught for no reason.
-    pub fn ablated() -> &'static [ProtectionId] {
-        ABLATED.get_or_init(|| {
-            let v = std::env::var("LOCALGPT_ABLATE").unwrap_or_default();
-            v.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|s| {
-                    ProtectionId::parse(s).unwrap_or_else(|| {
-                        eprintln!("localgpt (ablation build): LOCALGPT_ABLATE names an unknown protection `{s}`");
-                        std::process::exit(2)
-                    })
-                })
-                .collect()
+#[must_use]
+pub fn requested() -> Vec<ProtectionId> {
+    let v = std::env::var("LOCALGPT_ABLATE").unwrap_or_default();
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            ProtectionId::parse(s).unwrap_or_else(|| {
+                eprintln!("localgpt (ablation build): LOCALGPT_ABLATE names an unknown protection `{s}`");
+                std::process::exit(2)
+            })
         })
-    }
-
-    pub fn is(id: ProtectionId) -> bool {
-        !REFERENCE.with(Cell::get) && ablated().contains(&id)
-    }
-
-    pub fn reference<T>(f: impl FnOnce() -> T) -> T {
-        REFERENCE.with(|r| r.set(true));
-        let out = f();
-        REFERENCE.with(|r| r.set(false));
-        out
-    }
+        .collect()
 }
 
-/// The protections named in `LOCALGPT_ABLATE` (what [`crate::plan::ablate::cut`] removes).
+/// Without the feature nothing is ever ablated.
+#[cfg(not(feature = "ablation"))]
+#[must_use]
+pub fn requested() -> Vec<ProtectionId> {
+    Vec::new()
+}
+
+/// Whether `id` is among `cut` (a plan's ablated protections).
 #[cfg(feature = "ablation")]
 #[must_use]
-pub fn ablated() -> &'static [ProtectionId] {
-    imp::ablated()
+pub fn is(cut: &[ProtectionId], id: ProtectionId) -> bool {
+    cut.contains(&id)
 }
 
-/// Whether `id` is ablated in this process (always `false` without the feature).
-#[cfg(feature = "ablation")]
-#[must_use]
-pub fn is(id: ProtectionId) -> bool {
-    imp::is(id)
-}
-
-/// Whether `id` is ablated in this process (always `false` without the feature).
+/// Whether `id` is among `cut`: always `false` without the feature, whatever a plan says.
 #[cfg(not(feature = "ablation"))]
 #[must_use]
 #[inline]
-pub const fn is(_id: ProtectionId) -> bool {
+pub const fn is(_cut: &[ProtectionId], _id: ProtectionId) -> bool {
     false
-}
-
-/// Whether any protection is ablated.
-#[cfg(feature = "ablation")]
-#[must_use]
-pub fn active() -> bool {
-    ProtectionId::ALL.iter().any(|p| is(*p))
-}
-
-/// Runs `f` (making the reference plan) with nothing ablated.
-#[cfg(feature = "ablation")]
-pub fn reference<T>(f: impl FnOnce() -> T) -> T {
-    imp::reference(f)
 }

@@ -75,7 +75,7 @@ macro_rules! internal_mod {
     };
 }
 
-pub(crate) mod ablation;
+pub mod ablation;
 pub mod config;
 pub mod detect;
 pub mod error;

@@ -43,9 +43,6 @@ pub fn apply_rlimits(rlimits: &[(i32, u64, u64)]) -> Result<(), String> {
 /// # Errors
 /// When neither `close_range` nor the `/proc/self/fd` fallback works.
 pub fn close_fds_from(first: u32) -> Result<(), String> {
-    if crate::ablation::is(crate::plan::ProtectionId::InheritedFds) {
-        return Ok(());
-    }
     // SAFETY: close_range only closes descriptors.
     let r = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) };
     if r == 0 {
@@ -412,7 +409,9 @@ pub fn apply_confinement(plan: &HelperPlan) -> Result<AppliedReport, String> {
     crate::timing::stamp("rlimits");
     // A ruleset offered by the runner is at the first fd above the report fd: kept until it is
     // enforced (and closed then, or when it is not this plan's).
-    close_fds_from(if has_prebuilt() { PREBUILT_FD as u32 + 1 } else { REPORT_FD as u32 + 1 })?;
+    if !crate::ablation::is(&plan.ablated, crate::plan::ProtectionId::InheritedFds) {
+        close_fds_from(if has_prebuilt() { PREBUILT_FD as u32 + 1 } else { REPORT_FD as u32 + 1 })?;
+    }
     crate::timing::stamp("fds_closed");
     // SAFETY: integer arguments.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {

@@ -92,7 +92,7 @@ pub fn helper_main() -> ! {
 pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
     // SAFETY: plain syscalls on our own process.
     unsafe {
-        if plan.confine && !crate::ablation::is(crate::plan::ProtectionId::TtyInjection) && libc::setsid() < 0 {
+        if plan.confine && !crate::ablation::is(&plan.ablated, crate::plan::ProtectionId::TtyInjection) && libc::setsid() < 0 {
             fail(&format!("setsid: {}", std::io::Error::last_os_error()));
         }
         if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
@@ -164,7 +164,7 @@ pub fn run_helper(plan: &HelperPlan, argv: &[CString]) -> ! {
             libc::close(status_pipe[1]);
         }
     }
-    supervise::supervise(pid, (status_pipe[0] >= 0).then_some(status_pipe[0]))
+    supervise::supervise(pid, (status_pipe[0] >= 0).then_some(status_pipe[0]), !crate::ablation::is(&plan.ablated, crate::plan::ProtectionId::TimeoutKillTree))
 }
 
 fn join_cgroup(plan: &HelperPlan) {
@@ -191,7 +191,7 @@ pub fn run_namespace_init(plan: &HelperPlan, argv: &[CString]) -> ! {
     let Some(ns) = &plan.namespaces else { fail("no namespace plan") };
     // SAFETY: plain syscalls on our own process.
     unsafe {
-        if !crate::ablation::is(crate::plan::ProtectionId::TtyInjection) && libc::setsid() < 0 {
+        if !crate::ablation::is(&plan.ablated, crate::plan::ProtectionId::TtyInjection) && libc::setsid() < 0 {
             fail(&format!("setsid: {}", std::io::Error::last_os_error()));
         }
     }
@@ -213,7 +213,7 @@ pub fn run_namespace_init(plan: &HelperPlan, argv: &[CString]) -> ! {
 /// PID 1's start, whichever way it was created: the mount, net, IPC and UTS namespaces and the
 /// mounts, then the fork of the command (which never returns here). Returns the command's pid.
 fn start_init(plan: &HelperPlan, ns: &crate::linux::mounts::NamespacePlan, argv: &[CString]) -> i32 {
-    if let Err(e) = namespaces::setup_init_namespaces(ns) {
+    if let Err(e) = namespaces::setup_init_namespaces(ns, &plan.ablated) {
         fail(&e);
     }
     crate::timing::stamp("init_namespaces");

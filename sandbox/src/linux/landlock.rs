@@ -804,6 +804,7 @@ mod tests {
             seatbelt: false,
             seccomp_listener: false,
             proxy_port: None,
+            ablated: Vec::new(),
         };
         // Exit status of a child that applies `p` and then runs `check`.
         let in_child = |p: &HelperPlan, check: &dyn Fn(Result<crate::linux::apply::AppliedReport, String>) -> bool| {

@@ -1,6 +1,7 @@
 //! Full level glue: enter user + PID namespaces (supervisor), then mount, network, IPC and UTS
 //! namespaces and the mount plan (init). Applies a [`NamespacePlan`]; decides nothing.
 
+use crate::model::ids::ProtectionId;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
@@ -233,10 +234,10 @@ fn empty_file(p: &Path) -> Result<(), String> {
 /// Replaces `/dev` with a tmpfs holding only the plan's device nodes (bound from the host through
 /// descriptors opened before the host's `/dev` is covered), a private devpts, `/dev/shm` and the
 /// usual links; then makes the new `/dev` itself read-only.
-fn private_dev(ns: &NamespacePlan) -> Result<(), String> {
+fn private_dev(ns: &NamespacePlan, cut: &[ProtectionId]) -> Result<(), String> {
     let held = ns.dev_nodes.iter().map(|n| Held::open(n)).collect::<Result<Vec<_>, _>>()?;
     // (An ablation build without `other-terminals` keeps the host's devpts, the user's terminals.)
-    let host_pts = if crate::ablation::is(crate::plan::ProtectionId::OtherTerminals) { Some(Held::open(Path::new("/dev/pts"))?) } else { None };
+    let host_pts = if crate::ablation::is(cut, ProtectionId::OtherTerminals) { Some(Held::open(Path::new("/dev/pts"))?) } else { None };
     let dev = Path::new("/dev");
     let size = 64 * 1024 + ns.config_overlays.iter().map(|o| o.content.len() + 4096).sum::<usize>();
     mount(Some("tmpfs"), dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some(&format!("mode=0755,size={size}")))?;
@@ -442,11 +443,12 @@ pub fn loopback_udp(port: u16) -> std::io::Result<std::os::fd::OwnedFd> {
     Ok(std::os::fd::OwnedFd::from(s))
 }
 
-/// Init (PID 1): unshare mount, network, IPC and UTS namespaces and set up the mounts.
+/// Init (PID 1): unshare mount, network, IPC and UTS namespaces and set up the mounts. `cut`:
+/// the ablation build's cuts ([`crate::plan::HelperPlan::ablated`]; nothing in a shipped build).
 ///
 /// # Errors
 /// The failing step; the caller must not run the command.
-pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
+pub fn setup_init_namespaces(ns: &NamespacePlan, cut: &[ProtectionId]) -> Result<(), String> {
     // `network = "full"` keeps the host's network namespace; every other one is the sandbox's,
     // made on a second thread while this one builds the mounts (see `network_namespace`).
     let net = (!ns.host_network).then(network_namespace);
@@ -462,7 +464,7 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     // Protected paths: private copies (writable) or, where that fails, read-only binds.
     let private = protect(ns)?;
     crate::timing::stamp("init_binds");
-    if !crate::ablation::is(crate::plan::ProtectionId::FsMetadataOutside) {
+    if !crate::ablation::is(cut, ProtectionId::FsMetadataOutside) {
         make_all_readonly()?;
     }
     for p in &ns.rw_binds {
@@ -475,7 +477,7 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     }
     crate::timing::stamp("init_readonly");
     if ns.private_dev {
-        private_dev(ns)?;
+        private_dev(ns, cut)?;
     }
     crate::timing::stamp("init_dev");
     // Hold the grants a tmpfs is about to cover, then bind them back inside it (the writable
@@ -560,12 +562,12 @@ pub fn setup_init_namespaces(ns: &NamespacePlan) -> Result<(), String> {
     if host_max > 0 && ns_max.is_some_and(|m| m > host_max) {
         let _ = std::fs::write("/proc/sys/kernel/pid_max", host_max.to_string());
     }
-    if crate::ablation::is(crate::plan::ProtectionId::PidIsolation) {
+    if crate::ablation::is(cut, ProtectionId::PidIsolation) {
         // The host's /proc again, under the fresh one (its sysctls are written above).
         // SAFETY: a valid path; detaching our own namespace's mount.
         unsafe { libc::umount2(c"/proc".as_ptr(), libc::MNT_DETACH) };
     }
-    if !crate::ablation::is(crate::plan::ProtectionId::KernelInfo) {
+    if !crate::ablation::is(cut, ProtectionId::KernelInfo) {
         kernel_views()?;
     }
     crate::timing::stamp("init_kernel_views");

@@ -205,7 +205,12 @@ fn resolve(allow: &Allowlist, host: &str, port: u16) -> Result<Vec<SocketAddr>, 
     let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
     let all: Vec<SocketAddr> = match literal.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => (host, port).to_socket_addrs().map_err(|e| (Refusal::Unreachable, format!("{host} does not resolve: {e}")))?.collect(),
+        Err(_) => {
+            // The name as the allowlist judged it (lower case, no trailing dot): glibc's hosts
+            // file matches names as written, so `name.` would not be found where `name` is.
+            let name = crate::network::normalize_host(host).unwrap_or_else(|_| host.to_string());
+            (name.as_str(), port).to_socket_addrs().map_err(|e| (Refusal::Unreachable, format!("{host} does not resolve: {e}")))?.collect()
+        }
     };
     let mut why = (Refusal::Unreachable, format!("{host} has no address"));
     let ok: Vec<SocketAddr> = all
@@ -641,6 +646,20 @@ fn splice_once(fd_in: i32, fd_out: i32, len: usize) -> isize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_is_resolved_as_the_allowlist_judged_it() {
+        // `LOCALHOST.` is judged as `localhost`; glibc finds only that spelling in /etc/hosts.
+        // Resolved, its loopback address is then refused as an address, not as a name that
+        // does not resolve.
+        let allow = Allowlist::new(&["localhost".into()], &[], &[80], &[]).unwrap();
+        for spelling in ["localhost", "LOCALHOST", "localhost.", "LocalHost."] {
+            match resolve(&allow, spelling, 80) {
+                Err((Refusal::Address, why)) => assert!(why.contains("resolves to"), "{spelling}: {why}"),
+                other => panic!("{spelling}: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn host_and_port_forms() {

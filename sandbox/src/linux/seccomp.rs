@@ -925,6 +925,16 @@ pub fn for_arch(table: Vec<SeccompRuleSpec>, arch: SeccompArch) -> Vec<SeccompRu
 /// # Errors
 /// As [`compile`].
 pub fn compile_for(arch: SeccompArch, table: &[SeccompRuleSpec]) -> Result<Vec<PackedInsn>, String> {
+    compile_with(arch, table, false)
+}
+
+/// [`compile_for`], where `abi_open` lets every other ABI's calls through unfiltered instead of
+/// killing the process (the ablation build's cut of `syscall-abi`, `plan::ablate`; no shipped
+/// plan asks for it).
+///
+/// # Errors
+/// As [`compile`].
+pub fn compile_with(arch: SeccompArch, table: &[SeccompRuleSpec], abi_open: bool) -> Result<Vec<PackedInsn>, String> {
     let eperm = RET_ERRNO | LINUX_EPERM;
     let enosys = RET_ERRNO | LINUX_ENOSYS;
     // Unconditional ENOSYS rows (clone3 first, always present) go in the prologue, once per syscall.
@@ -985,8 +995,6 @@ pub fn compile_for(arch: SeccompArch, table: &[SeccompRuleSpec]) -> Result<Vec<P
     let (arch_ok, kill) = (a.label(), a.label());
     a.stmt(BPF_LD_W_ABS, DATA_ARCH);
     a.jump(BPF_JEQ_K, arch.audit_arch(), arch_ok, kill);
-    // (An ablation build without `syscall-abi` lets every other ABI's calls through unfiltered.)
-    let abi_open = crate::ablation::is(crate::model::ids::ProtectionId::SyscallAbi);
     a.bind(kill);
     a.stmt(BPF_RET_K, if abi_open { RET_ALLOW } else { RET_KILL_PROCESS });
     a.bind(arch_ok);

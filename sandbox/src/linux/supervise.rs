@@ -86,9 +86,6 @@ fn reap_nonblocking() -> Option<usize> {
 
 /// Kills every descendant of the calling process and reaps them all.
 pub fn kill_all_descendants() {
-    if crate::ablation::is(crate::plan::ProtectionId::TimeoutKillTree) {
-        return;
-    }
     // SAFETY: getpid cannot fail.
     let me = unsafe { libc::getpid() };
     loop {
@@ -108,15 +105,18 @@ pub fn kill_all_descendants() {
 }
 
 /// Waits for `child`, then cleans up the tree and exits with the child's status — or with the
-/// raw wait status init reported on `status_fd` (Full level).
-pub fn supervise(child: i32, status_fd: Option<i32>) -> ! {
+/// raw wait status init reported on `status_fd` (Full level). `kill_tree` is false only where
+/// the ablation build cut `timeout-kill-tree` ([`crate::plan::HelperPlan::ablated`]).
+pub fn supervise(child: i32, status_fd: Option<i32>, kill_tree: bool) -> ! {
     let mut status: Option<i32> = None;
     let mut stopped = false;
     loop {
         let sig = STOP_SIGNAL.load(Ordering::SeqCst);
         if sig != 0 && !stopped {
             stopped = true;
-            kill_all_descendants();
+            if kill_tree {
+                kill_all_descendants();
+            }
         }
         let mut st = 0;
         // SAFETY: waitpid with a valid status pointer.
@@ -134,7 +134,9 @@ pub fn supervise(child: i32, status_fd: Option<i32>) -> ! {
         }
     }
     crate::timing::stamp("command_reaped");
-    kill_all_descendants();
+    if kill_tree {
+        kill_all_descendants();
+    }
     crate::timing::stamp("cleanup_done");
     crate::timing::flush("supervisor");
     if let (Some(fd), Some(_)) = (status_fd, status) {

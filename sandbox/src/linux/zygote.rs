@@ -514,7 +514,8 @@ fn serve_as_helper(fds: &[OwnedFd], with_stdin: bool, with_ruleset: bool, payloa
             crate::linux::apply::offer_prebuilt(ll.clone(), crate::linux::apply::BuiltRuleset { fd, applied: r.rules as usize });
         }
     }
-    crate::run::spawn::become_helper(&[stdin, Some(raw[0]), Some(raw[1]), Some(raw[2])], &env);
+    let keep_fds = matches!(&plan, Some(Ok(p)) if crate::ablation::is(&p.ablated, crate::plan::ProtectionId::InheritedFds));
+    crate::run::spawn::become_helper(&[stdin, Some(raw[0]), Some(raw[1]), Some(raw[2])], &env, keep_fds);
     // The environment's strings stay for the helper's whole life.
     std::mem::forget(env);
     let Some(req) = req else { crate::linux::helper::fail("the zygote's request is malformed") };

@@ -22,14 +22,16 @@ pub fn landlock_fs(id: ProtectionId) -> u64 {
     }
 }
 
-/// Removes the ablated protections' mechanisms from `plan` (its protection table is left as
-/// it was). Returns one line per ablated protection saying what was removed.
+/// Removes the mechanisms of the protections in `plan.ablated` from `plan` (its protection
+/// table is left as it was). Returns one line per ablated protection saying what was removed.
 ///
 /// # Errors
 /// The seccomp program cannot be compiled again.
 pub fn cut(plan: &mut super::Plan, caller_env: &[(String, String)]) -> Result<Vec<String>, crate::SandboxError> {
     use crate::linux::landlock::scope;
-    let ids: Vec<ProtectionId> = crate::ablation::ablated().to_vec();
+    let ids: Vec<ProtectionId> = plan.ablated.clone();
+    // Without `syscall-abi` the program lets every other ABI's calls through unfiltered.
+    let abi_open = ids.contains(&ProtectionId::SyscallAbi);
     let mut said = Vec::new();
     for id in ids {
         let mut how: Vec<String> = Vec::new();
@@ -65,8 +67,13 @@ pub fn cut(plan: &mut super::Plan, caller_env: &[(String, String)]) -> Result<Ve
                 // The rows that declare this protection (`SeccompRuleSpec::protections`).
                 let (owned, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut s.rules).into_iter().partition(|r| r.protections.contains(&id));
                 s.rules = kept;
+                if !owned.is_empty() || (id == ProtectionId::SyscallAbi && abi_open) {
+                    s.program = crate::linux::seccomp::compile_with(s.arch, &s.rules, abi_open).map_err(crate::SandboxError::Plan)?;
+                }
+                if id == ProtectionId::SyscallAbi {
+                    how.push("the seccomp program's kill of other ABIs' calls".into());
+                }
                 if !owned.is_empty() {
-                    s.program = crate::linux::seccomp::compile_for(s.arch, &s.rules).map_err(crate::SandboxError::Plan)?;
                     let mut names: Vec<&str> = owned.iter().map(|r| r.syscall.as_str()).collect();
                     names.dedup();
                     how.push(format!("{} seccomp rows ({})", owned.len(), names.join(", ")));

@@ -207,6 +207,9 @@ pub struct RunContext {
     /// `--network allowlist` without a network namespace: the port on the host's loopback the
     /// runner's proxy listens on (chosen, and held, by the runner before the plan is made).
     pub proxy_port: Option<u16>,
+    /// Test-only (cargo feature `ablation`): the protections whose mechanisms the plan is made
+    /// without (see [`crate::ablation`]). Always empty in a shipped build.
+    pub ablate: Vec<crate::model::ids::ProtectionId>,
 }
 
 /// The memory limit when the policy sets none: half of physical memory (4 GiB when unknown).

@@ -131,6 +131,12 @@ pub struct Plan {
     /// The Windows backend's artefacts (token, ACEs and labels, job limits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub windows: Option<crate::windows::WindowsPlan>,
+    /// Test-only (cargo feature `ablation`): the protections whose mechanisms this plan was made
+    /// without and `ablate::cut` takes out (their rows in `protections` are the reference
+    /// plan's). The helper gets them in [`HelperPlan::ablated`]. Always empty in a shipped
+    /// build, where [`crate::ablation::is`] is `false` whatever this holds; not serialised.
+    #[serde(skip)]
+    pub ablated: Vec<ProtectionId>,
 }
 
 impl Plan {
@@ -268,7 +274,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     // Secrets under /etc the caller can read (all of root's): denied like credentials.
     // (Only this machine's: a plan for another OS does not list this one's /etc.)
     #[cfg(unix)]
-    let system_secrets = if confined && caps.platform == Platform::current() && !crate::ablation::is(ProtectionId::FsReadSystemSecrets) { system_secrets::system_secrets(caps.is_root) } else { Vec::new() };
+    let system_secrets = if confined && caps.platform == Platform::current() && !crate::ablation::is(&ctx.ablate, ProtectionId::FsReadSystemSecrets) { system_secrets::system_secrets(caps.is_root) } else { Vec::new() };
     #[cfg(not(unix))]
     let system_secrets: Vec<PathBuf> = Vec::new();
     let with_secrets;
@@ -286,7 +292,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     let mut resolver = resolve::PathResolver::new();
     // Toolchain configs without their credentials.
     let scrubbed = match (&policy.home, confined && policy.mode != SandboxMode::FullAccess) {
-        (Some(h), true) if !crate::ablation::is(ProtectionId::ConfigCredentials) => configs::scrub_known(&mut resolver, h),
+        (Some(h), true) if !crate::ablation::is(&ctx.ablate, ProtectionId::ConfigCredentials) => configs::scrub_known(&mut resolver, h),
         _ => Vec::new(),
     };
     // Standard: a config with credentials is denied, and the tool is pointed at a scrubbed copy
@@ -305,7 +311,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
     let protected::ProtectedSet { paths: mut protected, mut unprotectable, nested_walks, nested_names, git_config_files, in_scratch, walk_records } =
-        if confined && policy.mode == SandboxMode::WorkspaceWrite && !(crate::ablation::is(ProtectionId::WorkspacePersistence) || crate::ablation::is(ProtectionId::WorkspacePersistenceLive)) {
+        if confined && policy.mode == SandboxMode::WorkspaceWrite && !(crate::ablation::is(&ctx.ablate, ProtectionId::WorkspacePersistence) || crate::ablation::is(&ctx.ablate, ProtectionId::WorkspacePersistenceLive)) {
             protected::protected_paths(&mut resolver, policy)
         } else {
             protected::ProtectedSet::default()
@@ -372,6 +378,8 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         linux,
         macos,
         windows,
+        // A shipped build carries no cut, whatever the context says.
+        ablated: if cfg!(feature = "ablation") { ctx.ablate.clone() } else { Vec::new() },
     };
     plan.protections = match caps.platform {
         Platform::Macos => crate::macos::protections::protections(&plan.decided(), caps),

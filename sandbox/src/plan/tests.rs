@@ -121,6 +121,24 @@ fn a_granted_unix_socket_is_in_the_plan_and_nothing_else_opens() {
     assert!(p.warnings.iter().any(|w| w.contains("GRANTED SOCKET /var/run/docker.sock") && w.contains("root on the host")), "{:?}", p.warnings);
 }
 
+/// Ablation is flags on the plan (issue 56): a build without the feature makes the same plan,
+/// helper plan and seccomp program whatever the context asks to cut.
+#[cfg(not(feature = "ablation"))]
+#[test]
+fn a_shipped_build_ignores_ablation_flags() {
+    let (_d, home, ws) = world();
+    let pol = policy(SandboxMode::WorkspaceWrite, &home, &ws);
+    let reference = make_plan(&pol, &caps(7, true), &RunContext::default()).unwrap();
+    let mut asked = make_plan(&pol, &caps(7, true), &RunContext { ablate: ProtectionId::ALL.to_vec(), ..Default::default() }).unwrap();
+    assert!(asked.ablated.is_empty());
+    // (The launch walk's records hold the time each directory was read.)
+    assert_eq!(asked.nested_walks.len(), reference.nested_walks.len());
+    asked.nested_walks.clone_from(&reference.nested_walks);
+    assert_eq!(asked, reference);
+    assert_eq!(asked.helper_plan(1, Vec::new()), reference.helper_plan(1, Vec::new()));
+    assert!(ProtectionId::ALL.iter().all(|id| !crate::ablation::is(ProtectionId::ALL, *id)));
+}
+
 #[test]
 fn allowlist_holds_only_where_the_proxy_is_the_only_way_out() {
     let (_d, home, ws) = world();

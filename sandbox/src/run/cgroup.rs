@@ -14,15 +14,18 @@ pub(crate) struct RunCgroup {
     /// The directories; the first one is used to list and kill the sandbox's processes (each
     /// holds all of them).
     dirs: Vec<PathBuf>,
+    /// Whether [`RunCgroup::kill_all`] kills (false only where the ablation build cut
+    /// `timeout-kill-tree`, [`crate::plan::Plan::ablated`]).
+    kill_tree: bool,
 }
 
 impl RunCgroup {
     /// Creates the directories of `settings` and writes their limits.
-    pub(crate) fn create(settings: &[crate::plan::CgroupSetting]) -> Result<Option<Self>, SandboxError> {
+    pub(crate) fn create(settings: &[crate::plan::CgroupSetting], kill_tree: bool) -> Result<Option<Self>, SandboxError> {
         if settings.is_empty() {
             return Ok(None);
         }
-        let mut cg = RunCgroup { dirs: Vec::new() };
+        let mut cg = RunCgroup { dirs: Vec::new(), kill_tree };
         for s in settings {
             let dir = Self::create_dir(&s.base)?;
             cg.dirs.push(dir.clone());
@@ -79,7 +82,7 @@ impl RunCgroup {
     }
 
     pub(crate) fn kill_all(&self) {
-        if crate::ablation::is(crate::plan::ProtectionId::TimeoutKillTree) {
+        if !self.kill_tree {
             return;
         }
         let Some(dir) = self.dirs.first() else { return };

@@ -353,7 +353,7 @@ pub(crate) fn prepare_with(policy: &SandboxPolicy, detected: Option<&Capabilitie
     let proxy_port = if policy.network_access == crate::policy::NetworkPolicy::Allowlist && confined_without_namespaces { Some(hold_proxy_listener()?) } else { None };
     #[cfg(not(target_os = "linux"))]
     let proxy_port = None;
-    let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks, run_id: Some(run_id), helper_exe: None, proxy_port };
+    let ctx = RunContext { caller_env: caller_env(), scratch: scratch.as_ref().map(|s| s.0.clone()), uid_tasks, run_id: Some(run_id), helper_exe: None, proxy_port, ablate: crate::ablation::requested() };
     #[cfg(not(feature = "ablation"))]
     let mut plan = crate::plan::make_plan_at(policy, &caps, &ctx, level)?;
     #[cfg(feature = "ablation")]
@@ -412,17 +412,18 @@ impl PreparedRun {
     }
 }
 
-/// The ablation build's plan: the mechanisms of the protections `LOCALGPT_ABLATE` names
-/// removed, the protection table of the plan without them (see [`crate::ablation`]).
+/// The ablation build's plan: the mechanisms of the protections `ctx.ablate` names removed
+/// (it carries them as [`Plan::ablated`]), the protection table of the plan made without them
+/// (see [`crate::ablation`]).
 #[cfg(feature = "ablation")]
 fn ablated_plan(policy: &SandboxPolicy, caps: &Capabilities, ctx: &RunContext, level: SandboxLevel) -> Result<Plan, SandboxError> {
     use crate::plan::ProtectionId;
-    if !crate::ablation::active() {
+    if ctx.ablate.is_empty() {
         return crate::plan::make_plan_at(policy, caps, ctx, level);
     }
-    let reference = crate::ablation::reference(|| crate::plan::make_plan_at(policy, caps, ctx, level))?;
+    let reference = crate::plan::make_plan_at(policy, caps, &RunContext { ablate: Vec::new(), ..ctx.clone() }, level)?;
     let mut cut_policy = policy.clone();
-    if crate::ablation::is(ProtectionId::FsReadCredentials) {
+    if crate::ablation::is(&ctx.ablate, ProtectionId::FsReadCredentials) {
         cut_policy.deny_paths.clear();
     }
     let mut plan = crate::plan::make_plan_at(&cut_policy, caps, ctx, level)?;
@@ -485,7 +486,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     // The audit log: opened before anything starts (a run the user asked to record does not
     // run unrecorded).
     let (audit, run_end) = open_audit(plan, argv)?;
-    let cgroup = RunCgroup::create(&plan.cgroup_settings())?;
+    let cgroup = RunCgroup::create(&plan.cgroup_settings(), !crate::ablation::is(&plan.ablated, crate::plan::ProtectionId::TimeoutKillTree))?;
     // SAFETY: getpid cannot fail.
     let me = unsafe { libc::getpid() };
     #[allow(unused_mut)]

@@ -75,7 +75,7 @@ pub(crate) fn fork_helper(plan: &crate::plan::HelperPlan, argv: &[CString], env:
             }
         }
     }
-    become_helper(&[fds.stdin, Some(fds.out), Some(fds.err), Some(fds.report)], env);
+    become_helper(&[fds.stdin, Some(fds.out), Some(fds.err), Some(fds.report)], env, crate::ablation::is(&plan.ablated, crate::plan::ProtectionId::InheritedFds));
     if lifeline >= 0 {
         crate::linux::helper::run_namespace_init(plan, argv)
     }
@@ -86,11 +86,12 @@ pub(crate) fn fork_helper(plan: &crate::plan::HelperPlan, argv: &[CString], env:
 /// `None` keeps fd 0 as it is —, stdout, stderr, report) become fds 0–3 and every descriptor
 /// above is closed, the signal dispositions are the defaults (`SIGPIPE` ignored, as in a freshly
 /// started Rust helper) with an empty mask, and `env` becomes `environ` (its strings must
-/// outlive the helper, which never returns), so that the command's `execvp` searches the plan's
+/// outlive the helper, which never returns; `keep_fds`: the ablation build's cut of
+/// `inherited-fds`, [`crate::plan::HelperPlan::ablated`], keeps the descriptors above), so that the command's `execvp` searches the plan's
 /// `PATH` and passes on only the plan's variables; the timing stamps restart as `env` asks. From
 /// here fd 3 is the report channel; a failure before it is in place exits with 127.
 #[cfg(target_os = "linux")]
-pub(crate) fn become_helper(srcs: &[Option<i32>; 4], env: &[CString]) {
+pub(crate) fn become_helper(srcs: &[Option<i32>; 4], env: &[CString], keep_fds: bool) {
     let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());
     let name = crate::timing::TIMING_ENV.as_bytes();
@@ -132,7 +133,7 @@ pub(crate) fn become_helper(srcs: &[Option<i32>; 4], env: &[CString]) {
         }
     }
     let first = if crate::linux::apply::has_prebuilt() { crate::linux::apply::PREBUILT_FD as u32 + 1 } else { 4 };
-    if let Err(e) = crate::linux::apply::close_fds_from(first) {
+    if let Err(e) = if keep_fds { Ok(()) } else { crate::linux::apply::close_fds_from(first) } {
         crate::linux::helper::fail(&format!("helper fds: {e}"));
     }
     // SAFETY: resetting dispositions and the mask of our own single-threaded process; setting

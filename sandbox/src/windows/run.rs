@@ -196,7 +196,7 @@ pub fn run(plan: &Plan, argv: &[String], run_id: &str, stream: bool) -> Result<W
     // Ablation builds only (test-only, never a release): `fs-write-outside` cuts the ACEs and
     // labels, `capabilities` the check of the command's token. `ci/wine-check` runs the parent
     // side under Wine, which enforces neither, that way; a release build refuses there.
-    let aces: &[super::acl::AceEntry] = if crate::ablation::is(ProtectionId::FsWriteOutside) { &[] } else { &w.aces };
+    let aces: &[super::acl::AceEntry] = if crate::ablation::is(&plan.ablated, ProtectionId::FsWriteOutside) { &[] } else { &w.aces };
     let applied = apply(&mut store, &holder, &user, aces);
     if let Err(e) = applied {
         if let Some(t) = &w.temp_dir {
@@ -262,7 +262,7 @@ fn run_applied(plan: &Plan, w: &super::WindowsPlan, argv: &[String], stream: boo
     }
     let cmd = super::cmdline::command_line(argv);
     let spec = w.token.clone();
-    let child = glue::start(&token, job, OsStr::new(&cmd), &super::cmdline::env_block(&vars), &plan.workspace, stdio, &|p| if crate::ablation::is(ProtectionId::Capabilities) { Ok(()) } else { glue::verify_token(p, &spec) }).map_err(setup)?;
+    let child = glue::start(&token, job, OsStr::new(&cmd), &super::cmdline::env_block(&vars), &plan.workspace, stdio, &|p| if crate::ablation::is(&plan.ablated, ProtectionId::Capabilities) { Ok(()) } else { glue::verify_token(p, &spec) }).map_err(setup)?;
     drop((nul, out_w, err_w));
     let cap = plan.max_output_bytes;
     let (eo, ee) = if stream { (Echo::Stdout, Echo::Stderr) } else { (Echo::None, Echo::None) };
