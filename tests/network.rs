@@ -49,6 +49,12 @@ impl Upstream {
         Some(Upstream { port, seen })
     }
 
+    /// The request paths that reached it (the first line's second word), in order.
+    fn paths(&self) -> Vec<String> {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        self.seen.lock().unwrap().iter().map(|r| String::from_utf8_lossy(r).split(' ').nth(1).unwrap_or("?").to_string()).collect()
+    }
+
     fn count(&self) -> usize {
         // Give an in-flight connection's thread a moment to record it.
         std::thread::sleep(std::time::Duration::from_millis(200));
@@ -241,6 +247,78 @@ fn a_tunnel_is_dialled_only_when_what_it_carries_names_the_allowed_host() {
     }
 }
 
+/// `fetch.py HOST PORT PATH HOST-HEADER [thread]`: one HTTP/1.0 GET straight to HOST:PORT, as a
+/// client without proxy support makes it; prints the body, or the error.
+const FETCH_PY: &str = r#"import socket, sys, threading
+host, port, path, hh = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def go():
+    try:
+        s = socket.create_connection((host, port), timeout=5)
+        s.sendall(("GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" % (path, hh)).encode())
+        data = b""
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            data += b
+        print(data.decode(errors="replace").split("\r\n\r\n", 1)[-1])
+    except Exception as e:
+        print("error:", e)
+if len(sys.argv) > 5:
+    t = threading.Thread(target=go)
+    t.start()
+    t.join()
+else:
+    go()
+"#;
+
+/// Tools that ignore the proxy variables (a JVM, Go or Rust client without proxy support, a
+/// client on a worker thread) are captured: their connect reaches the proxy, which judges it as a
+/// tunnel to the name behind the address (the DNS stub's own address for it, Full) or to the
+/// name the request carries (any other address), and dials the name's own addresses. Judged at
+/// the upstream: exactly the allowed requests reach it.
+#[test]
+fn clients_that_ignore_the_proxy_variables_are_captured_and_judged() {
+    let name = "clients_that_ignore_the_proxy_variables_are_captured_and_judged";
+    let w = World::new();
+    if !full_or_skip(name, &w) {
+        return;
+    }
+    let Some(py) = python3_or_skip(name) else { return };
+    let py = py.display();
+    if which("curl").is_none() {
+        skip(name, "curl is not installed");
+        return;
+    }
+    let up = Upstream::start(0).unwrap();
+    let p = up.port;
+    config(&w, &format!("allow_ports = [{p}]\nallow_cidrs = [\"127.0.0.1/32\"]\n"));
+    let full = suite_level(&w) == "full";
+    // A client without any proxy support: one HTTP/1.0 GET, optionally from a worker thread.
+    std::fs::write(w.ws.join("fetch.py"), FETCH_PY).unwrap();
+    // `localhost.` is not in /etc/hosts as written, so Python asks the sandbox's DNS for it
+    // (Full); 203.0.113.7 is an address no one has (a documentation block), named by the Host
+    // header.
+    let (named, mut allowed) = if full { ("localhost.", vec!["/by-name"]) } else { ("203.0.113.7", Vec::new()) };
+    allowed.extend(["/by-address", "/curl", "/thread"]);
+    let mut script = String::new();
+    if full {
+        // Refused: another site's Host on the name's address (fronting), a port not allowed.
+        script += &format!("{py} fetch.py localhost. {p} /by-name localhost:{p}; {py} fetch.py localhost. {p} /fronted evil.example:{p}; {py} fetch.py localhost. 9 /port localhost:9; ");
+    }
+    script += &format!("{py} fetch.py 203.0.113.7 {p} /by-address localhost:{p}; curl -sS --noproxy '*' --max-time 5 -H 'Host: localhost:{p}' http://203.0.113.7:{p}/curl; echo; {py} fetch.py {named} {p} /thread localhost:{p} thread; ");
+    // Refused: a name not allowed, a request naming no host, bytes that are no request.
+    script += &format!("{py} fetch.py 203.0.113.7 {p} /denied other.invalid:{p}; (exec 3<>/dev/tcp/203.0.113.7/{p} && printf 'GET /nohost HTTP/1.0\\r\\n\\r\\n' >&3 && timeout 3 cat <&3); (exec 3<>/dev/tcp/203.0.113.7/{p} && echo raw-bytes >&3 && timeout 3 cat <&3); true");
+    let o = allowlisted(&w, &["--allow-domain", "localhost", "--json"], &script);
+    let v = parse_one_json(&o);
+    let out = v["stdout"].as_str().unwrap_or_default();
+    assert_eq!(out.matches("upstream-page").count(), allowed.len(), "{}", o.describe());
+    assert_eq!(up.paths(), allowed, "{}", o.describe());
+    let captured: Vec<(String, bool)> = v["network"].as_array().into_iter().flatten().filter(|e| e["via"] == "captured").map(|e| (e["host"].as_str().unwrap_or_default().to_string(), e["allowed"] == true)).collect();
+    assert_eq!(captured.iter().filter(|(h, a)| h == "localhost" && *a).count(), allowed.len(), "{captured:?}");
+    assert!(captured.iter().any(|(h, a)| h == "other.invalid" && !*a), "{captured:?}");
+}
+
 #[test]
 fn names_resolve_from_the_allowlist_alone_and_a_refused_one_is_reported() {
     let name = "names_resolve_from_the_allowlist_alone_and_a_refused_one_is_reported";
@@ -259,9 +337,11 @@ fn names_resolve_from_the_allowlist_alone_and_a_refused_one_is_reported() {
     // knows; the reason is the runner's record.
     assert!(out.contains("rc=2\n") && !out.contains("rc=0\nrc=0\n") && out.ends_with("rc=2\n"), "{}", o.describe());
     if suite_level(&w) == "full" {
-        // The runner's DNS stub (the sandbox's own network namespace): an allowed name gets the
-        // proxy's address, the others are refused and recorded with the rule.
-        assert!(out.starts_with("127.0.0.1") && out.contains("pkg.example.com\nrc=0\nrc=2\nrc=2"), "{}", o.describe());
+        // The runner's DNS stub (the sandbox's own network namespace): an allowed name gets its
+        // own address in 198.18.0.0/15, which the runner captures to the proxy; the others are
+        // refused and recorded with the rule.
+        assert!(out.starts_with("198.18.0.1 ") && out.contains("pkg.example.com\nrc=0\nrc=2\nrc=2"), "{}", o.describe());
+        assert!(dns.iter().any(|(h, a, r)| h == "pkg.example.com" && *a && r.contains("answered 198.18.0.1, captured to the proxy")), "{dns:?}");
         assert!(dns.iter().any(|(h, a, r)| h == "pkg.example.com" && *a && r.contains("allow_domains **.example.com")), "{dns:?}");
         assert!(dns.iter().any(|(h, a, r)| h == "evil.example.com" && !*a && r.contains("deny_domains evil.example.com")), "{dns:?}");
         assert!(dns.iter().any(|(h, a, _)| h == "lgexfil.secret.invalid" && !*a), "{dns:?}");

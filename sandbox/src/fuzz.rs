@@ -207,12 +207,15 @@ fn fuzz_the_dns_stub() {
     let allow = crate::network::Allowlist::new(&["a.test".into()], &[], &[443], &[]).expect("allowlist");
     // A query for a.test, type A, class IN.
     let seed: &[u8] = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x01a\x04test\x00\x00\x01\x00\x01";
-    let (r, q) = crate::linux::dns::reply(seed, &allow);
+    // With and without the capture's addresses (which every allowed name may get).
+    let capture = crate::linux::capture::Capture::default();
+    let (r, q) = crate::linux::dns::reply(seed, &allow, None);
     assert!(r.is_some() && q.is_some());
     let mut rng = Rng::new();
     for _ in 0..cases(50_000) {
         let b = rng.mutate(seed);
-        if let (Some(out), _) = crate::linux::dns::reply(&b, &allow) {
+        let capturing = (b.len() % 2 == 0).then_some(&capture);
+        if let (Some(out), _) = crate::linux::dns::reply(&b, &allow, capturing) {
             // A reply is a response to this query: its id, the QR bit, a whole header.
             assert!(out.len() >= 12 && out[..2] == b[..2] && out[2] & 0x80 != 0, "{b:?}");
         }
@@ -265,6 +268,37 @@ fn fuzz_the_socks5_reader() {
             // The proxy answered the method negotiation with exactly "no authentication".
             assert_eq!(&d.output[..2], &[5, 0], "{b:?}");
         }
+    }
+}
+
+/// The naming of a captured connection (`proxy::opening_name`): a host it reads from mutated
+/// hellos and requests is one the opening really carries (the hello's server name, httparse's one
+/// `Host`), and the tunnel judge then passes the opening only as a hello or request naming it.
+#[cfg(target_os = "linux")]
+#[test]
+fn fuzz_the_captured_opening() {
+    let seeds = [crate::network::client_hello(Some("a.test")), b"GET /x HTTP/1.1\r\nHost: a.test:443\r\nAccept: */*\r\n\r\n".to_vec()];
+    assert_eq!(crate::linux::proxy::opening_host(&seeds[0], 443).as_deref(), Some("a.test"));
+    assert_eq!(crate::linux::proxy::opening_host(&seeds[1], 443).as_deref(), Some("a.test"));
+    let mut rng = Rng::new();
+    for i in 0..cases(50_000) {
+        let b = rng.mutate(&seeds[i % 2]);
+        let Some(h) = crate::linux::proxy::opening_host(&b, 443) else { continue };
+        assert!(!h.is_empty(), "{b:?}");
+        if b.first() == Some(&22) {
+            let whole = b.get(3..5).map(|l| 5 + usize::from(u16::from_be_bytes([l[0], l[1]]))).and_then(|n| b.get(..n));
+            assert_eq!(whole.and_then(crate::network::client_hello_sni).as_deref(), Some(h.as_str()), "{b:?}");
+        } else {
+            let mut headers = [httparse::EMPTY_HEADER; 128];
+            let mut req = httparse::Request::new(&mut headers);
+            assert!(matches!(req.parse(&b), Ok(httparse::Status::Complete(_))), "{b:?}");
+            let hosts: Vec<&[u8]> = req.headers.iter().filter(|x| x.name.eq_ignore_ascii_case("host")).map(|x| x.value).collect();
+            assert_eq!(hosts.len(), 1, "{b:?}");
+            // The one Host is the name, with nothing after it but a port.
+            let rest = std::str::from_utf8(hosts[0]).unwrap_or_default().trim().strip_prefix(h.as_str()).map(str::to_string);
+            assert!(rest.is_some_and(|r| r.is_empty() || (r.starts_with(':') && r.len() > 1 && r[1..].bytes().all(|c| c.is_ascii_digit()))), "{b:?}");
+        }
+        let _ = crate::linux::proxy::opening_passes(&h, 443, &b);
     }
 }
 

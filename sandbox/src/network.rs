@@ -273,7 +273,8 @@ pub struct Allowlist {
 /// One network decision of a run (`--json`'s `network`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct NetEvent {
-    /// `http`, `connect` or `socks5`.
+    /// `http`, `connect`, `socks5`, `captured` (a connect the runner made to the proxy,
+    /// `crate::linux::capture`) or `dns`.
     pub via: String,
     /// The host as the command named it.
     pub host: String,

@@ -4,10 +4,13 @@
 //! the original). Nothing of it runs in the sandbox, and it never forwards a query: a name is
 //! answered from the allowlist alone, so DNS carries nothing out of the sandbox.
 //!
-//! - A name the allowlist allows (at any of its ports): `A` → `127.0.0.1` (TTL 0), where the
-//!   proxy listens; every other type → no records (`NOERROR`), so that a resolver asking for
-//!   `A` and `AAAA` gets the one address. A tool honouring the proxy variables never uses it; a
-//!   tool that dials the address itself gets a refused connection at once.
+//! - A name the allowlist allows (at any of its ports): `A` → the name's own address in
+//!   `198.18.0.0/15` (TTL 0) where the runner captures connects ([`super::capture`]: a tool
+//!   that ignores the proxy variables and dials the address reaches the proxy, which judges the
+//!   connection as a tunnel to that name), `127.0.0.1` where it does not (such a tool then gets
+//!   a refused connection at once); every other type → no records (`NOERROR`), so that a
+//!   resolver asking for `A` and `AAAA` gets the one address. A tool honouring the proxy
+//!   variables never uses it.
 //! - Any other name: `REFUSED`, at once, so that a tool resolving before it connects fails fast
 //!   (`getent hosts` exits 2, `curl` says it could not resolve), and the run's network record
 //!   says which name the policy refused and why.
@@ -18,9 +21,11 @@
 //! repeats (resolvers ask for `A` and `AAAA`, and retry) are not listed again.
 
 use std::collections::HashSet;
+use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Instant;
 
+use super::capture::Capture;
 use crate::network::{Allowlist, NetEvent};
 
 /// `RCODE`s the stub answers with.
@@ -42,8 +47,9 @@ pub(crate) struct Question {
     wire: Vec<u8>,
 }
 
-/// The stub's reply to `msg` and the question it answered (`None` for the reply: drop it).
-pub(crate) fn reply(msg: &[u8], allow: &Allowlist) -> (Option<Vec<u8>>, Option<(Question, crate::network::Verdict)>) {
+/// The stub's reply to `msg` and the question it answered (`None` for the reply: drop it); an
+/// allowed name's address comes from `capture` when the runner captures connects.
+pub(crate) fn reply(msg: &[u8], allow: &Allowlist, capture: Option<&Capture>) -> (Option<Vec<u8>>, Option<(Question, crate::network::Verdict)>) {
     if msg.len() < 12 || msg[2] & 0x80 != 0 {
         return (None, None); // too short to answer, or itself a response
     }
@@ -66,12 +72,17 @@ pub(crate) fn reply(msg: &[u8], allow: &Allowlist) -> (Option<Vec<u8>>, Option<(
         out.extend_from_slice(&CLASS_IN.to_be_bytes());
         out.extend_from_slice(&0u32.to_be_bytes()); // TTL 0: nothing for a cache to keep
         out.extend_from_slice(&4u16.to_be_bytes());
-        out.extend_from_slice(&[127, 0, 0, 1]);
+        out.extend_from_slice(&answer_for(&q.name, capture).octets());
         out
     } else {
         header(msg, NOERROR, Some(&q), 0)
     };
     (Some(out), Some((q, verdict)))
+}
+
+/// The address an allowed `name` is answered with: its own in the capture block, or the proxy's.
+fn answer_for(name: &str, capture: Option<&Capture>) -> Ipv4Addr {
+    capture.and_then(|c| c.address_for(name)).unwrap_or(Ipv4Addr::LOCALHOST)
 }
 
 /// A reply's header (the query's id and `RD`; `RA` set) with `q` echoed and `answers` announced.
@@ -120,7 +131,7 @@ const MAX_NAMES: usize = 1024;
 
 /// Answers queries on `sock` (PID 1's UDP socket) until `stop` (a pipe's read end) reports
 /// hang-up.
-pub(crate) fn serve(sock: OwnedFd, allow: &Allowlist, events: &crate::linux::proxy::Events, stop: i32) {
+pub(crate) fn serve(sock: OwnedFd, allow: &Allowlist, capture: Option<&Capture>, events: &crate::linux::proxy::Events, stop: i32) {
     let mut seen: HashSet<String> = HashSet::new();
     let mut buf = [0u8; 1500];
     while crate::linux::wait_or_stop(sock.as_raw_fd(), stop).is_some() {
@@ -131,7 +142,7 @@ pub(crate) fn serve(sock: OwnedFd, allow: &Allowlist, events: &crate::linux::pro
         let got = unsafe { libc::recvfrom(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT, std::ptr::addr_of_mut!(from).cast(), &mut from_len) };
         let Ok(got) = usize::try_from(got) else { continue };
         let start = Instant::now();
-        let (out, asked) = reply(&buf[..got], allow);
+        let (out, asked) = reply(&buf[..got], allow, capture);
         if let Some(out) = out {
             // SAFETY: the reply and the sender's address are valid for their lengths.
             unsafe { libc::sendto(sock.as_raw_fd(), out.as_ptr().cast(), out.len(), libc::MSG_DONTWAIT, std::ptr::addr_of!(from).cast(), from_len) };
@@ -140,7 +151,11 @@ pub(crate) fn serve(sock: OwnedFd, allow: &Allowlist, events: &crate::linux::pro
             let key = q.name.to_ascii_lowercase();
             if seen.len() < MAX_NAMES && seen.insert(key) {
                 let allowed = v.allowed();
-                let rule = if allowed { format!("{}; answered 127.0.0.1, the proxy's address", v.rule) } else { v.rule };
+                let rule = match answer_for(&q.name, capture) {
+                    _ if !allowed => v.rule,
+                    Ipv4Addr::LOCALHOST => format!("{}; answered 127.0.0.1, the proxy's address", v.rule),
+                    a => format!("{}; answered {a}, captured to the proxy", v.rule),
+                };
                 let ev = NetEvent { via: "dns".into(), host: q.name, port: 0, address: None, allowed, rule, refusal: v.refusal, bytes_up: 0, bytes_down: 0, duration_ms: 0 };
                 crate::linux::proxy::record(events, ev, start);
             }
@@ -176,14 +191,23 @@ mod tests {
     #[test]
     fn an_allowed_name_gets_loopback_for_a_and_no_records_for_other_types() {
         let q = query(0x1234, "Pkg.Example.COM", TYPE_A);
-        let (r, asked) = reply(&q, &allow());
+        let (r, asked) = reply(&q, &allow(), None);
         let r = r.unwrap();
         assert_eq!((&r[..2], r[2] & 0x80, rcode(&r)), (&[0x12, 0x34][..], 0x80, NOERROR));
         assert_eq!(u16::from_be_bytes([r[6], r[7]]), 1);
         assert_eq!(&r[r.len() - 4..], &[127, 0, 0, 1]);
         assert_eq!(&r[12..q.len()], &q[12..], "question echoed");
         assert!(asked.unwrap().1.allowed());
-        let (r, _) = reply(&query(7, "pkg.example.com", 28), &allow());
+        // Where the runner captures connects: the name's own address in 198.18.0.0/15, the same
+        // for every spelling of the name; another name gets another.
+        let capture = Capture::default();
+        for (name, ip) in [("pkg.example.com", [198, 18, 0, 1]), ("PKG.example.com", [198, 18, 0, 1]), ("other.example.com", [198, 18, 0, 2])] {
+            let (r, _) = reply(&query(9, name, TYPE_A), &allow(), Some(&capture));
+            let r = r.unwrap();
+            assert_eq!((rcode(&r), &r[r.len() - 4..]), (NOERROR, &ip[..]), "{name}");
+        }
+        assert_eq!(capture.name_of([198, 18, 0, 2].into()).as_deref(), Some("other.example.com"));
+        let (r, _) = reply(&query(7, "pkg.example.com", 28), &allow(), None);
         let r = r.unwrap();
         assert_eq!((rcode(&r), u16::from_be_bytes([r[6], r[7]])), (NOERROR, 0));
     }
@@ -191,37 +215,37 @@ mod tests {
     #[test]
     fn denied_and_unlisted_names_are_refused_with_the_reason_recorded() {
         for (name, why) in [("evil.example.com", "deny_domains"), ("lgexfil.secret.attacker.net", "no allow_domains"), ("1.0.0.127.in-addr.arpa", "no allow_domains")] {
-            let (r, asked) = reply(&query(1, name, TYPE_A), &allow());
+            let (r, asked) = reply(&query(1, name, TYPE_A), &allow(), None);
             assert_eq!(rcode(&r.unwrap()), REFUSED, "{name}");
             let (q, v) = asked.unwrap();
             assert_eq!(q.name, name);
             assert!(!v.allowed() && v.rule.contains(why), "{name}: {}", v.rule);
         }
         // A label with bytes no host name holds is refused too, not cut.
-        let (r, _) = reply(&query(1, "a\u{1}b.example.com", TYPE_A), &allow());
+        let (r, _) = reply(&query(1, "a\u{1}b.example.com", TYPE_A), &allow(), None);
         assert_eq!(rcode(&r.unwrap()), REFUSED);
     }
 
     #[test]
     fn malformed_messages_get_formerr_notimp_or_nothing() {
-        assert!(reply(&[0; 5], &allow()).0.is_none());
+        assert!(reply(&[0; 5], &allow(), None).0.is_none());
         let mut resp = query(1, "example.com", TYPE_A);
         resp[2] |= 0x80;
-        assert!(reply(&resp, &allow()).0.is_none(), "a response is never answered (no loops)");
+        assert!(reply(&resp, &allow(), None).0.is_none(), "a response is never answered (no loops)");
         let mut upd = query(1, "example.com", TYPE_A);
         upd[2] = 5 << 3; // UPDATE
-        assert_eq!(rcode(&reply(&upd, &allow()).0.unwrap()), NOTIMP);
+        assert_eq!(rcode(&reply(&upd, &allow(), None).0.unwrap()), NOTIMP);
         let mut two = query(1, "example.com", TYPE_A);
         two[5] = 2;
-        assert_eq!(rcode(&reply(&two, &allow()).0.unwrap()), FORMERR);
+        assert_eq!(rcode(&reply(&two, &allow(), None).0.unwrap()), FORMERR);
         let mut ptr = query(1, "example.com", TYPE_A);
         ptr[12] = 0xc0;
-        assert_eq!(rcode(&reply(&ptr, &allow()).0.unwrap()), FORMERR, "no compression in the question");
+        assert_eq!(rcode(&reply(&ptr, &allow(), None).0.unwrap()), FORMERR, "no compression in the question");
         let cut = query(1, "example.com", TYPE_A);
-        assert_eq!(rcode(&reply(&cut[..cut.len() - 2], &allow()).0.unwrap()), FORMERR);
+        assert_eq!(rcode(&reply(&cut[..cut.len() - 2], &allow(), None).0.unwrap()), FORMERR);
         let mut chaos = query(1, "example.com", TYPE_A);
         let n = chaos.len();
         chaos[n - 1] = 3; // CH
-        assert_eq!(rcode(&reply(&chaos, &allow()).0.unwrap()), REFUSED);
+        assert_eq!(rcode(&reply(&chaos, &allow(), None).0.unwrap()), REFUSED);
     }
 }

@@ -32,6 +32,8 @@ pub mod proxy;
 #[cfg(target_os = "linux")]
 pub(crate) mod dns;
 #[cfg(target_os = "linux")]
+pub(crate) mod capture;
+#[cfg(target_os = "linux")]
 pub(crate) mod rulesets;
 #[cfg(target_os = "linux")]
 pub(crate) mod zygote;

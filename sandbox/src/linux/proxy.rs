@@ -10,7 +10,9 @@
 //! address the runner itself resolves the name to (special ranges refused), then, for a tunnel to
 //! port 443, the ClientHello's server name against the `CONNECT` host. A denied HTTP request gets
 //! a `403` saying which host and port the sandbox's policy blocked and how to allow it. Each
-//! decision is recorded ([`NetEvent`]) with the bytes that went each way.
+//! decision is recorded ([`NetEvent`]) with the bytes that went each way. A connection the
+//! runner captured from a tool that ignores the proxy variables ([`crate::linux::capture`]) is
+//! judged as a tunnel to the name behind it.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -18,6 +20,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::linux::capture::Capture;
 use crate::network::{Allowlist, NetEvent, Refusal};
 
 /// The decisions of one run, shared by the proxy's threads, and the audit log they also go to.
@@ -61,21 +64,27 @@ pub(crate) fn is_udp_socket(fd: &OwnedFd) -> bool {
 }
 
 /// Accepts and serves connections until `stop` (a pipe's read end) reports hang-up. Each
-/// connection is served on its own thread.
-pub(crate) fn serve(listener: OwnedFd, allow: Arc<Allowlist>, events: Events, stop: i32) {
+/// connection is served on its own thread. A connection the broker captured (its peer port is
+/// recorded in `capture`) is served as a tunnel to the destination the command asked for
+/// ([`crate::linux::capture`]).
+pub(crate) fn serve(listener: OwnedFd, allow: Arc<Allowlist>, events: Events, stop: i32, capture: Option<Arc<Capture>>) {
     let listener = TcpListener::from(listener);
     if listener.set_nonblocking(true).is_err() {
         return;
     }
     while crate::linux::wait_or_stop(listener.as_raw_fd(), stop).is_some() {
-        while let Ok((c, _)) = listener.accept() {
+        while let Ok((c, peer)) = listener.accept() {
+            let flow = capture.as_ref().filter(|_| peer.ip().is_loopback()).and_then(|k| k.take(peer.port()).map(|dest| (dest, k.name_of(dest.ip()))));
             // At most MAX_CONNECTIONS at once (each is a thread of the runner): beyond that a
             // connection is closed at once, as by a full backlog.
             let (a, e) = (Arc::clone(&allow), events.clone());
             events.inflight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let spawned = crate::linux::spawn_bounded(&OPEN, MAX_CONNECTIONS, "lg-proxy", 256 << 10, move || {
                 let _ = c.set_nonblocking(false);
-                handle(c, &a, &e);
+                match flow {
+                    Some((dest, name)) => transparent(c, &a, &e, dest, name),
+                    None => handle(c, &a, &e),
+                }
                 e.inflight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             });
             if !spawned {
@@ -185,6 +194,133 @@ fn handle(mut c: TcpStream, allow: &Allowlist, events: &Events) {
     ev.bytes_up = upn + pending.len() as u64;
     ev.bytes_down = downn;
     record(events, ev, start);
+}
+
+/// A connection the broker captured ([`crate::linux::capture`]): the command asked for `dest`
+/// and is connected to the proxy instead. Served as a tunnel to a name — the one behind `dest`
+/// when it is the DNS stub's address for it (`name`), or else the one the opening bytes carry
+/// (TLS server name, HTTP `Host`) — judged as `CONNECT name:port` is: the allowlist decides the
+/// name and port, the opening must name that host, and the name's own addresses are dialled,
+/// never `dest`.
+fn transparent(mut c: TcpStream, allow: &Allowlist, events: &Events, dest: SocketAddr, name: Option<String>) {
+    let _ = c.set_read_timeout(Some(Duration::from_secs(30)));
+    let start = Instant::now();
+    let port = dest.port();
+    let mut ev = NetEvent { via: "captured".into(), host: name.clone().unwrap_or_else(|| dest.ip().to_string()), port, address: None, allowed: false, rule: String::new(), refusal: None, bytes_up: 0, bytes_down: 0, duration_ms: 0 };
+    let refused = |mut ev: NetEvent, kind: Refusal, why: String| {
+        ev.rule = why;
+        ev.refusal = Some(kind);
+        record(events, ev, start);
+    };
+    let (host, first) = match name {
+        Some(n) => (n, Vec::new()),
+        None if crate::linux::capture::Capture::in_block(dest.ip()) => {
+            return refused(ev, Refusal::Unreachable, format!("{dest} is not an address the sandbox's DNS gave to a name"));
+        }
+        None => match read_named(&mut c, port) {
+            Ok(named) => named,
+            Err(why) => return refused(ev, Refusal::Protocol, format!("a connection to the address {dest} that names no host: {why}")),
+        },
+    };
+    ev.host.clone_from(&host);
+    let verdict = allow.decide(&host, port);
+    if let Some(kind) = verdict.refusal {
+        return refused(ev, kind, verdict.rule);
+    }
+    let addrs = match resolve(allow, &host, port) {
+        Ok(a) => a,
+        Err((kind, why)) => return refused(ev, kind, why),
+    };
+    let pending = if allow.opaque(&host) {
+        first
+    } else {
+        match read_opening(&mut c, &host, port, first) {
+            Ok(b) => b,
+            Err((why, http)) => {
+                refused(ev, Refusal::Protocol, why.clone());
+                if http {
+                    answer(&mut c, "403 Forbidden", &format!("localgpt-sandbox: the sandbox's network policy refused a connection to {host}:{port} ({why}).\n"));
+                }
+                return;
+            }
+        }
+    };
+    let (up, a) = match dial(&host, &addrs) {
+        Ok(d) => d,
+        Err(why) => return refused(ev, Refusal::Unreachable, why),
+    };
+    ev.address = Some(a.ip().to_string());
+    ev.allowed = true;
+    ev.rule = format!("{} (a connect to {dest}, captured)", verdict.rule);
+    let _ = c.set_read_timeout(None);
+    let (upn, downn) = splice(c, up, &pending);
+    ev.bytes_up = upn + pending.len() as u64;
+    ev.bytes_down = downn;
+    record(events, ev, start);
+}
+
+/// Reads a captured connection's opening until it names a host: a whole TLS ClientHello's
+/// server name, or a whole HTTP request head's one `Host` (its port must be `port`). Returns the
+/// name and the bytes read.
+fn read_named(c: &mut TcpStream, port: u16) -> Result<(String, Vec<u8>), String> {
+    let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match opening_name(&buf, port) {
+            Named::Host(h) => return Ok((h, buf)),
+            Named::Nothing(why) => return Err(why),
+            Named::Partial => {}
+        }
+        match c.read(&mut chunk) {
+            Ok(0) | Err(_) => return Err("the client sent nothing the proxy could read".into()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// What the first bytes of a captured connection name ([`read_named`]).
+#[derive(Debug, PartialEq, Eq)]
+enum Named {
+    Partial,
+    Host(String),
+    Nothing(String),
+}
+
+/// The host a captured connection's opening names (see [`read_named`]); [`judge_opening`] then
+/// checks the whole opening against it.
+fn opening_name(buf: &[u8], port: u16) -> Named {
+    match buf.first() {
+        None => Named::Partial,
+        Some(22) => {
+            let Some(len) = buf.get(3..5).map(|l| usize::from(u16::from_be_bytes([l[0], l[1]]))) else { return Named::Partial };
+            if 5 + len > MAX_RECORD {
+                return Named::Nothing("a TLS record too large for a ClientHello".into());
+            }
+            if buf.len() < 5 + len {
+                return Named::Partial;
+            }
+            crate::network::client_hello_sni(&buf[..5 + len]).filter(|h| !h.is_empty()).map_or_else(|| Named::Nothing("a TLS hello without a server name".into()), Named::Host)
+        }
+        Some(_) => {
+            let mut headers = [httparse::EMPTY_HEADER; 128];
+            let mut req = httparse::Request::new(&mut headers);
+            match req.parse(buf) {
+                Ok(httparse::Status::Complete(_)) => {}
+                Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD => return Named::Partial,
+                Ok(httparse::Status::Partial) => return Named::Nothing("request head too large".into()),
+                Err(_) => return Named::Nothing("neither TLS nor HTTP".into()),
+            }
+            match values(req.headers, "host").as_slice() {
+                [h] => match std::str::from_utf8(h).ok().and_then(|h| split_host_port(h.trim(), port)) {
+                    Some((h, p)) if p == port && !h.is_empty() => Named::Host(h),
+                    _ => Named::Nothing(format!("Host {} is not a host on port {port}", String::from_utf8_lossy(h).trim())),
+                },
+                [] => Named::Nothing("an HTTP request without a Host header".into()),
+                _ => Named::Nothing("more than one Host header".into()),
+            }
+        }
+    }
 }
 
 pub(crate) fn record(events: &Events, mut ev: NetEvent, start: Instant) {
@@ -449,6 +585,16 @@ fn judge_opening(host: &str, port: u16, buf: &[u8]) -> Opening {
     Opening::Pass(rebuild(method, path, version, authority, req.headers, &buf[end..]))
 }
 
+/// The host a captured connection's opening `buf` names for `port`, if it is whole and names one
+/// ([`opening_name`]; the fuzz targets' way in).
+#[cfg(test)]
+pub(crate) fn opening_host(buf: &[u8], port: u16) -> Option<String> {
+    match opening_name(buf, port) {
+        Named::Host(h) => Some(h),
+        _ => None,
+    }
+}
+
 /// Whether [`judge_opening`] passes `buf` as the opening of a tunnel to `host`:`port` (the fuzz
 /// targets' way in).
 #[cfg(test)]
@@ -482,16 +628,26 @@ fn http_request(c: &mut TcpStream) -> Option<Request> {
 fn split_host_port(s: &str, default: u16) -> Option<(String, u16)> {
     if let Some(rest) = s.strip_prefix('[') {
         let (h, after) = rest.split_once(']')?;
-        let port = match after.strip_prefix(':') {
-            Some(p) => p.parse().ok()?,
-            None => default,
+        h.parse::<std::net::Ipv6Addr>().ok()?;
+        let port = match after {
+            "" => default,
+            _ => port_number(after.strip_prefix(':')?)?,
         };
         return Some((format!("[{h}]"), port));
     }
     match s.rsplit_once(':') {
-        Some((h, p)) => Some((h.to_string(), p.parse().ok()?)),
+        Some((h, p)) => Some((h.to_string(), port_number(p)?)),
         None => Some((s.to_string(), default)),
     }
+}
+
+/// A port as URIs write it: decimal digits only (Rust's `parse` would also take `+443`, which
+/// another parser may read differently).
+fn port_number(p: &str) -> Option<u16> {
+    if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    p.parse().ok()
 }
 
 /// The host and port a SOCKS5 exchange on `c` asks for (the fuzz target's way in).
@@ -648,6 +804,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_captured_connection_is_named_by_its_opening() {
+        let hello = crate::network::client_hello(Some("pkg.example.com"));
+        assert_eq!(opening_name(&hello, 443), Named::Host("pkg.example.com".into()));
+        assert_eq!(opening_name(&hello[..hello.len() - 1], 443), Named::Partial);
+        assert!(matches!(opening_name(&crate::network::client_hello(None), 443), Named::Nothing(_)));
+        assert_eq!(opening_name(b"GET /a HTTP/1.1\r\nHost: pkg.example.com:8080\r\n\r\n", 8080), Named::Host("pkg.example.com".into()));
+        assert_eq!(opening_name(b"GET /a HTTP/1.1\r\nHost: pkg.example.com\r\n\r\n", 80), Named::Host("pkg.example.com".into()));
+        assert_eq!(opening_name(b"GET /a HTTP/1.1\r\nHost: pkg.exa", 80), Named::Partial);
+        for (buf, port) in [
+            (&b"GET /a HTTP/1.1\r\nHost: pkg.example.com:8080\r\n\r\n"[..], 80),
+            (b"GET /a HTTP/1.1\r\n\r\n", 80),
+            (b"GET /a HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n", 80),
+            (b"SSH-2.0-OpenSSH_9.2\r\n", 22),
+            (b"\x00\x01garbage", 80),
+        ] {
+            assert!(matches!(opening_name(buf, port), Named::Nothing(_)), "{:?}", String::from_utf8_lossy(buf));
+        }
+        // Once named, the whole opening is judged as a tunnel to that name: an HTTP request whose
+        // Host is that name passes, rebuilt; a second spelling of the host in the URI does not.
+        assert!(matches!(judge_opening("pkg.example.com", 80, b"GET /a HTTP/1.1\r\nHost: pkg.example.com\r\n\r\n"), Opening::Pass(_)));
+        assert!(matches!(judge_opening("pkg.example.com", 80, b"GET http://evil.test/ HTTP/1.1\r\nHost: pkg.example.com\r\n\r\n"), Opening::Refuse { .. }));
+    }
+
+    #[test]
     fn a_name_is_resolved_as_the_allowlist_judged_it() {
         // `LOCALHOST.` is judged as `localhost`; glibc finds only that spelling in /etc/hosts.
         // Resolved, its loopback address is then refused as an address, not as a name that
@@ -668,6 +848,12 @@ mod tests {
         assert_eq!(split_host_port("[::1]:80", 443), Some(("[::1]".into(), 80)));
         assert_eq!(split_host_port("[::1]", 443), Some(("[::1]".into(), 443)));
         assert_eq!(split_host_port("example.com:x", 80), None);
+        assert_eq!(split_host_port("example.com:+443", 80), None);
+        assert_eq!(split_host_port("example.com:", 80), None);
+        assert_eq!(split_host_port("[::1]:+80", 443), None);
+        assert_eq!(split_host_port("[a].test:443", 80), None);
+        assert_eq!(split_host_port("[] a.test:44", 80), None);
+        assert_eq!(split_host_port("[::1]x", 80), None);
     }
 
     fn ready(b: &[u8]) -> Request {

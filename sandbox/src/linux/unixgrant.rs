@@ -29,10 +29,12 @@
 //!    listener's network namespace) — through that open descriptor, so that replacing the path
 //!    after the check reaches nothing else. An abstract name is connected to as asked in the
 //!    sandbox's own network namespace (Full), which scopes abstract names, and under the run's
-//!    prefix in the host's. A TCP, UDP or netlink socket in the sandbox's own namespace, or
-//!    with `network = "full"`, is connected as asked; in the host's namespace otherwise only
-//!    TCP reaches anything: the allowlist's proxy, or one of the sandbox's own loopback
-//!    listeners (recorded at `listen`, still listening in `/proc/net/tcp`);
+//!    prefix in the host's. Under `--network allowlist` a TCP connect to any address but loopback
+//!    is captured: the runner connects the socket to the proxy instead, recording the destination
+//!    asked for ([`super::capture`]). A TCP, UDP or netlink socket in the sandbox's own namespace,
+//!    or with `network = "full"`, is otherwise connected as asked; in the host's namespace
+//!    otherwise only TCP reaches anything: the allowlist's proxy, or one of the sandbox's own
+//!    loopback listeners (recorded at `listen`, still listening in `/proc/net/tcp`);
 //! 5. answers with the result. Nothing is ever "continued" in the kernel: the call that runs is
 //!    always the runner's own, with its own copy of the address, so swapping the memory or the
 //!    descriptor after the check changes nothing.
@@ -75,6 +77,9 @@ pub(crate) struct Granted {
     /// `network = "full"`: the host's network namespace, open; TCP and UDP calls are made as
     /// asked (unix sockets are still the runner's to decide).
     open_network: bool,
+    /// `--network allowlist`: a TCP connect to anything but loopback is captured to the proxy at
+    /// this address ([`super::capture`]), recorded in the run's capture state.
+    capture: Option<(Arc<super::capture::Capture>, std::net::SocketAddr)>,
 }
 
 impl Granted {
@@ -82,7 +87,9 @@ impl Granted {
     ///
     /// # Errors
     /// [`SandboxError::Setup`] when one is gone or is no longer a socket.
-    pub(crate) fn open(grants: &[UnixSocketGrant], own_netns: bool, open_network: bool, host_proxy: Option<std::net::TcpListener>) -> Result<Granted, SandboxError> {
+    /// `allowlist`: `--network allowlist` (TCP connects outside loopback are then captured to the
+    /// proxy: the sandbox's own at Full, `host_proxy` in the host's network namespace).
+    pub(crate) fn open(grants: &[UnixSocketGrant], own_netns: bool, open_network: bool, allowlist: bool, host_proxy: Option<std::net::TcpListener>) -> Result<Granted, SandboxError> {
         use std::os::unix::ffi::OsStrExt;
         let mut out = Vec::new();
         for g in grants {
@@ -107,7 +114,14 @@ impl Granted {
             Some(l) => Some(l.local_addr().map_err(|e| SandboxError::Setup(format!("proxy socket: {e}")))?),
             None => None,
         };
-        Ok(Granted { grants: out, host_diag, prefix, host_proxy: proxy_addr, host_proxy_listener: std::sync::Mutex::new(host_proxy), own_netns, open_network })
+        let capture_to = if own_netns { Some(std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, crate::network::PROXY_PORT))) } else { proxy_addr };
+        let capture = capture_to.filter(|_| allowlist && !open_network).map(|a| (Arc::default(), a));
+        Ok(Granted { grants: out, host_diag, prefix, host_proxy: proxy_addr, host_proxy_listener: std::sync::Mutex::new(host_proxy), own_netns, open_network, capture })
+    }
+
+    /// The run's capture state, where connects are captured (the DNS stub and the proxy share it).
+    pub(crate) fn capture(&self) -> Option<Arc<super::capture::Capture>> {
+        self.capture.as_ref().map(|(c, _)| Arc::clone(c))
     }
 
     /// The proxy's listening socket on the host's loopback, once (the supervisor serves it).
@@ -161,6 +175,10 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
                     Some(p) => Target::Unix(p),
                     None => own_listener(&listener, &req, &addr, granted, diag, &mut own)?,
                 },
+                Kind::Tcp if req.data.nr == libc::SYS_connect as i32 && granted.capture.is_some() && inet_addr(&addr).is_some_and(|(ip, _)| super::capture::captured(ip)) => {
+                    let (ip, port) = inet_addr(&addr).ok_or(libc::EINVAL)?;
+                    Target::Captured(std::net::SocketAddr::new(ip, port))
+                }
                 Kind::Tcp | Kind::Other if granted.own_netns || granted.open_network => Target::Raw(addr),
                 Kind::Tcp => own_tcp_listener(&addr, granted.host_proxy, &tcp)?,
                 Kind::Other => return Err(libc::EPERM),
@@ -177,11 +195,16 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
         // A connect may block (a full backlog): each runs on its own thread, at most
         // MAX_IN_FLIGHT at once; beyond that the command gets EAGAIN, as from a full backlog.
         let (l, id) = (Arc::clone(&listener), req.id);
+        let granted_capture = granted.capture.as_ref().map(|(c, a)| (Arc::clone(c), *a));
         let started = crate::linux::spawn_bounded(&IN_FLIGHT, MAX_IN_FLIGHT, "lg-connect", 64 << 10, move || {
             let r = match &target {
                 Target::Unix(p) => connect_unix(&sock, p),
                 Target::Held(fd) => connect_unix(&sock, format!("/proc/self/fd/{}", fd.as_raw_fd()).as_bytes()),
                 Target::Raw(a) => connect_raw(&sock, a),
+                Target::Captured(dest) => match &granted_capture {
+                    Some((c, proxy)) => capture_connect(&sock, c, *proxy, *dest),
+                    None => Err(libc::EPERM),
+                },
             };
             respond(&l, id, r);
         });
@@ -540,6 +563,49 @@ enum Target {
     Held(OwnedFd),
     /// The address as read (a socket of the sandbox's own network namespace).
     Raw(Vec<u8>),
+    /// A TCP destination outside loopback, under the allowlist: the proxy instead
+    /// ([`super::capture`]).
+    Captured(std::net::SocketAddr),
+}
+
+/// A captured `connect` ([`super::capture`]): the command's socket, bound to a loopback port
+/// if it has none yet (as the kernel would bind it at `connect`), is recorded with `dest` and
+/// connected to the proxy at `proxy`. An IPv6 socket reaches it at `::ffff:127.0.0.1`; an
+/// IPv6-only one cannot, and gets the error the kernel gives.
+fn capture_connect(sock: &OwnedFd, capture: &super::capture::Capture, proxy: std::net::SocketAddr, dest: std::net::SocketAddr) -> Result<i64, i32> {
+    let name = sock_name(sock).ok_or(libc::EBADF)?;
+    let (_, mut port) = inet_addr(&name).ok_or(libc::EAFNOSUPPORT)?;
+    if port == 0 {
+        bind_raw(sock, &loopback_for(sock, &name))?;
+        port = sock_name(sock).and_then(|n| inet_addr(&n)).map(|(_, p)| p).filter(|&p| p != 0).ok_or(libc::EADDRNOTAVAIL)?;
+    }
+    if !capture.expect(port, dest) {
+        return Err(libc::EAGAIN);
+    }
+    let r = connect_raw(sock, &proxy_for(&name, proxy));
+    if matches!(r, Err(e) if e != libc::EINPROGRESS) {
+        capture.take(port);
+    }
+    r
+}
+
+/// `proxy` (an IPv4 address) as a `sockaddr` of the family of `like` (a socket's own address):
+/// IPv4-mapped for an IPv6 socket.
+fn proxy_for(like: &[u8], proxy: std::net::SocketAddr) -> Vec<u8> {
+    let mut out = like.to_vec();
+    out[2..4].copy_from_slice(&proxy.port().to_be_bytes());
+    let v4 = match proxy.ip() {
+        std::net::IpAddr::V4(v4) => v4,
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().unwrap_or(std::net::Ipv4Addr::LOCALHOST),
+    };
+    if i32::from(u16::from_ne_bytes([like[0], like[1]])) == libc::AF_INET {
+        out[4..8].copy_from_slice(&v4.octets());
+    } else {
+        out[4..8].fill(0); // flow info
+        out[8..24].copy_from_slice(&v4.to_ipv6_mapped().octets());
+        out[24..28].fill(0); // scope
+    }
+    out
 }
 
 enum Kind {

@@ -225,13 +225,19 @@ fn network_rows(plan: &Plan, f: &Facts<'_>, v: &mut Vec<Protection>) {
         (_, Some(a)) => {
             let list = |v: &[crate::network::DomainRule]| if v.is_empty() { "none".to_string() } else { v.iter().map(|d| d.text.clone()).collect::<Vec<_>>().join(", ") };
             prot(ProtectionId::Network, Enforced,
-                if own_net { "private network namespace (only lo) + the runner's allowlist proxy + seccomp (socket families)" } else { "the runner's allowlist proxy on the host's loopback + seccomp (TCP only; bind, listen and connect → the runner, which lets connect reach only the proxy and the sandbox's own listeners)" },
-                format!("only through the proxy at 127.0.0.1:{} (HTTP, CONNECT, SOCKS5): allowed domains {}, denied {}, ports {}; the runner resolves names itself and refuses loopback, private, link-local and other special addresses{}{}; a tunnel must show the requested host before it is dialled (its TLS server name, or the Host of the one HTTP request it carries){}; {}",
-                    plan.proxy_port.unwrap_or(crate::network::PROXY_PORT), list(&a.allow), list(&a.deny), a.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
+                match (own_net, via_runner) {
+                    (true, true) => "private network namespace (only lo) + the runner's allowlist proxy + seccomp (socket families; connect → the runner, which captures TCP to any address but loopback to the proxy)",
+                    (true, false) => "private network namespace (only lo) + the runner's allowlist proxy + seccomp (socket families)",
+                    (false, _) => "the runner's allowlist proxy on the host's loopback + seccomp (TCP only; bind, listen and connect → the runner, which captures TCP to any address but loopback to the proxy and lets loopback reach only the proxy and the sandbox's own listeners)",
+                },
+                format!("only through the proxy at 127.0.0.1:{} (HTTP, CONNECT, SOCKS5){}: allowed domains {}, denied {}, ports {}; the runner resolves names itself and refuses loopback, private, link-local and other special addresses{}{}; a tunnel must show the requested host before it is dialled (its TLS server name, or the Host of the one HTTP request it carries){}; {}",
+                    plan.proxy_port.unwrap_or(crate::network::PROXY_PORT),
+                    if via_runner { ", and captured: a TCP connect to any address but loopback (a tool that ignores the proxy variables) is made to the proxy by the runner and judged as a tunnel to the name behind the address (its DNS answer) or to the name its opening carries; the name's own addresses are dialled, never the one asked for" } else { "" },
+                    list(&a.allow), list(&a.deny), a.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
                     if a.cidrs.is_empty() { String::new() } else { format!(" outside allow_cidrs {}", a.cidrs.iter().map(|c| format!("{}/{}", c.addr, c.prefix)).collect::<Vec<_>>().join(", ")) },
                     if a.private_hosts.is_empty() { String::new() } else { format!(", except the private-range addresses of allow_private_hosts {}", list(&a.private_hosts)) },
                     if a.opaque.is_empty() { String::new() } else { format!(", except to allow_opaque_tunnels {} (unchecked)", list(&a.opaque)) },
-                    if own_net { "the command's DNS goes to the runner's stub on 127.0.0.1:53, which answers from the allowlist alone (allowed names: 127.0.0.1; others: REFUSED) and forwards nothing" } else { "the command has no UDP, so it resolves no name itself (the proxy resolves)" }))
+                    if own_net && via_runner { "the command's DNS goes to the runner's stub on 127.0.0.1:53, which answers from the allowlist alone (allowed names: an address of their own in 198.18.0.0/15, captured; others: REFUSED) and forwards nothing" } else if own_net { "the command's DNS goes to the runner's stub on 127.0.0.1:53, which answers from the allowlist alone (allowed names: 127.0.0.1; others: REFUSED) and forwards nothing" } else { "the command has no UDP, so it resolves no name itself (the proxy resolves)" }))
         }
         (true, None) => prot(ProtectionId::Network, Enforced,
             if via_runner { "private network namespace (only lo) + seccomp (socket families) + every connect made by the runner" } else { "private network namespace (only lo) + seccomp (socket families)" },

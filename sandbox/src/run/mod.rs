@@ -530,7 +530,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
         _ => None,
     };
     #[cfg(target_os = "linux")]
-    let granted = if helper_plan.seccomp_listener { Some(Granted::open(&plan.unix_sockets, plan.namespaces().is_some_and(|n| !n.host_network), plan.network == crate::policy::NetworkPolicy::Full, host_proxy)?) } else { None };
+    let granted = if helper_plan.seccomp_listener { Some(Granted::open(&plan.unix_sockets, plan.namespaces().is_some_and(|n| !n.host_network), plan.network == crate::policy::NetworkPolicy::Full, plan.network_allowlist.is_some(), host_proxy)?) } else { None };
     #[cfg(not(target_os = "linux"))]
     let granted: Option<Granted> = None;
     #[cfg(target_os = "linux")]

@@ -355,10 +355,10 @@ struct Services<'scope> {
 
 #[cfg(target_os = "linux")]
 impl<'scope> Services<'scope> {
-    fn serve_proxy<'env>(&mut self, scope: &'scope std::thread::Scope<'scope, 'env>, fd: std::os::fd::OwnedFd, a: &crate::network::Allowlist) {
+    fn serve_proxy<'env>(&mut self, scope: &'scope std::thread::Scope<'scope, 'env>, fd: std::os::fd::OwnedFd, a: &crate::network::Allowlist, granted: Option<&super::Granted>) {
         let a = std::sync::Arc::new(a.clone());
-        let (ev, stop) = (self.events.clone(), self.stop);
-        self.proxy = Some(scope.spawn(move || crate::linux::proxy::serve(fd, a, ev, stop)));
+        let (ev, stop, capture) = (self.events.clone(), self.stop, granted.and_then(super::Granted::capture));
+        self.proxy = Some(scope.spawn(move || crate::linux::proxy::serve(fd, a, ev, stop, capture)));
     }
 
     /// A descriptor the helper passed: the thread that serves it is started.
@@ -372,13 +372,13 @@ impl<'scope> Services<'scope> {
         }
         // PID 1's UDP socket: the DNS stub answers on it.
         if let (true, Some(a), None) = (crate::linux::proxy::is_udp_socket(&fd), &plan.network_allowlist, &self.dns) {
-            let (a, ev) = (a.clone(), self.events.clone());
-            self.dns = Some(scope.spawn(move || crate::linux::dns::serve(fd, &a, &ev, stop)));
+            let (a, ev, capture) = (a.clone(), self.events.clone(), granted.and_then(super::Granted::capture));
+            self.dns = Some(scope.spawn(move || crate::linux::dns::serve(fd, &a, capture.as_deref(), &ev, stop)));
             return;
         }
         match (crate::linux::proxy::is_tcp_listener(&fd), granted, &plan.network_allowlist) {
             // PID 1's listener: the allowlist proxy serves it.
-            (true, _, Some(a)) if self.proxy.is_none() => self.serve_proxy(scope, fd, a),
+            (true, _, Some(a)) if self.proxy.is_none() => self.serve_proxy(scope, fd, a, granted),
             // The seccomp listener: answer the command's connect calls.
             (false, Some(g), _) if self.broker.is_none() => {
                 let diag = self.ns_diag.take();
@@ -455,7 +455,7 @@ impl Supervisor<'_> {
             // host's loopback, served from the start.
             #[cfg(target_os = "linux")]
             if let (Some(fd), Some(a)) = (granted.and_then(super::Granted::take_host_proxy), &plan.network_allowlist) {
-                services.serve_proxy(scope, fd, a);
+                services.serve_proxy(scope, fd, a, granted);
             }
             let result = (|| {
                 loop {
