@@ -568,7 +568,7 @@ pub fn explain(args: ExplainArgs) -> Result<i32, Failure> {
     let mut policy = resolve_policy_for(&args.policy, platform)?;
     #[cfg(unix)]
     if platform == Platform::current() {
-        localgpt_sandbox::denied::follow(&mut policy);
+        localgpt_sandbox::guard::denied::follow(&mut policy);
     }
     let caps = if platform == Platform::current() { localgpt_sandbox::detect_sandbox_capabilities() } else { localgpt_sandbox::detect::assumed_for(platform) };
     let ctx = localgpt_sandbox::plan::RunContext {

@@ -203,7 +203,7 @@ fn refusals(stderr: &str, rules: &localgpt_sandbox::why::PathRules) -> Vec<local
 /// A usage failure for a bad action or unknown id; a failure when the store cannot be read or
 /// the change cannot be applied (it then stays pending).
 pub fn pending(args: PendingArgs) -> Result<i32, Failure> {
-    use localgpt_sandbox::pending;
+    use localgpt_sandbox::guard::pending;
     let words: Vec<&str> = args.action.iter().map(String::as_str).collect();
     let done = |verb: &str, c: pending::PendingChange| {
         if args.json {

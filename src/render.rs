@@ -388,7 +388,7 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
             None => "no records kept: where they would be, this run could write them, or that directory is not private to this user".to_string(),
         };
         let _ = writeln!(s, "  nested names in {}: {} directories looked at to depth {}, {} of them as earlier walks recorded them ({records}){}",
-            localgpt_sandbox::plan::protected::root_name(&w.root, &plan.workspace), w.listings.len(), localgpt_sandbox::plan::protected::NESTED_DEPTH, w.from_records,
+            localgpt_sandbox::guard::protected::root_name(&w.root, &plan.workspace), w.listings.len(), localgpt_sandbox::guard::protected::NESTED_DEPTH, w.from_records,
             if w.stopped { "; stopped by its budget" } else { "" });
     }
     let _ = writeln!(s, "\nThe protected-path table (data/protected-paths.toml; `[sandbox] protected_workspace_paths` replaces it):");

@@ -75,7 +75,7 @@ pub struct SandboxSettings {
     /// Workspace paths bound read-only at Full level.
     pub protected_workspace_paths: Vec<String>,
     /// The launch walk's budget for nested protected names (entries of directories no earlier
-    /// walk recorded; see [`crate::plan::nested`]).
+    /// walk recorded; see [`crate::guard::nested`]).
     pub nested_walk_entries: u64,
     /// A trusted directory the workspace must resolve into (symlinks followed); `None`: any.
     pub workspace_root: Option<PathBuf>,

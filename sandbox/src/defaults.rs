@@ -136,7 +136,7 @@ fn read_plain_table(src: &str) -> Option<Vec<ProtectedEntry>> {
 }
 
 /// The default protected workspace names (the table's, in its order): made private for the
-/// run, or reviewed after it (see [`crate::plan::protected`]).
+/// run, or reviewed after it (see [`crate::guard::protected`]).
 #[must_use]
 pub fn default_protected_names() -> Vec<String> {
     protected_table().iter().map(|e| e.name.clone()).collect()

@@ -100,7 +100,7 @@ fn fuzz_the_git_index_parser_against_git() {
         return;
     };
     // Differential on the seed: the gitlinks are the ones git lists.
-    let (mine, _) = crate::plan::gitindex::parse(&seed).expect("git's own index parses");
+    let (mine, _) = crate::guard::gitindex::parse(&seed).expect("git's own index parses");
     let mut mine: Vec<PathBuf> = mine.iter().map(|p| PathBuf::from(String::from_utf8_lossy(p).into_owned())).collect();
     mine.sort();
     let mut links = links;
@@ -112,8 +112,8 @@ fn fuzz_the_git_index_parser_against_git() {
         // (The parser reads names as the index holds them, checksum unchecked: an index git
         // would refuse as corrupt can only add gitlinks, which protects more.) Every name the
         // review then uses is a relative path of plain components, inside the repository.
-        if let Ok((paths, _)) = crate::plan::gitindex::parse(&b) {
-            for p in paths.iter().filter_map(|p| crate::plan::gitindex::rel_path(p)) {
+        if let Ok((paths, _)) = crate::guard::gitindex::parse(&b) {
+            for p in paths.iter().filter_map(|p| crate::guard::gitindex::rel_path(p)) {
                 assert!(p.components().all(|c| matches!(c, std::path::Component::Normal(_))), "{p:?}");
             }
         }
@@ -127,18 +127,18 @@ fn fuzz_the_config_parser_and_compare_with_git() {
         b"[alias]\n\tst = \"status \\\"-sb\\\"\" ; c\n\tco = \\\n checkout\n[branch.Main]\n\tremote = origin\n",
         b"\xef\xbb\xbf[core]\r\n\tfsmonitor = \"a\\tb\"\r\n[sec \"s\\\\u\"] k\n",
     ];
-    let with_git = crate::gitoracle::trusted_git().is_some();
+    let with_git = crate::guard::gitoracle::trusted_git().is_some();
     let mut rng = Rng::new();
     let mut compared = 0usize;
     for i in 0..cases(20_000) {
         let pick = rng.below(SEEDS.len());
         let b = rng.mutate(SEEDS[pick]);
-        let ours = crate::plan::gitconfig::parse_bytes(&b);
+        let ours = crate::guard::gitconfig::parse_bytes(&b);
         // Every 20th case (a process each) is compared with git, when the file is UTF-8 (git's
         // list of another file is not).
         if with_git && i % 20 == 0 && std::str::from_utf8(&b).is_ok() && !b.contains(&0) {
-            let git = crate::gitoracle::config_list(&b);
-            let ours: Result<crate::gitoracle::ConfigList, _> = ours.map(|c| c.entries.iter().map(|e| (e.name(), e.value.clone())).collect());
+            let git = crate::guard::gitoracle::config_list(&b);
+            let ours: Result<crate::guard::gitoracle::ConfigList, _> = ours.map(|c| c.entries.iter().map(|e| (e.name(), e.value.clone())).collect());
             match (&ours, &git) {
                 (Ok(a), Ok(g)) => assert_eq!(a, g, "{:?}", String::from_utf8_lossy(&b)),
                 (Err(_), Err(_)) => {}
@@ -157,7 +157,7 @@ fn fuzz_the_todo_reader() {
     for _ in 0..cases(50_000) {
         let pick = rng.below(SEEDS.len());
         let b = rng.mutate(SEEDS[pick]);
-        if crate::review::todo_is_plain(&b) {
+        if crate::guard::review::todo_is_plain(&b) {
             // What passes has no line git would read as exec or x (git skips spaces and tabs
             // before the command, which ends at any blank or the line's end).
             for line in b.split(|&c| c == b'\n') {
@@ -171,7 +171,7 @@ fn fuzz_the_todo_reader() {
 
 #[test]
 fn fuzz_the_walk_records() {
-    use crate::plan::nested::{Entry, Listing, WalkCache};
+    use crate::guard::nested::{Entry, Listing, WalkCache};
     let root = Path::new("/w/ws");
     let names = [".git", ".vscode"];
     let listing = |p: &str, depth, entries: &[(&str, bool)]| Listing {

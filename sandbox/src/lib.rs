@@ -79,6 +79,7 @@ pub mod ablation;
 pub mod config;
 pub mod detect;
 pub mod error;
+pub mod guard;
 #[cfg(unix)]
 pub mod handle;
 pub mod model;
@@ -94,17 +95,13 @@ internal_mod!(#[cfg(unix)] audit);
 internal_mod!(defaults);
 internal_mod!(files);
 internal_mod!(host);
-internal_mod!(#[cfg(unix)] denied);
 internal_mod!(linux);
 internal_mod!(macos);
 internal_mod!(network);
 internal_mod!(paths);
-internal_mod!(#[cfg(unix)] pending);
 internal_mod!(platform);
 #[cfg(all(test, unix))]
 mod fuzz;
-internal_mod!(gitoracle);
-internal_mod!(review);
 internal_mod!(srt);
 internal_mod!(text);
 internal_mod!(#[cfg(unix)] timing);
@@ -119,7 +116,7 @@ pub use policy::{SandboxLevel, SandboxMode, SandboxPolicy};
 pub use network::Allowlist;
 pub use paths::WriteMode;
 #[cfg(unix)]
-pub use pending::ProtectedReview;
+pub use guard::pending::ProtectedReview;
 pub use platform::Platform;
 #[cfg(unix)]
 pub use handle::{Command, Sandbox, SandboxedChild};

@@ -251,7 +251,7 @@ pub struct SandboxPolicy {
     #[serde(default = "default_protected")]
     pub protected_workspace_paths: Vec<String>,
     /// How many directory entries the launch walk for nested protected names reads at most in
-    /// directories no earlier walk recorded (`plan::nested`); a walk that runs out is reported
+    /// directories no earlier walk recorded (`guard::nested`); a walk that runs out is reported
     /// and its root's persistence protection degraded.
     #[serde(default = "default_nested_walk_entries")]
     pub nested_walk_entries: u64,

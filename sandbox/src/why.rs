@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::protected::ProtectedPath;
+use crate::guard::protected::ProtectedPath;
 use crate::plan::{Access, AccessRule, Plan, Protection, ProtectionId, ProtectionState};
 
 /// What the plan does to one path.
@@ -197,7 +197,8 @@ fn absolute_paths(line: &str) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{prot, protected::ProtectedKind};
+    use crate::guard::protected::ProtectedKind;
+    use crate::plan::prot;
 
     fn rule(p: &str, why: &str) -> AccessRule {
         AccessRule { path: PathBuf::from(p), reason: why.into() }

@@ -29,10 +29,10 @@ const LAYERS: &[(&str, u8)] = &[
     // L1: the vocabulary, git knowledge, the path resolver, the helper<->runner wire.
     ("model", 1),
     ("ablation", 1),
-    ("plan::gitconfig", 1),
-    ("plan::gitindex", 1),
+    ("guard::gitconfig", 1),
+    ("guard::gitindex", 1),
     ("plan::resolve", 1),
-    ("plan::records", 1),
+    ("guard::records", 1),
     ("run::report", 1),
     ("run::fds", 1),
     // L2: what the user asked.
@@ -47,12 +47,9 @@ const LAYERS: &[(&str, u8)] = &[
     ("linux::probe", 3),
     ("plan::system_secrets", 3),
     ("plan::configs", 3),
-    ("denied", 3),
-    ("plan::protected", 3),
-    ("plan::nested", 3),
-    ("gitoracle", 3),
-    ("review", 3),
-    ("pending", 3),
+    // The workspace guard's room (survey, review, pending store, denied records); its git
+    // parsers and record store sit in layer 1 above.
+    ("guard", 3),
     // The file tools of spec 7.2: the policy and the guard applied in the host process.
     ("paths", 3),
     // L4: pure per-OS compilers.

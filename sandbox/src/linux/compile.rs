@@ -11,7 +11,7 @@ use super::{mounts, seccomp};
 use crate::detect::Capabilities;
 use crate::error::SandboxError;
 use crate::plan::configs::ScrubbedConfig;
-use crate::plan::protected::ProtectedPath;
+use crate::guard::protected::ProtectedPath;
 use crate::plan::resolve::PathResolver;
 use crate::plan::decision::{confined_rlimits, default_memory_bytes, default_tmp_bytes, MemoryLimit, ProcessLimit, RlimitNumbers, RlimitSetting, RunContext};
 use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};

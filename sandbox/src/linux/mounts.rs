@@ -74,9 +74,9 @@ pub struct NamespacePlan {
     pub gid: u32,
     /// Read-write bind mounts (workspace in workspace-write mode, extra writable paths).
     pub rw_binds: Vec<PathBuf>,
-    /// Protected workspace paths made private for the run (see [`crate::plan::protected`]).
+    /// Protected workspace paths made private for the run (see [`crate::guard::protected`]).
     #[serde(default)]
-    pub protected: Vec<crate::plan::protected::ProtectedPath>,
+    pub protected: Vec<crate::guard::protected::ProtectedPath>,
     /// The per-run staging directory of the private copies (upper layers), set by the runner:
     /// `<staging>/<i>/upper`, `<staging>/<i>/work`, `<staging>/<i>/file`.
     #[serde(default)]

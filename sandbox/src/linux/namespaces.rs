@@ -292,7 +292,7 @@ pub fn staging_of(staging: &Path, i: usize) -> (PathBuf, PathBuf, PathBuf) {
 ///
 /// Returns the mount points and whether each is writable.
 fn protect(ns: &NamespacePlan) -> Result<Vec<(PathBuf, bool)>, String> {
-    use crate::plan::protected::ProtectedKind;
+    use crate::guard::protected::ProtectedKind;
     use std::os::fd::AsRawFd;
     let mut out = Vec::new();
     for (i, p) in ns.protected.iter().enumerate() {

@@ -1,8 +1,8 @@
-//! The runner's side of the protected workspace paths (see [`crate::plan::protected`]): before
+//! The runner's side of the protected workspace paths (see [`crate::guard::protected`]): before
 //! the run, a per-run staging directory (the private copies' upper layers) and empty
 //! placeholders for absent paths; after it, the review of every change the command made to its
-//! private copies ([`crate::review`] decides), applying the harmless ones to the real files and
-//! keeping the rest as pending changes ([`crate::pending`]); then the staging directory and the
+//! private copies ([`crate::guard::review`] decides), applying the harmless ones to the real files and
+//! keeping the rest as pending changes ([`crate::guard::pending`]); then the staging directory and the
 //! placeholders go.
 //!
 //! The staging directory lives on a tmpfs where the kernel lets an overlay use one as its upper
@@ -16,11 +16,11 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::error::SandboxError;
-use crate::pending::{self, PendingAction};
-use crate::plan::protected::{ProtectedKind, ProtectedPath};
-use crate::review::{self, ConfigOutcome, GitPathClass, Verdict};
+use crate::guard::pending::{self, PendingAction};
+use crate::guard::protected::{ProtectedKind, ProtectedPath};
+use crate::guard::review::{self, ConfigOutcome, GitPathClass, Verdict};
 
-pub use crate::pending::ProtectedReview;
+pub use crate::guard::pending::ProtectedReview;
 
 /// The per-run staging directory of the private copies; removed on drop.
 pub struct Staging {
@@ -253,7 +253,7 @@ fn no_links_below(base: &Path, p: &Path) -> bool {
     true
 }
 
-use crate::pending::safe_parent;
+use crate::guard::pending::safe_parent;
 
 /// `p` is an existing directory whose canonical path is itself (no symbolic link on the way).
 fn real_dir_path(p: &Path) -> bool {
@@ -421,7 +421,7 @@ impl Reviewer<'_> {
                 Err(e) => return self.keep_upper(target, u, &format!("a git config file whose version before the run cannot be read ({e})")),
             },
         };
-        match review::review_config(old.as_deref(), &new, &crate::gitoracle::config_list) {
+        match review::review_config(old.as_deref(), &new, &crate::guard::gitoracle::config_list) {
             ConfigOutcome::Whole(why) => self.keep_upper(target, u, &format!("a git config file kept whole: {why}")),
             ConfigOutcome::Split { text, applied, pending } => {
                 if !applied.is_empty() {
@@ -1060,7 +1060,7 @@ impl Reviewer<'_> {
         let Some(State::File(mode, Some(new_bytes), _)) = new else {
             return self.take_back(target, old, new, "a git config file replaced by something that is not a readable file: kept whole");
         };
-        match review::review_config(old_bytes, new_bytes, &crate::gitoracle::config_list) {
+        match review::review_config(old_bytes, new_bytes, &crate::guard::gitoracle::config_list) {
             ConfigOutcome::Whole(why) => self.take_back(target, old, new, &format!("a git config file kept whole: {why}")),
             ConfigOutcome::Split { text, applied, pending } => {
                 if !pending.is_empty() {
@@ -1095,7 +1095,7 @@ pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &
 
 /// After the run: the protected names the command created in the subdirectories of each
 /// writable root (a `git init child` and its hook, `sub/.vscode/tasks.json`, a `sub/.git` link),
-/// found by the launch's walk ([`crate::plan::protected::walk_nested`], the same depth and
+/// found by the launch's walk ([`crate::guard::protected::walk_nested`], the same depth and
 /// skipped names), are reviewed as paths absent at launch: what could run code is taken back out
 /// and kept as a pending change. A directory that was protected at launch and reviewed where it
 /// moved to is not new. When a root's launch walk ran out of its budget nothing is taken back
@@ -1103,10 +1103,10 @@ pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &
 /// has no budget: it reads only the directories changed since the launch read them (whole) and
 /// those new in them, so its cost follows what the command wrote — with a budget, a command that
 /// filled a directory with 50 000 empty files first hid a `git init b` with a hook from it. What
-/// both walks read is then recorded for the next launch walk ([`crate::plan::nested`]), so that
+/// both walks read is then recorded for the next launch walk ([`crate::guard::nested`]), so that
 /// nothing this run made counts against the next launch walk's budget either.
 pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut ProtectedReview) {
-    use crate::plan::protected::{nested_kind, root_name, walk_nested, Known};
+    use crate::guard::protected::{nested_kind, root_name, walk_nested, Known};
     let ws = &plan.workspace;
     // The names the launch walk looked for (the table's, or the configured ones): not the
     // workspace's other protected paths (a link's target, `core.hooksPath`'s directory), which
@@ -1143,7 +1143,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         // (Nothing new to record when every directory was held by its record and none changed.)
         let unchanged = w.from_records == w.listings.len() && after.is_empty();
         if let Some(dir) = plan.walk_records.as_ref().filter(|_| !unchanged) {
-            if let Err(e) = crate::plan::nested::save(dir, &w.root, &names, w.listings.iter().chain(&after)) {
+            if let Err(e) = crate::guard::nested::save(dir, &w.root, &names, w.listings.iter().chain(&after)) {
                 out.notes.push(format!("the nested walk's records of {} were not kept ({e}): the next launch walk reads its directories again, within its budget", root_name(&w.root, ws)));
             }
         }
@@ -1157,7 +1157,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let kind = nested_kind(&name, is_dir);
-        let reason = format!("created during the run: {}", crate::plan::protected::table_why(Path::new(&name)));
+        let reason = format!("created during the run: {}", crate::guard::protected::table_why(Path::new(&name)));
         let snap = Snap { p: ProtectedPath { path, kind, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new() };
         r.in_place(&snap);
         if kind == ProtectedKind::Dir {
@@ -1170,7 +1170,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         if plan.protected.iter().any(|p| p.path == path) || r.out.reviewed.contains(&path) {
             continue;
         }
-        let reason = format!("created during the run: {}", crate::plan::protected::REPO_WHY);
+        let reason = format!("created during the run: {}", crate::guard::protected::REPO_WHY);
         let snap = Snap { p: ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new() };
         r.in_place(&snap);
     }
@@ -1178,19 +1178,19 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
 }
 
 /// After the run: the submodules the command registered (a gitlink added to an index, a path
-/// added to `.gitmodules`), wherever they are ([`crate::plan::protected::submodule_gits`]: the
+/// added to `.gitmodules`), wherever they are ([`crate::guard::protected::submodule_gits`]: the
 /// nested walk skips `build/` and stops at depth 4; git enters every gitlink with a `.git` for the
 /// superproject's `git status`). The `.git` of each one that was not protected at launch is
 /// reviewed as created during the run: a `.git` file is taken out, a git directory's hooks and
 /// executable config keys are. A symbolic link on the way to one is taken out (git would enter
 /// the repository behind it). An index that cannot be read is noted.
 pub fn review_new_submodules(plan: &crate::plan::Plan, start: SystemTime, out: &mut ProtectedReview) {
-    use crate::plan::protected::submodule_gits;
+    use crate::guard::protected::submodule_gits;
     let ws = &plan.workspace;
-    let is_git = |p: &&PathBuf| p.file_name().is_some_and(crate::plan::protected::is_dotgit);
+    let is_git = |p: &&PathBuf| p.file_name().is_some_and(crate::guard::protected::is_dotgit);
     let gits: Vec<PathBuf> = plan.protected.iter().map(|p| &p.path).chain(out.reviewed.iter()).filter(is_git).cloned().collect();
     // Each writable root's (the workspace alone when none is known), as at launch.
-    let mut subs = crate::plan::protected::SubmoduleGits::default();
+    let mut subs = crate::guard::protected::SubmoduleGits::default();
     let mut roots = writable_roots(plan);
     if roots.is_empty() {
         roots.push(ws.clone());

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::sbpl::quote;
-use crate::plan::protected::{ProtectedKind, ProtectedPath};
+use crate::guard::protected::{ProtectedKind, ProtectedPath};
 use crate::plan::resolve::PathResolver;
 use crate::plan::decision::{confined_rlimits, RlimitNumbers, RlimitSetting};
 use crate::policy::{SandboxLevel, SandboxMode, SandboxPolicy};
@@ -45,7 +45,7 @@ pub const MACH_SERVICES: &[&str] = &[
 ];
 
 /// Entries of a protected `.git` directory that make code run later or redirect git (the same
-/// classes [`crate::review::classify_git_path`] sends to review on Linux): not writable at all
+/// classes [`crate::guard::review::classify_git_path`] sends to review on Linux): not writable at all
 /// on macOS. The rest of `.git` (objects, refs, the index, logs) stays writable, so commits work.
 pub const GIT_CODE_ENTRIES: &[&str] = &[
     "hooks", "config", "config.worktree", "commondir", "gitdir", "info/attributes", "objects/info/alternates", "remotes", "branches",
@@ -289,7 +289,7 @@ mod tests {
     use crate::config::{build_sandbox_policy_for, SandboxSettings};
     use crate::detect::{assumed_for, Platform};
     use crate::plan::{make_plan, Plan, ProtectionId, RunContext};
-    use crate::review::{classify_git_path, GitPathClass};
+    use crate::guard::review::{classify_git_path, GitPathClass};
 
     /// A macOS plan for a fixed world under `root`: `home/`, `home/proj` (a git repository)
     /// as the workspace.

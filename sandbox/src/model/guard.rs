@@ -1,6 +1,6 @@
 //! The workspace guard's vocabulary: the kinds of protected path (how each is made private and
 //! reviewed) and the bounds of the walk that finds nested ones. The guard itself is
-//! [`crate::plan::protected`], [`crate::plan::nested`], `review` and `pending`.
+//! [`crate::guard::protected`], [`crate::guard::nested`], `review` and `pending`.
 
 use std::path::PathBuf;
 

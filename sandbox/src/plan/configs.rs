@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::gitconfig;
+use crate::guard::gitconfig;
 
 /// The format of a tool's configuration file.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,11 +6,6 @@
 pub mod ablate;
 pub mod configs;
 pub mod env;
-pub mod gitconfig;
-pub mod gitindex;
-pub mod nested;
-pub mod protected;
-pub mod records;
 mod protections;
 pub use protections::{kernel_at_least, protections};
 use protections::why_minimal;
@@ -31,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::detect::{Capabilities, Platform};
 use crate::error::SandboxError;
+use crate::guard::protected;
 use crate::policy::{LevelSetting, SandboxLevel, SandboxMode, SandboxPolicy};
 use crate::linux::mounts::NamespacePlan;
 use env::EnvPlan;
@@ -90,7 +86,7 @@ pub struct Plan {
     #[serde(skip)]
     pub nested_names: Vec<String>,
     /// Where the nested walks' records are kept, when no command of the run can write there
-    /// (see [`nested`]; runner only, not serialised).
+    /// (see [`crate::guard::nested`]; runner only, not serialised).
     #[serde(skip)]
     pub walk_records: Option<PathBuf>,
     /// Files inside a protected git directory that git's configuration includes
@@ -664,7 +660,7 @@ impl Plan {
     #[must_use]
     pub fn policy_digest(&self) -> String {
         let json = serde_json::to_vec(&(&self.mode, &self.workspace, &self.access, &self.limits, &self.network, &self.network_allowlist, &self.unix_sockets)).unwrap_or_default();
-        format!("fnv1a64:{:016x}", crate::plan::nested::fnv1a64(&json))
+        format!("fnv1a64:{:016x}", crate::guard::nested::fnv1a64(&json))
     }
 
     /// The per-run cgroup directories to create, one per hierarchy (cgroup v1 has one per

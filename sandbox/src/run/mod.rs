@@ -259,7 +259,7 @@ pub struct RunResult {
     /// What the command changed in the protected workspace paths, and what became of it
     /// (Full level): applied, or kept as pending changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protected_review: Option<crate::pending::ProtectedReview>,
+    pub protected_review: Option<crate::guard::pending::ProtectedReview>,
     /// macOS, when asked ([`RunOptions::collect_denials`]): the operations Seatbelt denied under
     /// the profile's tagged rules.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -325,7 +325,7 @@ pub(crate) fn prepare_with(policy: &SandboxPolicy, detected: Option<&Capabilitie
     policy.validate()?;
     // A denied file moved since a previous run is denied where it is now.
     let mut followed = policy.clone();
-    crate::denied::follow(&mut followed);
+    crate::guard::denied::follow(&mut followed);
     let policy = &followed;
     let caps = detected.map_or_else(crate::detect::detect_quick, crate::detect::refresh);
     crate::timing::stamp("detected");
@@ -358,7 +358,7 @@ pub(crate) fn prepare_with(policy: &SandboxPolicy, detected: Option<&Capabilitie
     let mut plan = crate::plan::make_plan_at(policy, &caps, &ctx, level)?;
     #[cfg(feature = "ablation")]
     let mut plan = ablated_plan(policy, &caps, &ctx, level)?;
-    if let Err(e) = crate::denied::record(policy) {
+    if let Err(e) = crate::guard::denied::record(policy) {
         plan.warnings.push(format!("the denied paths' inodes could not be recorded ({e}): if a command moves one, the next run's rule matches only its name"));
     }
     // Standard: the scrubbed toolchain configs the plan points the tools at.

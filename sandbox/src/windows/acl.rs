@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::sid;
-use crate::plan::protected::{ProtectedKind, ProtectedPath};
+use crate::guard::protected::{ProtectedKind, ProtectedPath};
 use crate::plan::resolve::PathResolver;
 use crate::plan::decision::Limits;
 use crate::policy::{SandboxMode, SandboxPolicy};

@@ -18,8 +18,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::plan::{gitconfig, gitindex};
-use super::resolve::{FileKind, PathResolver};
+use super::{gitconfig, gitindex};
+use crate::plan::resolve::{FileKind, PathResolver};
 use crate::policy::SandboxPolicy;
 
 pub use crate::model::guard::{ProtectedKind, ProtectedPath, Unprotectable};
@@ -403,7 +403,7 @@ impl Protector<'_> {
     }
 
     fn protect_as(&mut self, path: &Path, hint: ProtectedKind, reason: &str, hooks: bool) {
-        let path = super::resolve::normalize(path);
+        let path = crate::plan::resolve::normalize(path);
         let (links, target) = self.resolver.follow(&path);
         for (link, _) in &links {
             if self.roots.iter().any(|r| link.starts_with(r) && link != r) && !self.out.iter().any(|q| q.path == *link) {

@@ -183,7 +183,7 @@ fn replace_at(dir: std::os::fd::RawFd, tmp: &std::ffi::CStr, target: &std::ffi::
 }
 
 /// The names record files start with: a root's walk ([`record_name`]), and what a git index
-/// registers ([`crate::plan::gitindex`]).
+/// registers ([`crate::guard::gitindex`]).
 #[cfg(target_os = "linux")]
 pub(crate) const RECORD_PREFIXES: &[&str] = &["walk-", "gitlinks-"];
 

@@ -6,7 +6,7 @@
 //! git (`git config --file - --no-includes --null --list`, fed the exact bytes the review holds:
 //! reading runs nothing and follows no include) and compares git's list of keys and values with
 //! its own parse. A file git cannot read, or one the two read differently, is pending as a whole
-//! ([`crate::review::review_config`]).
+//! ([`crate::guard::review::review_config`]).
 //!
 //! The `git` used is the host's, unconfined: it must be one no sandboxed command could have
 //! planted. Only an absolute `PATH` entry counts, and the binary's real path and every directory
@@ -246,7 +246,7 @@ mod tests {
         for _ in 0..cases {
             let bytes = random_config(&mut seed);
             let text = String::from_utf8(bytes.clone()).unwrap();
-            let ours = crate::plan::gitconfig::parse(&text).map(|c| c.entries.iter().map(|e| (e.name(), e.value.clone())).collect::<ConfigList>());
+            let ours = crate::guard::gitconfig::parse(&text).map(|c| c.entries.iter().map(|e| (e.name(), e.value.clone())).collect::<ConfigList>());
             let git = config_list(&bytes);
             let same = match (&ours, &git) {
                 (Ok(a), Ok(b)) => a == b,

@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::gitconfig;
+use crate::guard::gitconfig;
 
 /// One entry of `data/git-executable-keys.toml`.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
@@ -48,7 +48,7 @@ struct ExecKeyFile {
 pub fn exec_keys() -> &'static [ExecKey] {
     static KEYS: OnceLock<Vec<ExecKey>> = OnceLock::new();
     KEYS.get_or_init(|| {
-        toml::from_str::<ExecKeyFile>(include_str!("../data/git-executable-keys.toml")).map(|f| f.key).unwrap_or_default()
+        toml::from_str::<ExecKeyFile>(include_str!("../../data/git-executable-keys.toml")).map(|f| f.key).unwrap_or_default()
     })
 }
 
@@ -89,7 +89,7 @@ struct SafeKeyFile {
 #[must_use]
 pub fn safe_keys() -> &'static [SafeKey] {
     static KEYS: OnceLock<Vec<SafeKey>> = OnceLock::new();
-    KEYS.get_or_init(|| toml::from_str::<SafeKeyFile>(include_str!("../data/git-safe-keys.toml")).map(|f| f.key).unwrap_or_default())
+    KEYS.get_or_init(|| toml::from_str::<SafeKeyFile>(include_str!("../../data/git-safe-keys.toml")).map(|f| f.key).unwrap_or_default())
 }
 
 fn key_matches(pattern: &str, section: &str, subsection: Option<&str>, key: &str) -> bool {
@@ -573,13 +573,13 @@ pub enum ConfigOutcome {
 }
 
 /// The entries of a parsed config file as git lists them.
-fn listed(c: &gitconfig::ConfigFile) -> crate::gitoracle::ConfigList {
+fn listed(c: &gitconfig::ConfigFile) -> crate::guard::gitoracle::ConfigList {
     c.entries.iter().map(|e| (e.name(), e.value.clone())).collect()
 }
 
 /// Parses `bytes` with this crate's parser and checks that git (`oracle`) reads exactly the same
 /// keys and values.
-fn agreed(bytes: &[u8], what: &str, oracle: &dyn Fn(&[u8]) -> Result<crate::gitoracle::ConfigList, String>) -> Result<(String, gitconfig::ConfigFile), String> {
+fn agreed(bytes: &[u8], what: &str, oracle: &dyn Fn(&[u8]) -> Result<crate::guard::gitoracle::ConfigList, String>) -> Result<(String, gitconfig::ConfigFile), String> {
     let text = std::str::from_utf8(bytes).map_err(|_| format!("the config {what} is not UTF-8 text"))?;
     let ours = gitconfig::parse(text).map_err(|e| format!("the config {what} does not parse ({e})"))?;
     let git = oracle(bytes).map_err(|e| format!("git cannot read the config {what}: {e}"))?;
@@ -590,13 +590,13 @@ fn agreed(bytes: &[u8], what: &str, oracle: &dyn Fn(&[u8]) -> Result<crate::gito
 }
 
 /// Reviews a git config file the command changed from `old` (`None`: there was none) to `new`:
-/// both are read by this crate's parser *and* by git (`oracle`, [`crate::gitoracle::config_list`]);
+/// both are read by this crate's parser *and* by git (`oracle`, [`crate::guard::gitoracle::config_list`]);
 /// a file either cannot read, or that they read differently, is pending as a whole. Otherwise
 /// each changed key is applied only when [`unsafe_reason`] finds nothing against it; the
 /// others go back to their old values in the file written, which git must then read as exactly
 /// that (else the whole file is pending).
 #[must_use]
-pub fn review_config(old: Option<&[u8]>, new: &[u8], oracle: &dyn Fn(&[u8]) -> Result<crate::gitoracle::ConfigList, String>) -> ConfigOutcome {
+pub fn review_config(old: Option<&[u8]>, new: &[u8], oracle: &dyn Fn(&[u8]) -> Result<crate::guard::gitoracle::ConfigList, String>) -> ConfigOutcome {
     let old_text = match old {
         Some(o) => match agreed(o, "before the run", oracle) {
             Ok((t, _)) => t,
@@ -775,7 +775,7 @@ mod tests {
 
     #[test]
     fn a_config_git_reads_differently_or_not_at_all_is_pending_whole() {
-        let fake = |list: crate::gitoracle::ConfigList| move |_: &[u8]| Ok(list.clone());
+        let fake = |list: crate::guard::gitoracle::ConfigList| move |_: &[u8]| Ok(list.clone());
         let old = b"[core]\n\tbare = false\n";
         let new = b"[core]\n\tbare = false\n[user]\n\tname = n\n";
         // git and the review agree: the safe key is applied, exactly the command's bytes.
@@ -804,9 +804,9 @@ mod tests {
             o => panic!("{o:?}"),
         }
         // With the host's git as the oracle, when there is one.
-        if crate::gitoracle::trusted_git().is_some() {
+        if crate::guard::gitoracle::trusted_git().is_some() {
             let crlf = b"[core]\r\n\tbare = false\r\n[alias]\r\n\tst = \\\r\n!id\r\n";
-            match review_config(Some(old), crlf, &crate::gitoracle::config_list) {
+            match review_config(Some(old), crlf, &crate::guard::gitoracle::config_list) {
                 ConfigOutcome::Split { pending, .. } => assert_eq!(pending.iter().map(KeyChange::name).collect::<Vec<_>>(), vec!["alias.st"]),
                 o => panic!("{o:?}"),
             }

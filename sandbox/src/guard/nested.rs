@@ -29,7 +29,7 @@
 //! unpacked archive) still counts; a walk that stops records what it read, so each later launch
 //! goes further. The records are used only where no sandboxed command can write them: the
 //! directory holding them must lie outside every writable root and scratch directory (checked by
-//! the planner, [`crate::plan::protected::protected_paths`]), be a real directory of this user
+//! the planner, [`crate::guard::protected::protected_paths`]), be a real directory of this user
 //! with no group or other access, and every file in it is opened without following links. A file
 //! that does not read back exactly (another version, cut, edited) is no record at all.
 //!
@@ -832,7 +832,7 @@ pub fn save<'a>(dir: &Path, root: &Path, names: &[&str], listings: impl IntoIter
 mod tests {
     use super::*;
     #[cfg(target_os = "linux")]
-    use crate::plan::records::{change_time_kept_at, keeps_change_times, KEPT_AFTER_PRUNE, MAX_RECORD_FILES};
+    use crate::guard::records::{change_time_kept_at, keeps_change_times, KEPT_AFTER_PRUNE, MAX_RECORD_FILES};
 
     fn listing(root: &Path, rel: &str, entries: &[(&str, bool)]) -> Listing {
         let path = if rel.is_empty() { root.to_path_buf() } else { root.join(rel) };

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::SandboxError;
-use crate::review::KeyChange;
+use crate::guard::review::KeyChange;
 
 /// What applying a pending change does.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -279,7 +279,7 @@ pub fn apply(id: &str) -> Result<PendingChange, SandboxError> {
         PendingAction::ConfigKeys { changes } => {
             let mut text = std::fs::read_to_string(&c.target).unwrap_or_default();
             for k in changes {
-                text = crate::review::set_key(&text, &k.section, k.subsection.as_deref(), &k.key, &k.new)
+                text = crate::guard::review::set_key(&text, &k.section, k.subsection.as_deref(), &k.key, &k.new)
                     .map_err(|e| SandboxError::Config(format!("{}: {e}", c.target.display())))?;
             }
             let mode = std::fs::metadata(&c.target).map_or(0o644, |m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()));

@@ -40,7 +40,7 @@ const SEARCH_ENTRIES: usize = 200_000;
 /// The record file: `$XDG_STATE_HOME/localgpt/sandbox/denied.json` (beside the pending store).
 #[must_use]
 pub fn record_file() -> PathBuf {
-    crate::pending::state_dir().join("denied.json")
+    crate::guard::pending::state_dir().join("denied.json")
 }
 
 fn load(file: &Path) -> Vec<Record> {
@@ -166,7 +166,7 @@ pub fn record(policy: &SandboxPolicy) -> Result<(), String> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    crate::pending::write_atomic(&file, &json, 0o600).map_err(|e| e.to_string())
+    crate::guard::pending::write_atomic(&file, &json, 0o600).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -332,7 +332,7 @@ mod memo {
 
     impl IndexRead {
         /// Both files are still the ones read, unchanged, and each changed last more than
-        /// [`crate::plan::records::RACY_WINDOW_NS`] before the read began: a change in the same
+        /// [`crate::guard::records::RACY_WINDOW_NS`] before the read began: a change in the same
         /// tick of the file clock as the one before it could leave the times as they were (the
         /// nested walk's records follow the same rule).
         /// (`index` is the index's stamp now.)
@@ -341,7 +341,7 @@ mod memo {
         }
 
         pub(super) fn holds_with(&self, now: impl Fn(&Path) -> Option<FileStamp>) -> bool {
-            let same = |p: &Path, s: &FileStamp| s.ctime_ns < self.read_ns - crate::plan::records::RACY_WINDOW_NS && now(p) == Some(*s);
+            let same = |p: &Path, s: &FileStamp| s.ctime_ns < self.read_ns - crate::guard::records::RACY_WINDOW_NS && now(p) == Some(*s);
             same(&self.index, &self.stamp) && self.shared.as_ref().is_none_or(|(p, s)| same(p, s))
         }
 
@@ -383,7 +383,7 @@ mod memo {
         /// (another version or index, a cut or edited file, a gitlink git would refuse).
         #[cfg(target_os = "linux")]
         pub(super) fn decode(index: &Path, b: &[u8]) -> Option<IndexRead> {
-            use crate::plan::records::{decimal, signed_decimal};
+            use crate::guard::records::{decimal, signed_decimal};
             let rest = b.strip_prefix(MAGIC)?.strip_suffix(&[0])?;
             let mut fields = rest.split(|&c| c == 0);
             if fields.next()?.strip_prefix(b"P ")? != index.as_os_str().as_encoded_bytes() {
@@ -421,7 +421,7 @@ mod memo {
             let mut links = Vec::new();
             for field in fields.by_ref() {
                 if let Some(l) = field.strip_prefix(b"L ") {
-                    links.push(crate::plan::gitindex::rel_path(l)?);
+                    links.push(crate::guard::gitindex::rel_path(l)?);
                     continue;
                 }
                 let n = usize::try_from(decimal(field.strip_prefix(b"C ")?)?).ok()?;
@@ -445,7 +445,7 @@ mod memo {
     /// checked inside).
     #[cfg(target_os = "linux")]
     fn record_name(index: &Path) -> String {
-        format!("gitlinks-{:016x}", crate::plan::records::fnv1a64(index.as_os_str().as_encoded_bytes()))
+        format!("gitlinks-{:016x}", crate::guard::records::fnv1a64(index.as_os_str().as_encoded_bytes()))
     }
 
     /// The gitlinks of the index at `index`, whose stamp is `now`, as a read that still holds
@@ -456,7 +456,7 @@ mod memo {
             return r.holds(now).then_some(r.links);
         }
         #[cfg(target_os = "linux")]
-        if let Some(r) = records.and_then(|d| crate::plan::records::load_record(d, &record_name(index))).and_then(|b| IndexRead::decode(index, &b)) {
+        if let Some(r) = records.and_then(|d| crate::guard::records::load_record(d, &record_name(index))).and_then(|b| IndexRead::decode(index, &b)) {
             if r.holds(now) {
                 let links = r.links.clone();
                 keep(r);
@@ -470,11 +470,11 @@ mod memo {
 
     /// Keeps what a read found, in this process and in `records` (Linux; a record that cannot be
     /// written is only a later read). Only where the index's filesystem keeps change times itself
-    /// (Linux, [`crate::plan::records::change_time_kept_at`]): elsewhere nothing is kept, and
+    /// (Linux, [`crate::guard::records::change_time_kept_at`]): elsewhere nothing is kept, and
     /// every call reads the index.
     pub(super) fn remember(r: IndexRead, records: Option<&Path>) {
         #[cfg(target_os = "linux")]
-        let kept_here = crate::plan::records::change_time_kept_at(&r.index);
+        let kept_here = crate::guard::records::change_time_kept_at(&r.index);
         #[cfg(not(target_os = "linux"))]
         let kept_here = false;
         if !kept_here {
@@ -482,7 +482,7 @@ mod memo {
         }
         #[cfg(target_os = "linux")]
         if let Some(d) = records {
-            let _ = crate::plan::records::save_record(d, &record_name(&r.index), &r.encode());
+            let _ = crate::guard::records::save_record(d, &record_name(&r.index), &r.encode());
         }
         #[cfg(not(target_os = "linux"))]
         let _ = records;
