@@ -175,10 +175,7 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
                     Some(p) => Target::Unix(p),
                     None => own_listener(&listener, &req, &addr, granted, diag, &mut own)?,
                 },
-                Kind::Tcp if req.data.nr == libc::SYS_connect as i32 && granted.capture.is_some() && inet_addr(&addr).is_some_and(|(ip, _)| super::capture::captured(ip)) => {
-                    let (ip, port) = inet_addr(&addr).ok_or(libc::EINVAL)?;
-                    Target::Captured(std::net::SocketAddr::new(ip, port))
-                }
+                Kind::Tcp if let Some(t) = captured_target(granted, &req, &addr) => t,
                 Kind::Tcp | Kind::Other if granted.own_netns || granted.open_network => Target::Raw(addr),
                 Kind::Tcp => own_tcp_listener(&addr, granted.host_proxy, &tcp)?,
                 Kind::Other => return Err(libc::EPERM),
@@ -195,16 +192,12 @@ pub(crate) fn serve(listener: OwnedFd, granted: &Granted, ns_diag: Option<OwnedF
         // A connect may block (a full backlog): each runs on its own thread, at most
         // MAX_IN_FLIGHT at once; beyond that the command gets EAGAIN, as from a full backlog.
         let (l, id) = (Arc::clone(&listener), req.id);
-        let granted_capture = granted.capture.as_ref().map(|(c, a)| (Arc::clone(c), *a));
         let started = crate::linux::spawn_bounded(&IN_FLIGHT, MAX_IN_FLIGHT, "lg-connect", 64 << 10, move || {
             let r = match &target {
                 Target::Unix(p) => connect_unix(&sock, p),
                 Target::Held(fd) => connect_unix(&sock, format!("/proc/self/fd/{}", fd.as_raw_fd()).as_bytes()),
                 Target::Raw(a) => connect_raw(&sock, a),
-                Target::Captured(dest) => match &granted_capture {
-                    Some((c, proxy)) => capture_connect(&sock, c, *proxy, *dest),
-                    None => Err(libc::EPERM),
-                },
+                Target::Captured { capture, proxy, dest } => capture_connect(&sock, capture, *proxy, *dest),
             };
             respond(&l, id, r);
         });
@@ -565,7 +558,15 @@ enum Target {
     Raw(Vec<u8>),
     /// A TCP destination outside loopback, under the allowlist: the proxy instead
     /// ([`super::capture`]).
-    Captured(std::net::SocketAddr),
+    Captured { capture: Arc<super::capture::Capture>, proxy: std::net::SocketAddr, dest: std::net::SocketAddr },
+}
+
+/// The target of a TCP `connect` to `addr` when the run captures it (an allowlist, an address
+/// outside loopback): the run's capture state, its proxy and the destination asked for.
+fn captured_target(granted: &Granted, req: &libc::seccomp_notif, addr: &[u8]) -> Option<Target> {
+    let (capture, proxy) = granted.capture.as_ref()?;
+    let (ip, port) = inet_addr(addr).filter(|&(ip, _)| req.data.nr == libc::SYS_connect as i32 && super::capture::captured(ip))?;
+    Some(Target::Captured { capture: Arc::clone(capture), proxy: *proxy, dest: std::net::SocketAddr::new(ip, port) })
 }
 
 /// A captured `connect` ([`super::capture`]): the command's socket, bound to a loopback port
