@@ -818,6 +818,7 @@ mod tests {
         assert_eq!(upward_configs_in(&p.join("absent"), true), Vec::<PathBuf>::new());
     }
 
+    #[cfg(unix)]
     #[test]
     fn context_reads_the_repository_around_but_never_home() {
         let d = crate::test_dir();
@@ -913,6 +914,7 @@ mod tests {
         assert!(SandboxSettings::from_toml("[sandbox.allow_paths]\nread=['rel/dir']\n").is_err());
     }
 
+    #[cfg(unix)]
     #[test]
     fn the_sandboxs_own_state_is_denied_where_a_writable_path_holds_it() {
         let d = crate::test_dir();

@@ -2,7 +2,8 @@
 //! state lives, and how a signal handler is installed. Layer 0 of `ARCHITECTURE.md`: the standard library and `libc`.
 
 #[cfg(unix)]
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::path::PathBuf;
 
 /// The effective uid and gid (0, 0 where there are none).
 #[must_use]
@@ -14,20 +15,27 @@ pub fn effective_ids() -> (u32, u32) {
     (0, 0)
 }
 
-#[cfg(unix)]
 /// The sandbox's own state for this user: the pending changes, the denied paths' record and the
-/// nested walks' records (`$XDG_STATE_HOME/localgpt/sandbox`). Written by the runner, trusted by
-/// later runs: no sandboxed command may write it (the policy denies it to the command where a
-/// writable path holds it).
+/// nested walks' records (`$XDG_STATE_HOME/localgpt/sandbox`; on Windows
+/// `%LOCALAPPDATA%\localgpt\sandbox`, else the user's own temporary directory). Written by the
+/// runner, trusted by later runs: no sandboxed command may write it (the policy denies it to the
+/// command where a writable path holds it).
 #[must_use]
 pub fn state_dir() -> PathBuf {
-    let state = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| {
-        std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| Path::new(&h).join(".local/state"))
-    });
-    match state {
-        Some(s) if s.is_absolute() => s.join("localgpt/sandbox"),
-        // SAFETY: geteuid cannot fail.
-        _ => PathBuf::from(format!("/var/tmp/localgpt-sandbox-u{}", unsafe { libc::geteuid() })),
+    #[cfg(windows)]
+    return std::env::var_os("LOCALAPPDATA")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| std::env::temp_dir().join("localgpt-sandbox"), |d| PathBuf::from(d).join("localgpt").join("sandbox"));
+    #[cfg(unix)]
+    {
+        let state = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| {
+            std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| Path::new(&h).join(".local/state"))
+        });
+        match state {
+            Some(s) if s.is_absolute() => s.join("localgpt/sandbox"),
+            // SAFETY: geteuid cannot fail.
+            _ => PathBuf::from(format!("/var/tmp/localgpt-sandbox-u{}", unsafe { libc::geteuid() })),
+        }
     }
 }
 

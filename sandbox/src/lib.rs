@@ -88,7 +88,6 @@ pub mod policy;
 pub mod why;
 #[cfg(unix)]
 pub mod run;
-#[cfg(unix)]
 mod rand;
 
 internal_mod!(#[cfg(unix)] audit);
@@ -100,7 +99,7 @@ internal_mod!(macos);
 internal_mod!(network);
 internal_mod!(paths);
 internal_mod!(platform);
-#[cfg(all(test, unix))]
+#[cfg(all(test, target_os = "linux"))]
 mod fuzz;
 internal_mod!(srt);
 internal_mod!(text);
@@ -115,7 +114,6 @@ pub use policy::{SandboxLevel, SandboxMode, SandboxPolicy};
 // Types of the implementation's modules that appear in the API's signatures and fields.
 pub use network::Allowlist;
 pub use paths::WriteMode;
-#[cfg(unix)]
 pub use guard::pending::ProtectedReview;
 pub use platform::Platform;
 #[cfg(unix)]
@@ -148,5 +146,8 @@ pub fn dispatch() {
 /// A scratch dir for unit tests, outside `/tmp` (which the default policy grants read-write).
 #[cfg(test)]
 pub(crate) fn test_dir() -> tempfile::TempDir {
-    tempfile::tempdir_in("/var/tmp").expect("tempdir in /var/tmp")
+    #[cfg(unix)]
+    return tempfile::tempdir_in("/var/tmp").expect("tempdir in /var/tmp");
+    #[cfg(not(unix))]
+    return tempfile::tempdir().expect("tempdir");
 }

@@ -285,6 +285,7 @@ mod tests {
         assert_eq!(escape_controls("ünïcödé ✓"), "ünïcödé ✓");
     }
 
+    #[cfg(unix)]
     #[test]
     fn escape_os_and_argv() {
         use std::os::unix::ffi::OsStrExt;

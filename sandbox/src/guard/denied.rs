@@ -12,11 +12,11 @@
 //! Nothing here can widen access: it only adds deny paths. A record that cannot be read or
 //! written is ignored (the rule then matches by name, as before), and said in a warning.
 
-use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::guard::fsmeta;
 use crate::policy::SandboxPolicy;
 
 /// The inodes a deny rule has stood for.
@@ -71,9 +71,10 @@ fn search(roots: &[PathBuf], inodes: &[(u64, u64)]) -> Vec<PathBuf> {
             }
             budget -= 1;
             let Ok(ft) = e.file_type() else { continue };
-            if inodes.iter().any(|(_, ino)| *ino == e.ino()) {
+            // Unix reads the inode from the entry and checks the device only for a match.
+            if fsmeta::entry_ino(&e).is_none_or(|ino| inodes.iter().any(|(_, i)| *i == ino)) {
                 let p = e.path();
-                if std::fs::symlink_metadata(&p).is_ok_and(|m| inodes.contains(&(m.dev(), m.ino()))) {
+                if fsmeta::file_id(&p).is_some_and(|id| inodes.contains(&id)) {
                     found.push(p);
                     continue;
                 }
@@ -97,7 +98,7 @@ pub fn follow(policy: &mut SandboxPolicy) {
     let records = load(&record_file());
     for d in candidates {
         let Some(rec) = records.iter().find(|r| r.path == d) else { continue };
-        let cur = std::fs::symlink_metadata(&d).ok().map(|m| (m.dev(), m.ino()));
+        let cur = fsmeta::file_id(&d);
         let elsewhere: Vec<(u64, u64)> = rec.inodes.iter().filter(|i| Some(**i) != cur).copied().collect();
         if elsewhere.is_empty() {
             continue;
@@ -123,7 +124,7 @@ pub fn record(policy: &SandboxPolicy) -> Result<(), String> {
         .deny_paths
         .iter()
         .filter(|d| in_roots(&roots, d) && !moved.contains(d))
-        .filter_map(|d| std::fs::symlink_metadata(d).ok().map(|m| (d.clone(), (m.dev(), m.ino()))))
+        .filter_map(|d| fsmeta::file_id(d).map(|id| (d.clone(), id)))
         .collect();
     if now.is_empty() {
         return Ok(());
@@ -163,8 +164,7 @@ pub fn record(policy: &SandboxPolicy) -> Result<(), String> {
     records.truncate(MAX_RECORDS);
     let json = serde_json::to_vec(&records).map_err(|e| e.to_string())?;
     if let Some(dir) = file.parent() {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        fsmeta::create_private_dir(dir, true).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     crate::guard::pending::write_atomic(&file, &json, 0o600).map_err(|e| e.to_string())
 }
@@ -176,16 +176,16 @@ mod tests {
     #[test]
     fn search_finds_a_moved_file_and_directory_by_inode() {
         let d = crate::test_dir();
-        let ws = std::fs::canonicalize(d.path()).unwrap();
+        let ws = fsmeta::canonical(d.path()).unwrap();
         std::fs::create_dir_all(ws.join("base/d")).unwrap();
         std::fs::write(ws.join("base/d/s"), "S").unwrap();
-        let m = std::fs::metadata(ws.join("base/d/s")).unwrap();
-        let dm = std::fs::metadata(ws.join("base/d")).unwrap();
+        let m = fsmeta::file_id(&ws.join("base/d/s")).unwrap();
+        let dm = fsmeta::file_id(&ws.join("base/d")).unwrap();
         std::fs::rename(ws.join("base"), ws.join("moved")).unwrap();
         let roots = vec![ws.clone()];
-        assert_eq!(search(&roots, &[(m.dev(), m.ino())]), vec![ws.join("moved/d/s")]);
-        assert_eq!(search(&roots, &[(dm.dev(), dm.ino())]), vec![ws.join("moved/d")]);
-        assert!(search(&roots, &[(m.dev(), u64::MAX)]).is_empty());
+        assert_eq!(search(&roots, &[m]), vec![ws.join("moved").join("d").join("s")]);
+        assert_eq!(search(&roots, &[dm]), vec![ws.join("moved").join("d")]);
+        assert!(search(&roots, &[(m.0, u64::MAX)]).is_empty());
         assert!(in_roots(&roots, &ws.join("x")) && !in_roots(&roots, &ws) && !in_roots(&roots, Path::new("/etc/x")));
     }
 }

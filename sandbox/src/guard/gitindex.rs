@@ -490,7 +490,7 @@ mod memo {
     }
 
     /// Forgets what this process kept of the index at `index` (tests: to see the record alone).
-    #[cfg(test)]
+    #[cfg(all(test, target_os = "linux"))]
     pub(super) fn forget(index: &Path) {
         if let Ok(mut k) = KEPT_READS.lock() {
             k.retain(|x| x.index != index);

@@ -19,7 +19,9 @@
 //! 4. **Denied** paths follow their file across renames (`denied`): each run records the inode
 //!    of every denied path inside a writable root, and the next one finds a moved file again.
 //!
-//! What is here is pure, or reads and writes only the user's private stores; the part that walks
+//! What is here is pure, or reads and writes only the user's private stores, through one seam
+//! for what differs between platforms (`fsmeta`: a private directory, links, modes, a file's
+//! identity): the guard compiles, and its unit tests run, on Linux, macOS and Windows. The part that walks
 //! an overlay's upper layer and applies the review's verdicts to the real files is the Linux
 //! runner's (`linux::protect`).
 
@@ -30,5 +32,6 @@ pub mod protected;
 pub mod records;
 internal_mod!(review);
 internal_mod!(gitoracle);
-internal_mod!(#[cfg(unix)] pending);
-internal_mod!(#[cfg(unix)] denied);
+internal_mod!(pending);
+internal_mod!(denied);
+internal_mod!(fsmeta);

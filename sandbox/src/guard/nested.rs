@@ -546,9 +546,9 @@ pub struct WalkCache {
     dirs: std::collections::HashSet<ByPath>,
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 impl WalkCache {
-    /// Every recorded directory (tests).
+    /// Every recorded directory (the fuzz targets).
     pub(crate) fn listings(&self) -> impl Iterator<Item = &Listing> {
         self.dirs.iter().map(|b| &b.0)
     }
@@ -834,12 +834,17 @@ mod tests {
     #[cfg(target_os = "linux")]
     use crate::guard::records::{change_time_kept_at, keeps_change_times, KEPT_AFTER_PRUNE, MAX_RECORD_FILES};
 
+    #[cfg(unix)]
     fn listing(root: &Path, rel: &str, entries: &[(&str, bool)]) -> Listing {
-        let path = if rel.is_empty() { root.to_path_buf() } else { root.join(rel) };
+        // Joined name by name, as the walk makes its paths (a record is found by its path's bytes).
+        let path = rel.split('/').filter(|c| !c.is_empty()).fold(root.to_path_buf(), |p, c| p.join(c));
         let depth = Path::new(rel).components().count();
         Listing { path, depth, id: (7, 100 + depth as u64), ctime_ns: Some(1_000), read_ns: 10_000_000_000, entries: entries.iter().map(|(n, d)| Entry { name: (*n).into(), dir: *d }).collect() }
     }
 
+    // The walk's records are kept on Linux only (they hold by change times; `/w/ws` is no
+    // absolute path on Windows).
+    #[cfg(unix)]
     #[test]
     fn records_read_back_exactly_and_nothing_else_reads() {
         let root = Path::new("/w/ws");
@@ -897,15 +902,19 @@ mod tests {
     /// The listings of a walk as if it had read each directory long after its last change.
     fn aged(mut w: NestedWalk) -> Vec<Listing> {
         for l in &mut w.listings {
-            l.read_ns = l.ctime_ns.unwrap() + 3 * RACY_WINDOW_NS;
+            // Windows has no change time: nothing holds there, every directory is read again.
+            l.read_ns = l.ctime_ns.unwrap_or(0) + 3 * RACY_WINDOW_NS;
         }
         w.listings
     }
 
+    #[cfg(unix)]
     fn cache_of<'a>(root: &Path, names: &[&str], ls: impl IntoIterator<Item = &'a Listing>) -> WalkCache {
         WalkCache::decode(root, names, &WalkCache::encode(root, names, ls).unwrap()).unwrap()
     }
 
+    // A record holds by a directory's change time, which Windows does not have.
+    #[cfg(unix)]
     #[test]
     fn a_recorded_directory_is_not_read_again_nor_charged_and_a_changed_one_is_read() {
         let d = crate::test_dir();
@@ -938,6 +947,7 @@ mod tests {
         assert!(replaced.found.contains(&(ws.join("a/b/.vscode"), true)) && !replaced.found.contains(&(ws.join("a/b/.git"), true)));
     }
 
+    #[cfg(unix)]
     #[test]
     fn the_walk_after_the_run_reads_what_no_longer_holds_and_what_is_new() {
         let d = crate::test_dir();
@@ -1005,13 +1015,20 @@ mod tests {
         let launch = aged(launch);
         std::fs::write(ws.join("nohead/HEAD"), "ref: refs/heads/main\n").unwrap();
         let after = walk_nested(&ws, &names, NESTED_ENTRIES, Known::AfterRun(&launch));
-        assert_eq!(rel(&after.repos), vec![PathBuf::from("nohead")]);
-        // The records keep the marks: a later launch finds all four without reading them.
-        let after = aged(after);
-        let recorded = cache_of(&ws, &names, launch.iter().chain(&after));
-        let next = walk_nested(&ws, &names, 0, Known::Launch(Some(&mut recorded.clone())));
-        assert!(next.stopped.is_none());
-        assert_eq!(rel(&next.repos), vec![PathBuf::from("a/b/c/pkg.git"), PathBuf::from("nohead"), PathBuf::from("store.git"), PathBuf::from("wt")]);
+        // Windows has no change times: no listing holds, every directory is read again and every
+        // repository is found again, the new one among them.
+        #[cfg(not(unix))]
+        assert_eq!(rel(&after.repos), vec![PathBuf::from("a/b/c/pkg.git"), PathBuf::from("nohead"), PathBuf::from("store.git"), PathBuf::from("wt")]);
+        #[cfg(unix)]
+        {
+            assert_eq!(rel(&after.repos), vec![PathBuf::from("nohead")]);
+            // The records keep the marks: a later launch finds all four without reading them.
+            let after = aged(after);
+            let recorded = cache_of(&ws, &names, launch.iter().chain(&after));
+            let next = walk_nested(&ws, &names, 0, Known::Launch(Some(&mut recorded.clone())));
+            assert!(next.stopped.is_none());
+            assert_eq!(rel(&next.repos), vec![PathBuf::from("a/b/c/pkg.git"), PathBuf::from("nohead"), PathBuf::from("store.git"), PathBuf::from("wt")]);
+        }
     }
 
     #[cfg(target_os = "linux")]

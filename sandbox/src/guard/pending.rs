@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::SandboxError;
+use crate::guard::fsmeta;
 use crate::guard::review::KeyChange;
 
 /// What applying a pending change does.
@@ -116,16 +117,15 @@ pub fn keep_tree(workspace: &Path, target: &Path, why: &str) -> Result<PendingCh
 
 /// A new change directory in the store, and the change (not yet recorded).
 fn new_change(workspace: &Path, target: &Path, action: PendingAction, why: &str) -> Result<(PendingChange, PathBuf), SandboxError> {
-    use std::os::unix::fs::DirBuilderExt;
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let dir = store_dir();
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(io(format!("create {}", dir.display())))?;
+    fsmeta::create_private_dir(&dir, true).map_err(io(format!("create {}", dir.display())))?;
     let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut random = [0u8; 3];
     crate::rand::fill(&mut random);
     let id = format!("{created}-{}-{}-{:02x}{:02x}{:02x}", std::process::id(), SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst), random[0], random[1], random[2]);
     let cdir = dir.join(&id);
-    std::fs::DirBuilder::new().mode(0o700).create(&cdir).map_err(io(format!("create {}", cdir.display())))?;
+    fsmeta::create_private_dir(&cdir, false).map_err(io(format!("create {}", cdir.display())))?;
     Ok((PendingChange { id, created, workspace: workspace.to_path_buf(), target: target.to_path_buf(), action, why: why.to_string() }, cdir))
 }
 
@@ -141,13 +141,13 @@ fn record(change: PendingChange, cdir: &Path) -> Result<PendingChange, SandboxEr
 fn move_tree(from: &Path, to: &Path) -> Result<(), SandboxError> {
     match std::fs::rename(from, to) {
         Ok(()) => return Ok(()),
-        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
+        Err(e) if fsmeta::is_cross_device(&e) => {}
         Err(e) => return Err(SandboxError::io(format!("move {} to {}", from.display(), to.display()), e)),
     }
     fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
         let m = std::fs::symlink_metadata(from)?;
         if m.file_type().is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(from)?, to)
+            fsmeta::symlink(&std::fs::read_link(from)?, to)
         } else if m.is_dir() {
             std::fs::create_dir(to)?;
             for e in std::fs::read_dir(from)? {
@@ -199,7 +199,6 @@ fn find(id: &str) -> Result<(PendingChange, PathBuf), SandboxError> {
 /// # Errors
 /// [`SandboxError::Io`].
 pub fn write_atomic(target: &Path, data: &[u8], mode: u32) -> Result<(), SandboxError> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let dir = target.parent().ok_or_else(|| SandboxError::Policy(format!("{} has no parent", target.display())))?;
     std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -207,13 +206,10 @@ pub fn write_atomic(target: &Path, data: &[u8], mode: u32) -> Result<(), Sandbox
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let tmp = dir.join(format!(".{name}.localgpt-{}-{}.tmp", std::process::id(), SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     let _ = std::fs::remove_file(&tmp);
-    let r = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode & 0o777)
+    let r = fsmeta::with_mode(std::fs::OpenOptions::new().write(true).create_new(true), mode)
         .open(&tmp)
         .and_then(|mut f| std::io::Write::write_all(&mut f, data).and_then(|()| f.sync_all()))
-        .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode & 0o777)))
+        .and_then(|()| fsmeta::set_mode(&tmp, mode))
         .and_then(|()| std::fs::rename(&tmp, target));
     if r.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -236,7 +232,7 @@ pub(crate) fn safe_parent(target: &Path) -> std::io::Result<()> {
             Err(_) => anc = anc.parent().ok_or_else(|| std::io::Error::other("no existing parent directory"))?,
         }
     }
-    if std::fs::canonicalize(anc)? != anc {
+    if fsmeta::canonical(anc)? != anc {
         return Err(std::io::Error::other(format!("a symbolic link on the way ({} leads elsewhere)", anc.display())));
     }
     std::fs::create_dir_all(parent)
@@ -260,7 +256,7 @@ pub fn apply(id: &str) -> Result<PendingChange, SandboxError> {
         }
         PendingAction::Symlink { to } => {
             let _ = std::fs::remove_file(&c.target);
-            std::os::unix::fs::symlink(to, &c.target).map_err(io(format!("symlink {}", c.target.display())))?;
+            fsmeta::symlink(to, &c.target).map_err(io(format!("symlink {}", c.target.display())))?;
         }
         PendingAction::Delete => match std::fs::symlink_metadata(&c.target) {
             Ok(m) if m.is_dir() => std::fs::remove_dir_all(&c.target).map_err(io(format!("remove {}", c.target.display())))?,
@@ -282,7 +278,7 @@ pub fn apply(id: &str) -> Result<PendingChange, SandboxError> {
                 text = crate::guard::review::set_key(&text, &k.section, k.subsection.as_deref(), &k.key, &k.new)
                     .map_err(|e| SandboxError::Config(format!("{}: {e}", c.target.display())))?;
             }
-            let mode = std::fs::metadata(&c.target).map_or(0o644, |m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()));
+            let mode = std::fs::metadata(&c.target).map_or(0o644, |m| fsmeta::mode(&m));
             write_atomic(&c.target, text.as_bytes(), mode)?;
         }
     }

@@ -714,6 +714,7 @@ mod tests {
     use crate::config::{build_sandbox_policy, SandboxSettings};
 
     /// The nested walk's and the submodule search's protected paths alone.
+    #[cfg(unix)]
     fn nested(policy: &SandboxPolicy) -> (Vec<ProtectedPath>, Vec<Unprotectable>) {
         let mut resolver = PathResolver::new();
         let mut p = Protector { resolver: &mut resolver, roots: vec![policy.workspace_path.clone()], files: Vec::new(), scratch: Vec::new(), records: None, out: Vec::new(), bad: Vec::new(), in_scratch: Vec::new() };
@@ -722,6 +723,7 @@ mod tests {
         (p.out, p.bad)
     }
 
+    #[cfg(unix)]
     #[test]
     fn submodules_from_gitmodules_wherever_they_are() {
         let d = crate::test_dir();
@@ -757,6 +759,7 @@ mod tests {
         assert_eq!(got("real/x/.git"), Some((ProtectedKind::GitDir, true)));
     }
 
+    #[cfg(unix)]
     #[test]
     fn files_git_configuration_includes() {
         let d = crate::test_dir();
@@ -796,6 +799,8 @@ mod tests {
         assert_eq!(got("gitconfig"), Some((false, true)));
     }
 
+    // `~user/` is a Unix user's home (getpwnam).
+    #[cfg(unix)]
     #[test]
     fn a_users_home_in_a_config_path() {
         let d = crate::test_dir();
@@ -808,6 +813,7 @@ mod tests {
         assert_eq!(got[1], d.path().join("~no-such-user-lg/y"));
     }
 
+    #[cfg(unix)]
     #[test]
     fn gitlinks_of_the_index_wherever_they_are() {
         if std::process::Command::new("git").arg("--version").output().is_err() {
@@ -850,6 +856,7 @@ mod tests {
         assert!(bad.iter().any(|b| b.path == ws.join("node_modules/m/.git/index") && b.why.starts_with(INDEX_UNREAD)), "{bad:?}");
     }
 
+    #[cfg(unix)]
     #[test]
     fn protected_paths_present_absent_and_hooks_path() {
         let d = crate::test_dir();
@@ -915,6 +922,7 @@ mod tests {
         assert!(set.nested_walks.iter().all(|w| !w.stopped));
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_protected_name_that_is_a_link_protects_the_link_and_where_it_leads() {
         use std::os::unix::fs::symlink;

@@ -370,7 +370,7 @@ fn home_view(resolver: &mut PathResolver, policy: &SandboxPolicy, tmpfs: &[PathB
     Some(HomeView { home, keep, symlinks })
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use crate::config::{build_sandbox_policy, SandboxSettings};

@@ -547,7 +547,7 @@ const BPF_JGE_K: u16 = 0x35;
 const BPF_JSET_K: u16 = 0x45;
 const BPF_AND_K: u16 = 0x54;
 const BPF_RET_K: u16 = 0x06;
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
 /// `EPERM` and `ENOSYS` as Linux numbers them (the program may be built on another OS).
 const LINUX_EPERM: u32 = 1;
@@ -1034,7 +1034,8 @@ pub fn compile_with(arch: SeccompArch, table: &[SeccompRuleSpec], abi_open: bool
     Ok(prog)
 }
 
-#[cfg(test)]
+// The tests name Linux x86_64 syscall numbers and check against seccompiler (Linux only).
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 

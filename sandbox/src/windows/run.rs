@@ -55,7 +55,8 @@ fn setup(e: impl std::fmt::Display) -> SandboxError {
 /// # Errors
 /// [`SandboxError::Setup`] when `LOCALAPPDATA` is not set.
 pub fn state_dir() -> Result<PathBuf, SandboxError> {
-    std::env::var_os("LOCALAPPDATA").map(|d| PathBuf::from(d).join("localgpt").join("sandbox")).ok_or_else(|| setup("LOCALAPPDATA is not set: no place for the installation record"))
+    // The installation record must outlive the temporary directory the fallback would use.
+    std::env::var_os("LOCALAPPDATA").filter(|v| !v.is_empty()).map(|_| crate::host::state_dir()).ok_or_else(|| setup("LOCALAPPDATA is not set: no place for the installation record"))
 }
 
 fn alive(pid: u32) -> bool {
