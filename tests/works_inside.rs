@@ -132,6 +132,57 @@ fn git_init_and_commit() {
     );
 }
 
+/// A workspace that is a subdirectory of a repository (`--workspace repo/sub`) and one that is a
+/// linked worktree whose main repository lies outside it (`git worktree add ../wt`): `git add`
+/// and `git commit` work and land in the repository, while the repository's hooks and config stay
+/// protected as a workspace's own `.git` is (pending changes). Checked from outside: the host's
+/// git log, the real hooks directory and config, `sandbox pending`; and bare, the same hook write
+/// reaches the real file (the probe can escape).
+#[test]
+fn commits_from_a_subdirectory_and_a_linked_worktree_land_and_the_repository_stays_protected() {
+    let name = "commits_from_a_subdirectory_and_a_linked_worktree_land_and_the_repository_stays_protected";
+    if which("git").is_none() {
+        skip(name, "git not installed");
+        return;
+    }
+    let w = World::new();
+    let id = "-c user.name=a -c user.email=b@c";
+    let init = w.bare(&format!("git init -q repo && cd repo && mkdir sub && echo a > sub/a && git add . && git {id} commit -q -m init && git worktree add -q ../wt && echo ok"));
+    assert!(init.stdout.contains("ok"), "{}", init.describe());
+    let repo = w.ws.join("repo");
+    let config_before = fs::read(repo.join(".git/config")).unwrap();
+    let git_log = |dir: &std::path::Path, rev: &str| {
+        let o = std::process::Command::new("git").args(["-c", "safe.directory=*", "log", "--format=%s", rev]).current_dir(dir).env("HOME", &w.home).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for (ws, branch, hook) in [(repo.join("sub"), "HEAD", "pre-commit"), (w.ws.join("wt"), "wt", "pre-push")] {
+        let ws_arg = ws.display().to_string();
+        let snippet = format!(
+            "echo {STARTED}; echo work > f-{hook} && git add f-{hook} && git {id} commit -q -m from-{hook} && echo COMMITTED; \
+             echo 'touch /tmp/pwned' > \"$(git rev-parse --git-common-dir)/hooks/{hook}\" && echo HOOK-WRITTEN; \
+             git config core.fsmonitor 'touch /tmp/pwned' && echo CONFIG-WRITTEN"
+        );
+        let o = w.sandboxed_with(&["--workspace", &ws_arg], &snippet);
+        assert!(o.stdout.contains(STARTED), "{}", o.describe());
+        assert!(o.stdout.contains("COMMITTED"), "git commit in {ws_arg} must work\n{}", o.describe());
+        assert!(o.stdout.contains("HOOK-WRITTEN") && o.stdout.contains("CONFIG-WRITTEN"), "{}", o.describe());
+        // From outside: the commit is in the repository, the hook and the key are not.
+        assert!(git_log(&repo, branch).starts_with(&format!("from-{hook}\n")), "{ws_arg}: the commit did not land: {}\n{}", git_log(&repo, branch), o.describe());
+        assert!(!repo.join(".git/hooks").join(hook).exists(), "{ws_arg}: the hook reached the repository\n{}", o.describe());
+        assert_eq!(fs::read(repo.join(".git/config")).unwrap(), config_before, "{ws_arg}: the repository's config changed\n{}", o.describe());
+        let pending = parse_one_json(&run(w.localgpt_cmd(&["sandbox", "pending", "--json"]), "pending"));
+        let targets: Vec<String> = pending["pending"].as_array().unwrap().iter().map(|c| c["target"].as_str().unwrap_or("").to_string()).collect();
+        assert!(targets.iter().any(|t| t.ends_with(&format!(".git/hooks/{hook}"))), "{ws_arg}: {pending}");
+        assert!(targets.iter().filter(|t| t.ends_with("repo/.git/config")).count() >= 1, "{ws_arg}: {pending}");
+    }
+    // A grant inside the git directory is refused (a part of it would go unreviewed).
+    let o = w.sandboxed_with(&["--workspace", &repo.join("sub").display().to_string(), "--allow-write", &repo.join(".git/hooks").display().to_string()], "echo RAN");
+    assert!(!o.stdout.contains("RAN") && o.stderr.contains("inside the git directory"), "{}", o.describe());
+    // Bare, the same hook write reaches the real file.
+    let b = w.bare("cd repo/sub && echo true > \"$(git rev-parse --git-common-dir)/hooks/pre-commit\" && echo HOOK-WRITTEN");
+    assert!(b.stdout.contains("HOOK-WRITTEN") && repo.join(".git/hooks/pre-commit").exists(), "{}", b.describe());
+}
+
 #[test]
 fn cargo_version_runs() {
     let name = "cargo_version_runs";

@@ -538,10 +538,21 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
     read_only_paths.extend(extra_read);
     deny_paths.extend(settings.extra_deny.iter().cloned());
     let mut writable_paths = Vec::new();
+    let mut context_writes = Vec::new();
     match settings.mode {
         SandboxMode::WorkspaceWrite => {
             writable_paths.extend(t.scratch_write.iter().map(PathBuf::from));
             writable_paths.extend(extra_write);
+            // Where the git directory of the repository around the workspace is protected as one
+            // (`.git` a protected name): writable, so that git add and commit work there too.
+            if settings.protected_workspace_paths.iter().any(|n| n.starts_with(".git")) {
+                context_writes = repo_git_writes(&ws, home.as_deref(), &deny_paths);
+                for (p, _) in &context_writes {
+                    if !writable_paths.contains(p) {
+                        writable_paths.push(p.clone());
+                    }
+                }
+            }
         }
         SandboxMode::ReadOnly => {
             if !settings.extra_write.is_empty() {
@@ -592,6 +603,7 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         skipped_grants,
         moved_denies: Vec::new(),
         context_reads,
+        context_writes,
         allow_unix_sockets,
     };
     // Validated where every plan is made (`make_plan`), once per run.
@@ -656,14 +668,7 @@ fn unix_socket_grants(list: &[PathBuf], skipped: &mut Vec<PathBuf>) -> Result<Ve
 /// `/var/tmp`: git's own `safe.directory` ownership rule); deny rules still win inside.
 fn context_reads(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, String)> {
     let mut out: Vec<(PathBuf, String)> = Vec::new();
-    #[cfg(unix)]
-    let foreign = |d: &Path| {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(d).map_or(true, |m| m.uid() != crate::host::effective_ids().0 || m.mode() & 0o002 != 0)
-    };
-    #[cfg(not(unix))]
-    let foreign = |_: &Path| false;
-    let too_wide = |d: &Path| d == Path::new("/") || home.is_some_and(|h| h.starts_with(d)) || foreign(d);
+    let too_wide = |d: &Path| too_wide_for_context(d, home);
     let own_git = std::fs::symlink_metadata(ws.join(".git")).is_ok();
     let mut repo: Option<PathBuf> = None;
     for d in ws.ancestors().skip(1) {
@@ -682,6 +687,50 @@ fn context_reads(ws: &Path, home: Option<&Path>) -> Vec<(PathBuf, String)> {
         }
         if home.is_some_and(|h| d == h) {
             break;
+        }
+    }
+    out
+}
+
+/// Whether `d` may not be opened because of where the workspace lies: `/`, `$HOME` or one of its
+/// ancestors (a dotfiles repository in `$HOME` would open all of it), or a directory the caller
+/// does not own or that others may write (a `.git` planted in `/var/tmp` by another user: git's
+/// own `safe.directory` ownership rule).
+fn too_wide_for_context(d: &Path, home: Option<&Path>) -> bool {
+    #[cfg(unix)]
+    let foreign = |d: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(d).map_or(true, |m| m.uid() != crate::host::effective_ids().0 || m.mode() & 0o002 != 0)
+    };
+    #[cfg(not(unix))]
+    let foreign = |_: &Path| false;
+    d == Path::new("/") || home.is_some_and(|h| h.starts_with(d)) || foreign(d)
+}
+
+/// Why the git directory of the repository around the workspace is writable.
+pub const REPO_GIT_WHY: &str = "the git directory of the repository the workspace is a subdirectory or a linked worktree of (git add and commit work; its hooks, config and redirection files stay protected: reviewed after the run)";
+
+/// Writable grants for where the workspace lies: the git directory of the repository the
+/// workspace is a subdirectory of (`--workspace repo/sub`) or a linked worktree of (`git worktree
+/// add ../wt`), where it lies outside the workspace, so that `git add` and `git commit` work —
+/// the shared one and the worktree's own. Each is a writable root that is a git directory, which
+/// the workspace guard protects whole ([`crate::guard::protected::GIT_ROOT_WHY`]): git's data is
+/// applied after the run, hooks, config and the rest are pending changes. Never one of a
+/// repository [`context_reads`] would not open (its worktree or the directory itself `/`, `$HOME`
+/// or above, not the caller's, writable by others), nor one inside a denied path.
+fn repo_git_writes(ws: &Path, home: Option<&Path>, denies: &[PathBuf]) -> Vec<(PathBuf, String)> {
+    use crate::guard::gitindex;
+    let mut out: Vec<(PathBuf, String)> = Vec::new();
+    let Some(dotgit) = gitindex::enclosing_dotgit(ws) else { return out };
+    let (Some(worktree), Some(gd)) = (dotgit.parent(), gitindex::git_dir(&dotgit)) else { return out };
+    if too_wide_for_context(worktree, home) {
+        return out;
+    }
+    for d in [gitindex::common_dir(&gd), gd] {
+        let Ok(c) = crate::guard::fsmeta::canonical(&d) else { continue };
+        let covered = c.starts_with(ws) || out.iter().any(|(o, _)| c.starts_with(o)) || denies.iter().any(|x| c.starts_with(x));
+        if !covered && !too_wide_for_context(&c, home) && gitindex::is_git_directory(&c) {
+            out.push((c, REPO_GIT_WHY.into()));
         }
     }
     out
@@ -711,17 +760,33 @@ fn upward_configs_in(d: &Path, list: bool) -> Vec<PathBuf> {
 /// is refused: the path is protected (private or reviewed), and a grant would either be
 /// overridden silently or open what the protection closes.
 fn refuse_protected_grants(ws: &Path, writes: &[PathBuf], protected: &[String]) -> Result<(), SandboxError> {
+    let git_protected = protected.iter().any(|n| n.starts_with(".git"));
     for w in writes {
         let Ok(c) = std::fs::canonicalize(w) else { continue };
-        let Ok(rel) = c.strip_prefix(ws) else { continue };
-        for name in protected {
-            let top = Path::new(name);
-            let top = if top.starts_with(".git") { Path::new(".git") } else { top };
-            if !rel.as_os_str().is_empty() && rel.starts_with(top) {
-                return Err(SandboxError::Policy(format!(
-                    "allow-write {}: inside the protected workspace path {} (its changes are reviewed after the run: `localgpt sandbox pending`); to grant it, remove {name} from [sandbox] protected_workspace_paths",
-                    w.display(), ws.join(top).display())));
-            }
+        if let Ok(rel) = c.strip_prefix(ws) {
+            refuse_inside_protected_name(ws, w, rel, protected)?;
+        }
+        // Inside a git directory (`--allow-write repo/.git/hooks`): a grant of the git directory
+        // itself is protected whole (its data applied after the run, the rest pending); one of a
+        // part of it would leave that part unreviewed.
+        if let Some(g) = c.ancestors().skip(1).find(|a| git_protected && crate::guard::gitindex::is_git_directory(a)) {
+            return Err(SandboxError::Policy(format!(
+                "allow-write {}: inside the git directory {}, whose hooks and config run at the next git command; grant the git directory itself (--allow-write {}): git's own data is applied after the run, the rest kept as pending changes",
+                w.display(), g.display(), g.display())));
+        }
+    }
+    Ok(())
+}
+
+/// A grant at `rel` in the workspace inside one of its protected names.
+fn refuse_inside_protected_name(ws: &Path, w: &Path, rel: &Path, protected: &[String]) -> Result<(), SandboxError> {
+    for name in protected {
+        let top = Path::new(name);
+        let top = if top.starts_with(".git") { Path::new(".git") } else { top };
+        if !rel.as_os_str().is_empty() && rel.starts_with(top) {
+            return Err(SandboxError::Policy(format!(
+                "allow-write {}: inside the protected workspace path {} (its changes are reviewed after the run: `localgpt sandbox pending`); to grant it, remove {name} from [sandbox] protected_workspace_paths",
+                w.display(), ws.join(top).display())));
         }
     }
     Ok(())
@@ -856,6 +921,50 @@ mod tests {
         assert!(!context_reads(&shared.join("w"), Some(&home)).iter().any(|(p, _)| p == &shared));
         std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         assert!(context_reads(&shared.join("w"), Some(&home)).iter().any(|(p, _)| p == &shared));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_git_directory_of_the_repository_around_is_writable_and_nothing_wider() {
+        let d = crate::test_dir();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let home = root.join("home");
+        let repo = home.join("code/repo");
+        let git = |at: &Path, args: &[&str]| {
+            let ok = std::process::Command::new("git").args(args).current_dir(at).env("HOME", &home).env("GIT_CONFIG_NOSYSTEM", "1").output().is_ok_and(|o| o.status.success());
+            assert!(ok, "git {args:?}");
+        };
+        std::fs::create_dir_all(repo.join("sub")).unwrap();
+        git(&repo, &["init", "-q"]);
+        git(&repo, &["-c", "user.name=a", "-c", "user.email=b@c", "commit", "-q", "--allow-empty", "-m", "x"]);
+        git(&repo, &["worktree", "add", "-q", "../wt"]);
+        let s = |ws: &Path| build_sandbox_policy(ws, &SandboxSettings { home: Some(home.clone()), ..Default::default() }).unwrap();
+        // A subdirectory: the repository's git directory, with why.
+        let p = s(&repo.join("sub"));
+        assert_eq!(p.context_writes.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(), vec![repo.join(".git")]);
+        assert!(p.writable_paths.contains(&repo.join(".git")));
+        assert!(crate::plan::decision::Access::of(&p).write.iter().any(|r| r.path == repo.join(".git") && r.reason == REPO_GIT_WHY));
+        // A linked worktree: the shared git directory (its worktrees/wt is inside it).
+        assert_eq!(s(&home.join("code/wt")).context_writes.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(), vec![repo.join(".git")]);
+        // The repository itself, or a directory of no repository: nothing.
+        assert!(s(&repo).context_writes.is_empty());
+        std::fs::create_dir_all(root.join("plain")).unwrap();
+        assert!(s(&root.join("plain")).context_writes.is_empty());
+        // Read-only mode: nothing writable.
+        let ro = build_sandbox_policy(&repo.join("sub"), &SandboxSettings { home: Some(home.clone()), mode: SandboxMode::ReadOnly, ..Default::default() }).unwrap();
+        assert!(ro.context_writes.is_empty() && !ro.writable_paths.contains(&repo.join(".git")));
+        // `.git` not a protected name: no grant (nothing would review it).
+        let unprotected = SandboxSettings { home: Some(home.clone()), protected_workspace_paths: vec![".vscode".into()], ..Default::default() };
+        assert!(build_sandbox_policy(&repo.join("sub"), &unprotected).unwrap().context_writes.is_empty());
+        // A grant inside a git directory is refused; the git directory itself is not.
+        let w = |g: PathBuf| build_sandbox_policy(&repo.join("sub"), &SandboxSettings { home: Some(home.clone()), extra_write: vec![g], ..Default::default() });
+        let e = w(repo.join(".git/hooks")).unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("inside the git directory"), "{e}");
+        assert!(w(repo.join(".git")).is_ok());
+        // A dotfiles repository in $HOME is never opened for writing.
+        std::fs::create_dir_all(home.join("notes")).unwrap();
+        git(&home, &["init", "-q"]);
+        assert!(s(&home.join("notes")).context_writes.is_empty());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Fuzz targets of the parsers that read what a sandboxed command wrote or sent (issue 55, item
-//! 5; issue 58, item 2): git's config, a git index, rebase to-do lists, the nested walk's records,
+//! 5; issue 58, item 2): git's config, a git index, rebase to-do lists, a linked worktree's
+//! `gitdir` file, the nested walk's records,
 //! and the network stubs (DNS questions, SOCKS5 requests, TLS ClientHellos; the HTTP proxy's
 //! parser has its own target beside it, `linux::proxy::tests::fuzz_the_http_head_parser`).
 //!
@@ -165,6 +166,24 @@ fn fuzz_the_todo_reader() {
                 let word: Vec<u8> = l.iter().copied().take_while(|c| !c.is_ascii_whitespace()).collect();
                 assert!(word != b"exec" && word != b"x", "{:?}", String::from_utf8_lossy(&b));
             }
+        }
+    }
+}
+
+#[test]
+fn fuzz_the_worktree_gitdir_reader() {
+    const SEEDS: &[&[u8]] = &[b"/home/u/ws/wt/.git\n", b"/w/.git", b"../wt/.git\n"];
+    let mut rng = Rng::new();
+    for _ in 0..cases(50_000) {
+        let pick = rng.below(SEEDS.len());
+        let b = rng.mutate(SEEDS[pick]);
+        if let Some(p) = crate::guard::review::worktree_gitdir_target(&b) {
+            // What passes is an absolute path of a `.git`, written out: its text is the input's
+            // (one trailing newline at most), and normalising it changes nothing.
+            let t = p.to_str().expect("UTF-8");
+            assert!(b == t.as_bytes() || b == [t.as_bytes(), b"\n"].concat(), "{:?}", String::from_utf8_lossy(&b));
+            assert!(p.is_absolute() && p.file_name().is_some_and(|n| n == ".git"), "{t}");
+            assert_eq!(crate::plan::resolve::normalize(&p).to_str(), Some(t), "{t}");
         }
     }
 }

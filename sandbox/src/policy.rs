@@ -275,6 +275,11 @@ pub struct SandboxPolicy {
     /// ancestors (`defaults::UPWARD_CONFIGS`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub context_reads: Vec<(PathBuf, String)>,
+    /// Writable grants added because of where the workspace lies (also in `writable_paths`),
+    /// each with why: the git directory of the repository the workspace is a subdirectory or a
+    /// linked worktree of, protected whole by the workspace guard.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context_writes: Vec<(PathBuf, String)>,
     /// Host unix sockets the command may connect to (`--allow-unix-socket`), connect-only and
     /// exactly these: (the path as given, absolute; its canonical path). Every other host
     /// socket stays unreachable.
@@ -478,6 +483,7 @@ mod tests {
             ignored_settings: Vec::new(),
             moved_denies: Vec::new(),
             context_reads: Vec::new(),
+            context_writes: Vec::new(),
             allow_unix_sockets: Vec::new(),
             platform: crate::platform::Platform::Linux,
         }

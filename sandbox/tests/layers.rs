@@ -26,6 +26,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("model::guard", 1),
     ("rand", 0),
     ("timing", 0),
+    // The guard's file seam (a private directory, links, modes, identity): std and libc only.
+    ("guard::fsmeta", 0),
     // L1: the vocabulary, git knowledge, the path resolver, the helper<->runner wire.
     ("model", 1),
     ("ablation", 1),

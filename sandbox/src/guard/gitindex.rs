@@ -177,6 +177,33 @@ pub fn git_dir(dotgit: &Path) -> Option<PathBuf> {
     Some(dotgit.parent()?.join(to))
 }
 
+/// The `.git` git finds from `dir`: `dir/.git`, or the nearest one above it (`dir` is a
+/// subdirectory of a repository's worktree).
+#[must_use]
+pub fn enclosing_dotgit(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors().map(|a| a.join(".git")).find(|g| std::fs::symlink_metadata(g).is_ok())
+}
+
+/// The shared git directory of the repository whose git directory is `gd`: the one its
+/// `commondir` names (a linked worktree's `.git/worktrees/<name>` names the main repository's
+/// `.git`), else `gd` itself.
+#[must_use]
+pub fn common_dir(gd: &Path) -> PathBuf {
+    match crate::files::read_config_file(&gd.join("commondir"), 4096) {
+        Some(c) if !c.trim().is_empty() => gd.join(c.trim()),
+        _ => gd.to_path_buf(),
+    }
+}
+
+/// Whether `dir` is a git directory by git's own rule (`is_git_directory`: a `HEAD` that is not
+/// a directory, with `objects/` and `refs/` or with a `commondir`), or a directory named `.git`.
+#[must_use]
+pub fn is_git_directory(dir: &Path) -> bool {
+    let is = |n: &str, d: bool| std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir() == d);
+    let named = dir.file_name().is_some_and(|n| n == ".git") && std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
+    named || (is("HEAD", false) && ((is("objects", true) && is("refs", true)) || is("commondir", false)))
+}
+
 /// The worktree-relative paths of the gitlinks in the index of the git directory `gitdir` (and
 /// in its shared index, for a split index); no index: none.
 ///

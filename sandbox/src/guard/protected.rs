@@ -43,11 +43,9 @@ pub fn global_git_config_files(home: Option<&Path>) -> Vec<PathBuf> {
 pub fn repo_git_config_files(dotgit: &Path) -> Vec<PathBuf> {
     let Some(gd) = gitindex::git_dir(dotgit) else { return Vec::new() };
     let mut files = vec![gd.join("config")];
-    if let Some(common) = crate::files::read_config_file(&gd.join("commondir"), 4096) {
-        let common = common.trim();
-        if !common.is_empty() {
-            files.push(gd.join(common).join("config"));
-        }
+    let common = gitindex::common_dir(&gd);
+    if common != gd {
+        files.push(common.join("config"));
     }
     files.push(gd.join("config.worktree"));
     files
@@ -174,12 +172,7 @@ fn user_home(_name: &str) -> Option<PathBuf> {
     None
 }
 
-/// The `.git` git finds from `dir`: `dir/.git`, or the nearest one above it (`dir` is a
-/// subdirectory of a repository's worktree).
-#[must_use]
-pub fn enclosing_dotgit(dir: &Path) -> Option<PathBuf> {
-    dir.ancestors().map(|a| a.join(".git")).find(|g| std::fs::symlink_metadata(g).is_ok())
-}
+pub use super::gitindex::enclosing_dotgit;
 
 /// What [`protected_paths`] found.
 #[derive(Debug, Default)]
@@ -253,7 +246,19 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     // and in the workspace's subdirectories.
     let single: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
     let mut names: Vec<(PathBuf, String)> = Vec::new();
+    // A writable root that is a git directory itself (the git directory of the repository around
+    // the workspace, granted so that `git commit` works in a subdirectory or a linked worktree;
+    // `--allow-write repo/.git`; a bare repository): protected whole, as a workspace's `.git`
+    // is, where `.git` is a protected name. It is neither walked for nested names nor given them:
+    // the review of a git directory covers all of it.
+    let git_roots: Vec<PathBuf> = if policy.protected_workspace_paths.iter().any(|n| n.starts_with(".git")) { roots.iter().filter(|r| gitindex::is_git_directory(r)).cloned().collect() } else { Vec::new() };
+    for root in &git_roots {
+        p.out.push(ProtectedPath { path: root.clone(), kind: ProtectedKind::GitDir, absent: false, private: false, reason: GIT_ROOT_WHY.into() });
+    }
     for root in &roots {
+        if git_roots.contains(root) {
+            continue;
+        }
         for rel in &policy.protected_workspace_paths {
             let rel = Path::new(rel);
             let rel = if rel.starts_with(".git") { Path::new(".git") } else { rel };
@@ -291,7 +296,10 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     // present at launch, found by a bounded walk, and the submodules git would enter.
     let first_nested = p.out.len();
     let budget = usize::try_from(policy.nested_walk_entries).unwrap_or(usize::MAX);
-    let walks: Vec<RootWalk> = roots.iter().map(|root| nested_protected(&mut p, root, &single, budget)).collect();
+    let walks: Vec<RootWalk> = roots
+        .iter()
+        .map(|root| if git_roots.contains(root) { RootWalk { root: root.clone(), budget, ..RootWalk::default() } } else { nested_protected(&mut p, root, &single, budget) })
+        .collect();
     #[cfg(unix)]
     crate::timing::stamp("nested_walked");
     // Each nested repository and submodule checked out at launch: what its own configuration
@@ -325,6 +333,9 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let nested_names = single.iter().map(|n| (*n).to_string()).collect();
     ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, git_config_files, in_scratch, walk_records: records }
 }
+
+/// Why a writable root that is a git directory is protected whole.
+pub const GIT_ROOT_WHY: &str = "a git directory granted writable (the repository around the workspace, so that git add and commit work there): its hooks, config and the files that redirect git run at the user's next git command; git's own data (objects, refs, the index, logs) is applied after the run, the rest kept pending";
 
 /// Removes from `out` each path that lies inside another one (covered by it: the outer one is
 /// reviewed whole) and each repeat of a path (the first one stays). Paths sorted component by
@@ -920,6 +931,35 @@ mod tests {
         assert_eq!(walked, [ws.as_path(), other.as_path()]);
         assert!(set.nested_walks[1].listings.iter().any(|l| l.path == other.join("sub") && l.depth == 1));
         assert!(set.nested_walks.iter().all(|w| !w.stopped));
+    }
+
+    // The survey's roots are canonical by the path resolver, whose Windows paths keep the
+    // verbatim prefix: the survey is run by the Linux runner only (docs/platforms.md).
+    #[cfg(unix)]
+    #[test]
+    fn a_writable_root_that_is_a_git_directory_is_protected_whole_and_not_walked() {
+        let d = crate::test_dir();
+        let root = crate::guard::fsmeta::canonical(d.path()).unwrap();
+        let (home, repo) = (root.join("home"), root.join("repo"));
+        // A repository's git directory (named .git) and a bare one (HEAD, objects/, refs/).
+        for dir in [home.clone(), repo.join("sub"), repo.join(".git/hooks"), repo.join(".git/objects"), repo.join(".git/refs"), root.join("bare.git/objects"), root.join("bare.git/refs"), root.join("bare.git/x/.vscode")] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(root.join("bare.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let s = SandboxSettings { home: Some(home), extra_write: vec![root.join("bare.git")], ..Default::default() };
+        // The workspace a subdirectory of the repository: its git directory is granted.
+        let policy = build_sandbox_policy(&repo.join("sub"), &s).unwrap();
+        assert!(policy.writable_paths.contains(&repo.join(".git")), "{:?}", policy.writable_paths);
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        for g in [repo.join(".git"), root.join("bare.git")] {
+            assert!(set.paths.iter().any(|p| p.path == g && p.kind == ProtectedKind::GitDir && !p.absent && p.reason == GIT_ROOT_WHY), "{g:?}: {:?}", set.paths);
+            // Covered whole: nothing inside it is a path of its own, and it is not walked.
+            assert!(!set.paths.iter().any(|p| p.path != g && p.path.starts_with(&g)), "{:?}", set.paths);
+            let walk = set.nested_walks.iter().find(|w| w.root == g).expect("one walk entry per root");
+            assert!(walk.listings.is_empty() && !walk.stopped);
+        }
+        assert!(!set.unprotectable.iter().any(|u| u.path.starts_with(&repo) || u.path.starts_with(root.join("bare.git"))), "{:?}", set.unprotectable);
     }
 
     #[cfg(unix)]

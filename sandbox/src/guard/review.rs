@@ -176,6 +176,13 @@ pub enum GitPathClass {
     Sample,
     /// A file that redirects git elsewhere: pending.
     Redirect,
+    /// A linked worktree's `worktrees/<name>/commondir`: applied only when it names the git
+    /// directory it lies in (`../..`, what `git worktree add` writes), else a redirection.
+    WorktreeCommondir,
+    /// A linked worktree's `worktrees/<name>/gitdir`: the worktree's `.git` file, which git reads
+    /// nothing from (`git worktree list` and `prune` use it to find the worktree); applied only
+    /// when it names a `.git` in a writable directory of the run ([`worktree_gitdir_target`]).
+    WorktreeGitdir,
     /// A lock file left by an interrupted git command: dropped.
     Lock,
     /// A rebase or sequencer to-do list: applied only when every line is one git runs no
@@ -198,7 +205,7 @@ impl GitPathClass {
             GitPathClass::Sample => 3,
             GitPathClass::Todo => 4,
             GitPathClass::Unknown => 5,
-            GitPathClass::Redirect => 6,
+            GitPathClass::Redirect | GitPathClass::WorktreeCommondir | GitPathClass::WorktreeGitdir => 6,
             GitPathClass::Hook => 7,
         }
     }
@@ -284,7 +291,13 @@ fn classify_names(names: &[&str], is_gitdir: &dyn Fn(&[&str]) -> bool, prefix: u
             class.unwrap_or(if here.len() == 2 { GitPathClass::Plain } else { GitPathClass::Unknown })
         }
         ["worktrees"] | ["worktrees", _] => GitPathClass::Plain,
+        ["worktrees", _, "commondir"] => GitPathClass::WorktreeCommondir,
+        ["worktrees", _, "gitdir"] => GitPathClass::WorktreeGitdir,
         ["worktrees", _, ..] => classify_names(names, is_gitdir, prefix + 2),
+        // A directory among git's data (`refs/x`) that git discovers as a repository (a `HEAD`
+        // beside `objects/` and `refs/`): git run in it reads its `config` and runs its hooks,
+        // so nothing in it is data. (A branch named `x/HEAD` makes one too: pending, said why.)
+        [d, ..] if (GIT_DATA_DIRS.contains(d) || *d == "objects") && (prefix + 2..names.len()).any(|k| is_gitdir(&names[..k])) => GitPathClass::Unknown,
         _ => gitdir_entry(here),
     }
 }
@@ -309,10 +322,10 @@ pub fn classify_git_path_in(rel: &Path, is_gitdir: &dyn Fn(&Path) -> bool) -> Gi
 }
 
 /// [`classify_git_path_in`] with every submodule named by one path component (where no
-/// directory can be looked at).
+/// directory can be looked at; no directory among git's data is taken for a repository).
 #[must_use]
 pub fn classify_git_path(rel: &Path) -> GitPathClass {
-    classify_git_path_in(rel, &|p| p.components().count() == 2)
+    classify_git_path_in(rel, &|p| p.components().count() == 2 && p.starts_with("modules"))
 }
 
 /// The commands of a rebase or sequencer to-do list that run no program.
@@ -360,6 +373,23 @@ pub enum Verdict {
     Drop,
 }
 
+/// Why a redirection file is pending.
+const REDIRECT_WHY: &str = "a git redirection file (commondir, gitdir, alternates, info/attributes, remotes): it changes where git reads from";
+
+/// The worktree a linked worktree's `gitdir` file names, when it is what `git worktree add`
+/// writes: one line, an absolute path of a `.git` with no `.` or `..` component and no control
+/// character. The caller checks where it is.
+#[must_use]
+pub fn worktree_gitdir_target(text: &[u8]) -> Option<std::path::PathBuf> {
+    let t = std::str::from_utf8(text).ok()?;
+    let t = t.strip_suffix('\n').unwrap_or(t);
+    let p = Path::new(t);
+    // Written out as git writes it: no `.`, `..` or empty segment (which `components` would
+    // pass over).
+    let plain = t.split('/').skip(1).all(|seg| !seg.is_empty() && seg != "." && seg != "..");
+    (p.is_absolute() && plain && p.file_name().is_some_and(|n| n == ".git") && !t.chars().any(char::is_control)).then(|| p.to_path_buf())
+}
+
 /// The verdict on a change to a path of class `class` in a `.git` directory: `link` when the
 /// new version is a symbolic link, `deleted` when the path is gone, `existed` when it was there
 /// at launch, `text` the new content of a to-do list.
@@ -388,7 +418,14 @@ pub fn verdict_for(class: GitPathClass, link: bool, deleted: bool, existed: bool
         GitPathClass::Hook => Verdict::Pending("a git hook: it runs on the next git command outside the sandbox"),
         GitPathClass::Todo if text.is_some_and(todo_is_plain) => Verdict::Accept,
         GitPathClass::Todo => Verdict::Pending("a rebase to-do list with a line that is not a plain pick, reword, edit, squash, fixup, drop, label, reset, merge, update-ref or break (an exec line runs on `git rebase --continue`)"),
-        GitPathClass::Redirect => Verdict::Pending("a git redirection file (commondir, gitdir, alternates, info/attributes, remotes): it changes where git reads from"),
+        GitPathClass::Redirect => Verdict::Pending(REDIRECT_WHY),
+        // Removing either ends the worktree's link (git worktree remove, prune): nothing runs.
+        GitPathClass::WorktreeCommondir | GitPathClass::WorktreeGitdir if deleted => Verdict::Accept,
+        GitPathClass::WorktreeCommondir if text.is_some_and(|t| t == b"../..\n" || t == b"../..") => Verdict::Accept,
+        GitPathClass::WorktreeCommondir => Verdict::Pending(REDIRECT_WHY),
+        // The caller, who knows the run's writable directories, accepts one that names a `.git`
+        // in them ([`worktree_gitdir_target`]).
+        GitPathClass::WorktreeGitdir => Verdict::Pending("a linked worktree's gitdir file naming no .git in a writable directory of the run"),
         // Removing a file git does not know runs nothing.
         GitPathClass::Unknown if deleted => Verdict::Accept,
         GitPathClass::Unknown => Verdict::Pending("not one of git's own data files (the review applies only those by itself)"),
@@ -681,6 +718,27 @@ mod tests {
         assert_eq!(c("config.worktree"), GitPathClass::Config);
         assert_eq!(c("modules/lib/config"), GitPathClass::Config);
         // A submodule named `a/b` with one named `c` inside: its git directories hold a HEAD.
+        // A linked worktree's files as `git worktree add` writes them: applied; anything else is
+        // held back.
+        let v = |class, text: &[u8]| verdict_for(class, false, false, false, Some(text));
+        assert_eq!(v(GitPathClass::WorktreeCommondir, b"../..\n"), Verdict::Accept);
+        assert!(matches!(v(GitPathClass::WorktreeCommondir, b"/tmp/evil\n"), Verdict::Pending(_)));
+        assert!(matches!(v(GitPathClass::WorktreeCommondir, b"../../..\n"), Verdict::Pending(_)));
+        assert!(matches!(v(GitPathClass::WorktreeGitdir, b"/w/wt/.git\n"), Verdict::Pending(_)), "the caller decides by where it is");
+        assert_eq!(verdict_for(GitPathClass::WorktreeCommondir, false, true, true, None), Verdict::Accept);
+        assert!(matches!(verdict_for(GitPathClass::WorktreeCommondir, true, false, false, None), Verdict::Pending(_)), "a link");
+        assert_eq!(worktree_gitdir_target(b"/w/wt/.git\n"), Some("/w/wt/.git".into()));
+        for bad in [&b"w/wt/.git\n"[..], b"/w/../etc/.git\n", b"/w/wt/.git\n\n", b"/w/wt/x\n", b"/w/w\x1bt/.git\n", b"/w/./wt/.git", b"\xff"] {
+            assert_eq!(worktree_gitdir_target(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+        // A repository planted among git's data (`refs/x` with a HEAD): nothing in it is data.
+        let planted = |p: &str| classify_git_path_in(Path::new(p), &|d| d == Path::new("refs/x"));
+        assert_eq!(planted("refs/x/config"), GitPathClass::Unknown);
+        assert_eq!(planted("refs/x/HEAD"), GitPathClass::Unknown);
+        assert_eq!(planted("refs/x/objects/ab/cd"), GitPathClass::Unknown);
+        assert_eq!(planted("refs/heads/main"), GitPathClass::Plain);
+        assert_eq!(planted("refs/x"), GitPathClass::Plain, "the directory itself: its files decide");
+        assert_eq!(classify_git_path(Path::new("refs/heads/x/config")), GitPathClass::Plain, "no lookup: a ref");
         let nested = |p: &str| classify_git_path_in(Path::new(p), &|d| [Path::new("modules/a/b"), Path::new("modules/a/b/modules/c")].contains(&d));
         assert_eq!(nested("modules/a/b/modules/c/config"), GitPathClass::Config);
         assert_eq!(nested("modules/a/b/refs/heads/main"), GitPathClass::Plain);
@@ -719,7 +777,10 @@ mod tests {
         }
         assert_eq!(c("modules/lib/hooks/post-checkout"), GitPathClass::Hook);
         assert_eq!(c("commondir"), GitPathClass::Redirect);
-        assert_eq!(c("worktrees/w/gitdir"), GitPathClass::Redirect);
+        assert_eq!(c("worktrees/w/gitdir"), GitPathClass::WorktreeGitdir);
+        assert_eq!(c("worktrees/w/commondir"), GitPathClass::WorktreeCommondir);
+        assert_eq!(c("worktrees/w/config"), GitPathClass::Config);
+        assert_eq!(c("worktrees/w/hooks/pre-commit"), GitPathClass::Hook);
         assert_eq!(c("objects/info/alternates"), GitPathClass::Redirect);
         assert_eq!(c("info/attributes"), GitPathClass::Redirect);
         assert_eq!(c("index.lock"), GitPathClass::Lock);

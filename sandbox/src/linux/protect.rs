@@ -326,6 +326,10 @@ struct Reviewer<'a> {
     /// Files in a git directory that git's configuration includes: config files, whatever
     /// their names.
     includes: &'a [PathBuf],
+    /// The directories of the git directory under review in place that held a `HEAD` when it
+    /// was walked (relative to it): git directories for the classification whatever the review
+    /// takes back meanwhile (a `HEAD` taken out first must not make its `config` data).
+    gitdirs: Vec<PathBuf>,
 }
 
 impl Reviewer<'_> {
@@ -337,15 +341,43 @@ impl Reviewer<'_> {
     #[allow(clippy::too_many_arguments)]
     fn verdict(&self, root: &Path, upper: Option<&Path>, rel: &Path, link: bool, deleted: bool, existed: bool, text: Option<&[u8]>) -> Verdict {
         let target = root.join(rel);
+        let class = if upper.is_none() && !self.gitdirs.is_empty() {
+            review::classify_git_path_in(rel, &|p| self.gitdirs.iter().any(|g| g == p) || std::fs::symlink_metadata(root.join(p).join("HEAD")).is_ok())
+        } else {
+            git_class(root, upper, rel)
+        };
         match (self.includes.contains(&target), link, deleted) {
             (true, true, _) => Verdict::Pending("a symbolic link where a file git's configuration includes was: git would read the settings of the file it points to"),
             (true, false, false) => Verdict::Config,
-            _ => review::verdict_for(git_class(root, upper, rel), link, deleted, existed, text),
+            // A linked worktree's gitdir file that names a `.git` in a writable directory of the
+            // run (`git worktree add wt`): git reads nothing through it.
+            (false, false, false) if class == GitPathClass::WorktreeGitdir && text.and_then(review::worktree_gitdir_target).is_some_and(|t| self.roots.iter().any(|r| t.starts_with(r))) => Verdict::Accept,
+            _ => review::verdict_for(class, link, deleted, existed, text),
         }
     }
 
     fn rel(&self, p: &Path) -> String {
         p.strip_prefix(self.ws).unwrap_or(p).display().to_string()
+    }
+
+    /// Whether `path`, made during the run where a protected `.git` was absent, is the `.git`
+    /// file of a linked worktree (`git worktree add wt`): a regular file, one line `gitdir: P`
+    /// where `P` is `G/worktrees/<name>`, a directory with no symbolic link on the way, and `G` a
+    /// `.git` this run reviewed whole. Everything in `P` was reviewed as a git directory's files
+    /// are (its config key by key, hooks and redirection files pending, its `commondir` applied
+    /// only when it names `G`): it stays. (Not any directory of `G`: `refs/` is git's data
+    /// whatever it holds, and could hold a `config`.)
+    fn links_into_reviewed_git(&self, path: &Path, m: &std::fs::Metadata) -> bool {
+        if !m.is_file() || m.len() > 4096 || !path.file_name().is_some_and(crate::guard::protected::is_dotgit) {
+            return false;
+        }
+        let Ok(text) = read_regular(path) else { return false };
+        let Some(to) = std::str::from_utf8(&text).ok().and_then(|t| t.strip_prefix("gitdir: ")).map(|t| t.strip_suffix('\n').unwrap_or(t)) else { return false };
+        let to = Path::new(to);
+        // `real_dir_path`: a directory, and its canonical path is itself (no link, `.` or `..`).
+        to.is_absolute()
+            && real_dir_path(to)
+            && self.out.reviewed.iter().any(|g| to.parent() == Some(g.join("worktrees").as_path()) && g.file_name().is_some_and(crate::guard::protected::is_dotgit))
     }
 
     fn keep(&mut self, target: &Path, action: PendingAction, why: &str, content: Option<&[u8]>) {
@@ -458,7 +490,7 @@ impl Reviewer<'_> {
             }
             let conflict = matches!(u, Upper::File(..) | Upper::Symlink(_) | Upper::Deleted) && changed_since(&target, self.start);
             let text = match u {
-                Upper::File(src, _) if git_class(root, Some(upper), rel) == GitPathClass::Todo => read_regular(src).ok(),
+                Upper::File(src, _) if matches!(git_class(root, Some(upper), rel), GitPathClass::Todo | GitPathClass::WorktreeCommondir | GitPathClass::WorktreeGitdir) => read_regular(src).ok(),
                 _ => None,
             };
             let existed = std::fs::symlink_metadata(&target).is_ok();
@@ -477,7 +509,7 @@ impl Reviewer<'_> {
 /// indexes of protected paths that were bound read-only instead (nothing to review).
 #[must_use]
 pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, snapshot: &Snapshot, read_only: &[usize], start: SystemTime) -> ProtectedReview {
-    let mut r = Reviewer { ws, roots: &snapshot.3, start, out: ProtectedReview::default(), recreated: Vec::new(), includes: &snapshot.2 };
+    let mut r = Reviewer { ws, roots: &snapshot.3, start, out: ProtectedReview::default(), recreated: Vec::new(), includes: &snapshot.2, gitdirs: Vec::new() };
     for (i, p) in protected.iter().enumerate() {
         // A path bound read-only instead of a private copy has no changes to review, but its
         // way is checked like a private one's.
@@ -567,12 +599,49 @@ fn walk_review(root: &Path, git: bool) -> Vec<(PathBuf, std::fs::Metadata)> {
                 } else if !skip {
                     stack.push(r.clone());
                 }
+                // git's data is not walked (refs and objects can be many), but a repository
+                // planted in it is (git run there reads its config): the review holds it back.
+                if skip {
+                    stack.extend(repositories_below(root, &r));
+                }
             }
             out.push((r, m));
         }
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
+}
+
+/// The directories below `rel` (a data directory of the git directory `root`: `refs`, `objects`,
+/// …) that git would discover as a repository: any that holds a `HEAD`, as the review's
+/// classification counts them. Only directories are visited (the entries' types come with the
+/// listing); a directory of loose objects (`objects/ab`) is listed only where its link count
+/// says it has subdirectories (git makes none there; a file system that does not count them,
+/// such as btrfs, has them all listed).
+fn repositories_below(root: &Path, rel: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![rel.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(root.join(&d)) else { continue };
+        let objects = d.as_os_str() == "objects";
+        for e in rd.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let r = d.join(e.file_name());
+            let at = root.join(&r);
+            if std::fs::symlink_metadata(at.join("HEAD")).is_ok() {
+                found.push(r);
+                continue;
+            }
+            let loose = objects && e.file_name().to_str().is_some_and(|n| n.len() == 2 && n.bytes().all(|b| b.is_ascii_hexdigit()));
+            if loose && std::fs::symlink_metadata(&at).is_ok_and(|m| m.nlink() == 2) {
+                continue;
+            }
+            stack.push(r);
+        }
+    }
+    found
 }
 
 /// Reads a regular file without following a link and without blocking: a FIFO, socket or device
@@ -851,7 +920,7 @@ impl Reviewer<'_> {
                 found = Some(from);
             }
         }
-        if let Some(m) = cur {
+        if let Some(m) = cur.as_ref().filter(|m| !(id.is_none() && self.links_into_reviewed_git(&p.path, m))) {
             let why = if id.is_some() {
                 format!("it stood where the protected {what} was (the command replaced or renamed {what} during the run)")
             } else {
@@ -976,6 +1045,9 @@ impl Reviewer<'_> {
             let st = state_of(&root.join(&r), &m, keep, &mut budget);
             (r, st)
         }).collect();
+        if git {
+            self.gitdirs = now.iter().filter(|(r, _)| r.file_name().is_some_and(|n| n == "HEAD")).filter_map(|(r, _)| r.parent().map(Path::to_path_buf)).collect();
+        }
         let find = |v: &[(PathBuf, State)], r: &Path| v.iter().find(|(x, _)| x == r).map(|(_, s)| s.clone());
         let mut rels: Vec<PathBuf> = snap.entries.iter().map(|(r, _)| r.clone()).chain(now.iter().map(|(r, _)| r.clone())).collect();
         rels.sort();
@@ -1081,7 +1153,7 @@ impl Reviewer<'_> {
 /// Reviews the protected paths of `snapshot` in place after the run (see above), adding to
 /// `out`.
 pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &mut ProtectedReview) {
-    let mut r = Reviewer { ws, roots: &snapshot.3, start, out: std::mem::take(out), recreated: Vec::new(), includes: &snapshot.2 };
+    let mut r = Reviewer { ws, roots: &snapshot.3, start, out: std::mem::take(out), recreated: Vec::new(), includes: &snapshot.2, gitdirs: Vec::new() };
     for s in &snapshot.0 {
         r.in_place(s);
         // An absent directory the command created, now emptied by the review, goes too (git's
@@ -1118,6 +1190,10 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
     let mut found: Vec<(PathBuf, bool)> = Vec::new();
     let mut repos: Vec<PathBuf> = Vec::new();
     for w in &plan.nested_walks {
+        // A root protected whole (a git directory granted writable) was reviewed whole.
+        if plan.protected.iter().any(|p| p.path == w.root) {
+            continue;
+        }
         let after = if w.stopped {
             out.notes.push(format!("the launch walk for nested protected names in {} stopped after {} entries: names created in its subdirectories during the run were not reviewed", root_name(&w.root, ws), w.budget));
             Vec::new()
@@ -1149,7 +1225,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         }
     }
     let roots = writable_roots(plan);
-    let mut r = Reviewer { ws, roots: &roots, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[] };
+    let mut r = Reviewer { ws, roots: &roots, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[], gitdirs: Vec::new() };
     for (path, is_dir) in found {
         // Reviewed already: at its own path, or where a protected directory moved to.
         if plan.protected.iter().any(|p| p.path == path) || plan.unprotectable.iter().any(|u| u.path == path) || r.out.reviewed.contains(&path) {
@@ -1204,14 +1280,24 @@ pub fn review_new_submodules(plan: &crate::plan::Plan, start: SystemTime, out: &
         }
     }
     for root in &roots {
-        let mut dotgits = vec![root.join(".git")];
+        // A root protected whole (a git directory granted writable) was reviewed whole.
+        if plan.protected.iter().any(|p| p.path == *root) {
+            continue;
+        }
+        // The repository git finds from the root, as at launch: its own, or the one around it
+        // (whose index the run could write: the repository around the workspace).
+        let mut dotgits: Vec<PathBuf> = crate::guard::gitindex::enclosing_dotgit(root).into_iter().collect();
         dotgits.extend(gits.iter().filter(|g| g.starts_with(root)).cloned());
-        let found = submodule_gits(root, &dotgits, plan.walk_records.as_deref());
+        let mut found = submodule_gits(root, &dotgits, plan.walk_records.as_deref());
+        // Only the submodules inside the root are this root's (the repository around it
+        // registers others, elsewhere in its worktree), as at launch.
+        found.plain.retain(|(g, _)| g.starts_with(root));
+        found.linked.retain(|(l, _)| l.starts_with(root));
         extend_new(&mut subs.unreadable, found.unreadable);
         extend_new(&mut subs.linked, found.linked);
         extend_new(&mut subs.plain, found.plain);
     }
-    let mut r = Reviewer { ws, roots: &roots, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[] };
+    let mut r = Reviewer { ws, roots: &roots, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[], gitdirs: Vec::new() };
     let known = |p: &Path, r: &Reviewer<'_>| plan.protected.iter().any(|q| q.path == p) || plan.unprotectable.iter().any(|u| u.path == p) || r.out.reviewed.iter().any(|q| q == p);
     for (index, e) in subs.unreadable {
         if !plan.unprotectable.iter().any(|u| u.path == index) {

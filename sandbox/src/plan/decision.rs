@@ -164,7 +164,10 @@ impl Access {
         let mut write: Vec<AccessRule> = policy
             .writable_paths
             .iter()
-            .map(|p| rule(p, if t.scratch_write.iter().any(|s| Path::new(s) == p) { "scratch" } else { "allow_paths.write" }))
+            .map(|p| match policy.context_writes.iter().find(|(c, _)| c == p) {
+                Some((_, why)) => rule(p, why),
+                None => rule(p, if t.scratch_write.iter().any(|s| Path::new(s) == p) { "scratch" } else { "allow_paths.write" }),
+            })
             .collect();
         match policy.mode {
             SandboxMode::WorkspaceWrite => write.insert(0, rule(&policy.workspace_path, "workspace")),
