@@ -183,6 +183,39 @@ fn commits_from_a_subdirectory_and_a_linked_worktree_land_and_the_repository_sta
     assert!(b.stdout.contains("HOOK-WRITTEN") && repo.join(".git/hooks/pre-commit").exists(), "{}", b.describe());
 }
 
+/// Four runs in one repository, each staging a file, ending together: every file ends staged in
+/// the real index, or its run kept its index as a pending change and said so (or, at Standard,
+/// where the command writes the real index, its git failed visibly on git's own lock). Nothing is
+/// lost in silence. Checked from outside: the host's `git diff --cached`, each run's `--json`.
+#[test]
+fn concurrent_runs_in_one_repository_lose_no_staged_file() {
+    let name = "concurrent_runs_in_one_repository_lose_no_staged_file";
+    if which("git").is_none() {
+        skip(name, "git not installed");
+        return;
+    }
+    let w = World::new();
+    let init = w.bare("git init -q && git -c user.name=a -c user.email=b@c commit -q --allow-empty -m x && for i in 1 2 3 4; do echo $i > f$i; done && echo ok");
+    assert!(init.stdout.contains("ok"), "{}", init.describe());
+    let runs: Vec<_> = (1..=4)
+        .map(|i| {
+            let mut cmd = w.sandbox_cmd(&["--json"], &["bash", "-c", &format!("sleep 0.5; git add f{i}")]);
+            cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+            cmd.spawn().expect("spawn")
+        })
+        .collect();
+    let outs: Vec<_> = runs.into_iter().map(|c| c.wait_with_output().expect("wait")).collect();
+    let staged = w.bare("git diff --cached --name-only");
+    for (i, o) in outs.iter().enumerate() {
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("run {}: {e}: {}", i + 1, String::from_utf8_lossy(&o.stdout)));
+        let file = format!("f{}", i + 1);
+        let is_staged = staged.stdout.lines().any(|l| l == file);
+        let kept = v["protected_review"]["pending"].as_array().is_some_and(|a| a.iter().any(|c| c["target"].as_str().is_some_and(|t| t.ends_with(".git/index")) && c["why"].as_str().is_some_and(|y| y.contains("changed on the host during the run"))));
+        let failed = v["exit_code"].as_i64() != Some(0);
+        assert!(is_staged || kept || failed, "{file}: neither staged, nor kept pending and said, nor a visible failure: {v}\nstaged: {}", staged.stdout);
+    }
+}
+
 #[test]
 fn cargo_version_runs() {
     let name = "cargo_version_runs";

@@ -11,7 +11,7 @@
 //! uid, checked), and outside everything the command sees (at Full level its `/dev/shm`, `/tmp`
 //! and `$HOME` are private, and `/run` is not granted).
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -218,6 +218,31 @@ const CLOCK_TICK_MARGIN_NS: i128 = 20_000_000;
 /// a conflict with the command's private copy. A change within a clock tick of the start can be
 /// missed; counting those too would also keep aside every change to files the host wrote just
 /// before the run (a checkout copied, `git status` refreshing the index).
+/// An exclusive lock on the review of one real directory, held until dropped: a file in the
+/// user's private state (`locks/<hash of the path>`), which no sandboxed command can write or
+/// hold. Without it two runs ending at once could both find the index unchanged since their
+/// start and the later write the earlier one's staged files away. A lock that cannot be taken
+/// leaves only that window (the review still checks every file's change time).
+struct ReviewLock {
+    _held: Option<std::fs::File>,
+}
+
+impl ReviewLock {
+    fn take(dir: &Path) -> ReviewLock {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        let locks = crate::host::state_dir().join("locks");
+        if crate::guard::fsmeta::create_private_dir(&locks, true).is_err() {
+            return ReviewLock { _held: None };
+        }
+        // FNV-1a of the path's bytes: a name per directory, no path in a file name.
+        let hash = dir.as_os_str().as_bytes().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(locks.join(format!("{hash:016x}.lock")));
+        // SAFETY: flock on a descriptor this process owns; it blocks until the other review ends.
+        ReviewLock { _held: file.ok().filter(|f| unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0) }
+    }
+}
+
 fn changed_since(p: &Path, start: SystemTime) -> bool {
     let since = start.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     std::fs::symlink_metadata(p).is_ok_and(|m| m.ctime() > since || (m.ctime() == since && m.ctime_nsec() > 0 && start.duration_since(std::time::UNIX_EPOCH).is_ok_and(|d| i64::from(d.subsec_nanos()) < m.ctime_nsec())))
@@ -543,6 +568,10 @@ pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, sna
                 match at {
                     Some(root) => {
                         r.out.reviewed.push(root.clone());
+                        // One review of a directory at a time (runs in one repository end
+                        // together): a later one sees the earlier one's writes as changed on the
+                        // host during its run, and keeps its own version pending, said why.
+                        let _lock = ReviewLock::take(&root);
                         r.review(p, &root, &upper);
                     }
                     None => r.out.notes.push(format!("{}: the command's changes to it were not applied", r.rel(&p.path))),
