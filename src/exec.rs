@@ -215,6 +215,12 @@ pub fn pending(args: PendingArgs) -> Result<i32, Failure> {
     };
     match words.as_slice() {
         [] | ["list"] => {
+            // A run killed before its review left its private copies: reviewed first, so that
+            // what it committed lands and what it kept is listed.
+            #[cfg(target_os = "linux")]
+            for r in localgpt_sandbox::linux::protect::recover_killed_runs(None) {
+                eprintln!("note: {}", escape_controls(&r.summary()));
+            }
             let all = pending::list()?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "store": pending::store_dir(), "pending": all })).unwrap_or_default());

@@ -124,6 +124,37 @@ fn full_level_protects_git_hooks_and_config_but_commit_works() {
     assert!(b.stdout.contains("HOOK-WRITTEN"), "{}", b.describe());
 }
 
+/// `kill -9` of the CLI after its command committed: the commit is in the run's private copy of
+/// `.git` (not yet reviewed), and `localgpt sandbox pending` reviews what the killed run left —
+/// the commit lands, and it says so. Checked from outside with the host's git.
+#[test]
+fn a_run_killed_after_a_commit_loses_nothing() {
+    let w = World::new();
+    if !full_or_skip("a_run_killed_after_a_commit_loses_nothing", &w) {
+        return;
+    }
+    let init = w.bare("git init -q . && git -c user.name=a -c user.email=b@c commit -q --allow-empty -m init && echo data > f && echo ok");
+    assert!(init.stdout.contains("ok"), "{}", init.describe());
+    let mut cmd = w.sandbox_cmd(&["--timeout", "60"], &["bash", "-c", "git add f && git -c user.name=a -c user.email=b@c commit -q -m killed && touch marker && sleep 30"]);
+    cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !w.ws.join("marker").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(w.ws.join("marker").exists(), "the command did not commit in time");
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    let log = || w.bare("git log --format=%s").stdout;
+    assert_eq!(log(), "init\n", "the commit is in the private copy until reviewed");
+    let o = run(w.localgpt_cmd(&["sandbox", "pending"]), "pending");
+    assert!(o.stderr.contains("killed before its review"), "{}", o.describe());
+    assert_eq!(log(), "killed\ninit\n", "the killed run's commit landed\n{}", o.describe());
+    // Bare, the same commit lands at once (nothing to recover).
+    let b = w.bare("echo more > g && git add g && git -c user.name=a -c user.email=b@c commit -q -m bare && git log --format=%s | head -1");
+    assert_eq!(b.stdout, "bare\n", "{}", b.describe());
+}
+
 #[test]
 fn blocked_user_namespaces_fall_back_to_standard_and_say_why() {
     // An outer minimal-level sandbox (seccomp denies unshare, as container runtimes do) makes

@@ -118,6 +118,148 @@ impl Drop for Staging {
     }
 }
 
+/// What a run writes into its staging directory before the command starts (`run.json`), so that a
+/// runner killed before its review (`kill -9` of the CLI) loses nothing: the next run, or
+/// `localgpt sandbox pending`, finds the directory of a runner that is gone and reviews it as the
+/// run would have ([`recover_killed_runs`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Journal {
+    workspace: PathBuf,
+    protected: Vec<ProtectedPath>,
+    /// The private paths' device and inode at launch, the files git's configuration includes,
+    /// the writable roots (the snapshot's parts a review of private copies reads).
+    ids: Vec<(PathBuf, u64, u64)>,
+    includes: Vec<PathBuf>,
+    roots: Vec<PathBuf>,
+    /// The runner: its pid and its start time in clock ticks since boot (a reused pid is
+    /// another process).
+    pid: u32,
+    pid_start: u64,
+    /// When the command was started (seconds and nanoseconds since the epoch).
+    started: (u64, u32),
+}
+
+/// The start time of process `pid` in clock ticks since boot (`/proc/<pid>/stat`, field 22);
+/// `None` when there is no such process, or only its exit status is left (a zombie).
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name, which may hold spaces and parentheses: the last `)`.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    if matches!(fields.next(), Some("Z" | "X")) {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
+}
+
+impl Staging {
+    /// Writes the run's journal (see [`Journal`]) before the command starts.
+    ///
+    /// # Errors
+    /// [`SandboxError::Io`] when it cannot be written (the run then does not start: a kill
+    /// could lose what it commits).
+    pub fn journal(&self, workspace: &Path, protected: &[ProtectedPath], snapshot: &Snapshot, started: SystemTime) -> Result<(), SandboxError> {
+        let since = started.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let pid = std::process::id();
+        let j = Journal {
+            workspace: workspace.to_path_buf(),
+            protected: protected.to_vec(),
+            ids: snapshot.1.clone(),
+            includes: snapshot.2.clone(),
+            roots: snapshot.3.clone(),
+            pid,
+            pid_start: process_start(pid).unwrap_or(0),
+            started: (since.as_secs(), since.subsec_nanos()),
+        };
+        let json = serde_json::to_vec(&j).map_err(|e| SandboxError::Plan(e.to_string()))?;
+        pending::write_atomic(&self.dir.join("run.json"), &json, 0o600)
+    }
+}
+
+/// A run whose runner was killed before its review, reviewed since.
+#[derive(Debug)]
+pub struct Recovered {
+    /// The run's workspace.
+    pub workspace: PathBuf,
+    /// When its command started.
+    pub started: SystemTime,
+    /// What the review of its private copies did.
+    pub review: ProtectedReview,
+}
+
+impl Recovered {
+    /// One line for the user: which run, and what became of its changes.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let ago = SystemTime::now().duration_since(self.started).map_or(0, |d| d.as_secs());
+        let r = &self.review;
+        format!(
+            "a run in {} killed before its review ({ago} s ago) left changes to its protected paths, reviewed now: {} applied, {} pending{}{}",
+            self.workspace.display(),
+            r.applied.len(),
+            r.pending.len(),
+            if r.pending.is_empty() { String::new() } else { " (`localgpt sandbox pending`)".to_string() },
+            if r.notes.is_empty() { String::new() } else { format!("; {}", r.notes.join("; ")) }
+        )
+    }
+}
+
+/// Reviews the staging directory of every run of this user (in workspace `only`, when given)
+/// whose runner is gone (killed before its review), as that run would have, and removes it; a
+/// directory of a runner still alive, or under review by another process, is left alone.
+/// Staging directories with no journal (a runner killed before its command started) are removed.
+#[must_use]
+pub fn recover_killed_runs(only: Option<&Path>) -> Vec<Recovered> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let mut roots = vec![PathBuf::from(format!("/dev/shm/localgpt-sandbox-u{uid}")), PathBuf::from(format!("/var/tmp/localgpt-sandbox-u{uid}"))];
+    if let Some(run) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+        roots.insert(0, Path::new(&run).join("localgpt-sandbox"));
+    }
+    let mut out = Vec::new();
+    for root in roots {
+        // Only the user's own private directory is trusted (see `staging_root`).
+        if !std::fs::symlink_metadata(&root).is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0) {
+            continue;
+        }
+        let Ok(rd) = std::fs::read_dir(&root) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_prefix("run-").and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok()) else { continue };
+            let dir = e.path();
+            let journal = std::fs::read(dir.join("run.json")).ok().and_then(|b| serde_json::from_slice::<Journal>(&b).ok());
+            // Alive: the pid runs, and is the runner (its start time, where it was recorded).
+            let alive = |start: Option<u64>| process_start(pid).is_some_and(|s| start.is_none_or(|t| t == 0 || t == s));
+            match journal {
+                None => {
+                    // No journal: its command never started, or it is being written now.
+                    let old = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok()).is_some_and(|d| d.as_secs() > 60);
+                    if !alive(None) && old {
+                        remove_tree(&dir);
+                    }
+                }
+                Some(j) if alive(Some(j.pid_start)) || j.pid != pid || only.is_some_and(|w| w != j.workspace) => {}
+                Some(j) => {
+                    // One recovery at a time: another run starting now may be at it.
+                    let Ok(f) = std::fs::File::open(dir.join("run.json")) else { continue };
+                    // SAFETY: flock on a descriptor this process owns.
+                    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 || !dir.join("run.json").exists() {
+                        continue;
+                    }
+                    let started = std::time::UNIX_EPOCH + std::time::Duration::new(j.started.0, j.started.1);
+                    let staging = Staging { dir: dir.clone() };
+                    let snapshot = Snapshot(Vec::new(), j.ids, j.includes, j.roots);
+                    let review = review_run(&j.workspace, &j.protected, &staging, &snapshot, &[], started);
+                    let _ = std::fs::remove_file(dir.join("run.json"));
+                    drop(staging);
+                    out.push(Recovered { workspace: j.workspace, started, review });
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Removes a tree the overlay may have left unreadable (its work directory is mode 000).
 fn remove_tree(p: &Path) {
     if std::fs::remove_dir_all(p).is_ok() {
@@ -1359,6 +1501,21 @@ pub fn review_new_submodules(plan: &crate::plan::Plan, start: SystemTime, out: &
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_runner_is_alive_until_only_its_exit_status_is_left() {
+        assert!(process_start(std::process::id()).is_some());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Exited, not yet waited for: a zombie, not a runner.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while process_start(pid).is_some() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(process_start(pid), None);
+        child.wait().unwrap();
+        assert_eq!(process_start(pid), None);
+    }
 
     #[test]
     fn a_change_a_clock_tick_before_the_start_counts_as_during_the_run() {

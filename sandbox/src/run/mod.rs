@@ -483,6 +483,11 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
         return Err(SandboxError::Policy("no command given".into()));
     }
     let start = Instant::now();
+    // What runs in this workspace killed before their review (`kill -9` of the CLI) left in
+    // their private copies is reviewed now, as they would have (said in this run's warnings;
+    // `localgpt sandbox pending` reviews those of every workspace).
+    #[cfg(target_os = "linux")]
+    let recovered = crate::linux::protect::recover_killed_runs(Some(&plan.workspace));
     // The audit log: opened before anything starts (a run the user asked to record does not
     // run unrecorded).
     let (audit, run_end) = open_audit(plan, argv)?;
@@ -507,6 +512,12 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     }
     #[cfg(target_os = "linux")]
     let started = std::time::SystemTime::now();
+    // The journal a later run reviews this one's private copies by, should this runner be
+    // killed before its own review.
+    #[cfg(target_os = "linux")]
+    if let Some(st) = staging.as_ref() {
+        st.journal(&plan.workspace, &protected, &snapshot, started)?;
+    }
     let env: Vec<CString> = plan
         .env
         .vars
@@ -575,6 +586,8 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
         end_audit(end, &r);
     }
     r.command = argv.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
+    #[cfg(target_os = "linux")]
+    r.warnings.extend(recovered.iter().map(crate::linux::protect::Recovered::summary));
     #[cfg(target_os = "linux")]
     if staging.is_some() || !snapshot.is_empty() {
         review_protected(plan, &protected, staging.as_ref(), &snapshot, &reported, started, &mut r);
