@@ -124,18 +124,19 @@ fn full_level_protects_git_hooks_and_config_but_commit_works() {
     assert!(b.stdout.contains("HOOK-WRITTEN"), "{}", b.describe());
 }
 
-/// `kill -9` of the CLI after its command committed: the commit is in the run's private copy of
-/// `.git` (not yet reviewed), and `localgpt sandbox pending` reviews what the killed run left —
-/// the commit lands, and it says so. Checked from outside with the host's git.
+/// `kill -9` of the CLI after its command committed and wrote a hook: at Full the commit is in
+/// the run's private copy of `.git` (not yet reviewed), at Standard the hook is live in the real
+/// `.git` (reviewed in place after the run, which never came); `localgpt sandbox pending`
+/// reviews what the killed run left from its journal — the commit lands, the hook is taken back
+/// and kept pending, and it says so. Checked from outside with the host's git and the hooks
+/// directory; bare, the same hook lands and stays.
 #[test]
-fn a_run_killed_after_a_commit_loses_nothing() {
+fn a_run_killed_after_a_commit_loses_nothing_and_leaves_no_hook() {
     let w = World::new();
-    if !full_or_skip("a_run_killed_after_a_commit_loses_nothing", &w) {
-        return;
-    }
     let init = w.bare("git init -q . && git -c user.name=a -c user.email=b@c commit -q --allow-empty -m init && echo data > f && echo ok");
     assert!(init.stdout.contains("ok"), "{}", init.describe());
-    let mut cmd = w.sandbox_cmd(&["--timeout", "60"], &["bash", "-c", "git add f && git -c user.name=a -c user.email=b@c commit -q -m killed && touch marker && sleep 30"]);
+    let snippet = "git add f && git -c user.name=a -c user.email=b@c commit -q -m killed && printf '#!/bin/sh\\ntrue\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout && touch marker && sleep 30";
+    let mut cmd = w.sandbox_cmd(&["--timeout", "60"], &["bash", "-c", snippet]);
     cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
     let mut child = cmd.spawn().expect("spawn");
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -146,13 +147,21 @@ fn a_run_killed_after_a_commit_loses_nothing() {
     child.kill().expect("kill -9");
     let _ = child.wait();
     let log = || w.bare("git log --format=%s").stdout;
-    assert_eq!(log(), "init\n", "the commit is in the private copy until reviewed");
+    let hook = w.ws.join(".git/hooks/post-checkout");
+    if suite_level(&w) == "full" {
+        assert_eq!(log(), "init\n", "the commit is in the private copy until reviewed");
+        assert!(!hook.exists(), "the hook is in the private copy");
+    } else {
+        assert!(hook.exists(), "at Standard the hook is written in place, live until reviewed");
+    }
     let o = run(w.localgpt_cmd(&["sandbox", "pending"]), "pending");
     assert!(o.stderr.contains("killed before its review"), "{}", o.describe());
-    assert_eq!(log(), "killed\ninit\n", "the killed run's commit landed\n{}", o.describe());
-    // Bare, the same commit lands at once (nothing to recover).
-    let b = w.bare("echo more > g && git add g && git -c user.name=a -c user.email=b@c commit -q -m bare && git log --format=%s | head -1");
-    assert_eq!(b.stdout, "bare\n", "{}", b.describe());
+    assert_eq!(log(), "killed\ninit\n", "the killed run's commit is in the repository\n{}", o.describe());
+    assert!(!hook.exists(), "the killed run's hook was taken back\n{}", o.describe());
+    assert!(o.stdout.contains(".git/hooks/post-checkout"), "the hook is a pending change\n{}", o.describe());
+    // Bare, the same hook lands and stays.
+    let b = w.bare("printf '#!/bin/sh\\ntrue\\n' > .git/hooks/post-checkout && echo HOOK-WRITTEN");
+    assert!(b.stdout.contains("HOOK-WRITTEN") && hook.exists(), "{}", b.describe());
 }
 
 #[test]

@@ -118,19 +118,18 @@ impl Drop for Staging {
     }
 }
 
-/// What a run writes into its staging directory before the command starts (`run.json`), so that a
-/// runner killed before its review (`kill -9` of the CLI) loses nothing: the next run, or
-/// `localgpt sandbox pending`, finds the directory of a runner that is gone and reviews it as the
-/// run would have ([`recover_killed_runs`]).
-#[derive(serde::Serialize, serde::Deserialize)]
+/// What a run writes before the command starts, so that a runner killed before its review
+/// (`kill -9` of the CLI) loses nothing and leaves nothing unreviewed: the next run in the
+/// workspace, or `localgpt sandbox pending`, finds the journal of a runner that is gone and
+/// reviews the run as it would have ([`recover_killed_runs`]): its private copies (Full) and the
+/// paths it left in place (Standard, whose changes are live until reviewed). Kept in the user's
+/// private state (`runs/`), which no sandboxed command can write.
+#[derive(serde::Deserialize)]
 struct Journal {
     workspace: PathBuf,
     protected: Vec<ProtectedPath>,
-    /// The private paths' device and inode at launch, the files git's configuration includes,
-    /// the writable roots (the snapshot's parts a review of private copies reads).
-    ids: Vec<(PathBuf, u64, u64)>,
-    includes: Vec<PathBuf>,
-    roots: Vec<PathBuf>,
+    staging: Option<PathBuf>,
+    snapshot: Snapshot,
     /// The runner: its pid and its start time in clock ticks since boot (a reused pid is
     /// another process).
     pid: u32,
@@ -138,6 +137,22 @@ struct Journal {
     /// When the command was started (seconds and nanoseconds since the epoch).
     started: (u64, u32),
 }
+
+/// [`Journal`] as it is written (borrowing the run's state).
+#[derive(serde::Serialize)]
+struct JournalOut<'a> {
+    workspace: &'a Path,
+    protected: &'a [ProtectedPath],
+    staging: Option<&'a Path>,
+    snapshot: &'a Snapshot,
+    pid: u32,
+    pid_start: u64,
+    started: (u64, u32),
+}
+
+/// A run's journal on disk, removed when dropped (after the run's review).
+#[derive(Debug)]
+pub struct JournalFile(PathBuf);
 
 /// The start time of process `pid` in clock ticks since boot (`/proc/<pid>/stat`, field 22);
 /// `None` when there is no such process, or only its exit status is left (a zombie).
@@ -151,27 +166,61 @@ fn process_start(pid: u32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
-impl Staging {
-    /// Writes the run's journal (see [`Journal`]) before the command starts.
-    ///
-    /// # Errors
-    /// [`SandboxError::Io`] when it cannot be written (the run then does not start: a kill
-    /// could lose what it commits).
-    pub fn journal(&self, workspace: &Path, protected: &[ProtectedPath], snapshot: &Snapshot, started: SystemTime) -> Result<(), SandboxError> {
-        let since = started.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        let pid = std::process::id();
-        let j = Journal {
-            workspace: workspace.to_path_buf(),
-            protected: protected.to_vec(),
-            ids: snapshot.1.clone(),
-            includes: snapshot.2.clone(),
-            roots: snapshot.3.clone(),
-            pid,
-            pid_start: process_start(pid).unwrap_or(0),
-            started: (since.as_secs(), since.subsec_nanos()),
-        };
-        let json = serde_json::to_vec(&j).map_err(|e| SandboxError::Plan(e.to_string()))?;
-        pending::write_atomic(&self.dir.join("run.json"), &json, 0o600)
+/// Where the journals are.
+fn journals_dir() -> PathBuf {
+    crate::host::state_dir().join("runs")
+}
+
+/// Writes the journal of a run that has something to review (`None` otherwise), before its
+/// command starts.
+///
+/// # Errors
+/// [`SandboxError::Io`] when it cannot be written (the run then does not start: a kill could lose
+/// what it commits, or leave a hook it wrote in place unreviewed).
+pub fn write_journal(workspace: &Path, protected: &[ProtectedPath], staging: Option<&Staging>, snapshot: &Snapshot, started: SystemTime) -> Result<Option<JournalFile>, SandboxError> {
+    if staging.is_none() && snapshot.is_empty() {
+        return Ok(None);
+    }
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let since = started.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let pid = std::process::id();
+    let dir = journals_dir();
+    crate::guard::fsmeta::create_private_dir(&dir, true).map_err(|e| SandboxError::io(format!("create {}", dir.display()), e))?;
+    let mut random = [0u8; 6];
+    crate::rand::fill(&mut random);
+    let name = format!("run-{pid}-{}-{}", SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst), random.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let j = JournalOut {
+        workspace,
+        protected,
+        staging: staging.map(|s| s.dir.as_path()),
+        snapshot,
+        pid,
+        pid_start: process_start(pid).unwrap_or(0),
+        started: (since.as_secs(), since.subsec_nanos()),
+    };
+    let json = serde_json::to_vec(&j).map_err(|e| SandboxError::Plan(e.to_string()))?;
+    // A new file, renamed into place whole (no sync: it must outlive the runner, not the
+    // machine, whose reboot empties the staging too).
+    let (tmp, file) = (dir.join(format!(".{name}.tmp")), dir.join(format!("{name}.json")));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &json))
+        .and_then(|()| std::fs::rename(&tmp, &file))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            SandboxError::io(format!("write {}", file.display()), e)
+        })?;
+    Ok(Some(JournalFile(file)))
+}
+
+impl Drop for JournalFile {
+    /// The run was reviewed (or never started its command): its journal goes. (A runner killed
+    /// with `kill -9` drops nothing: its journal stays for the next run.)
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -203,20 +252,53 @@ impl Recovered {
     }
 }
 
-/// Reviews the staging directory of every run of this user (in workspace `only`, when given)
-/// whose runner is gone (killed before its review), as that run would have, and removes it; a
-/// directory of a runner still alive, or under review by another process, is left alone.
-/// Staging directories with no journal (a runner killed before its command started) are removed.
+/// Reviews every run of this user (in workspace `only`, when given) whose runner is gone (killed
+/// before its review) from its journal, as that run would have: its private copies, then the
+/// paths it left in place; then removes its staging directory and journal. A run whose runner
+/// is alive, or that another process is reviewing, is left alone. A staging directory no journal
+/// names, of a runner that is gone (killed before its command started), is removed.
 #[must_use]
 pub fn recover_killed_runs(only: Option<&Path>) -> Vec<Recovered> {
     use std::os::fd::AsRawFd;
+    // Alive: the pid runs, and is the runner (its start time, where it was recorded).
+    let alive = |pid: u32, start: Option<u64>| process_start(pid).is_some_and(|s| start.is_none_or(|t| t == 0 || t == s));
+    let mut out = Vec::new();
+    let mut named: Vec<PathBuf> = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(journals_dir()) {
+        for e in rd.flatten() {
+            let file = e.path();
+            if !file.extension().is_some_and(|x| x == "json") {
+                continue;
+            }
+            let Some(mut j) = std::fs::read(&file).ok().and_then(|b| serde_json::from_slice::<Journal>(&b).ok()) else { continue };
+            named.extend(j.staging.clone());
+            if alive(j.pid, Some(j.pid_start)) || only.is_some_and(|w| w != j.workspace) {
+                continue;
+            }
+            // One recovery at a time: another run starting now may be at it.
+            let Ok(f) = std::fs::File::open(&file) else { continue };
+            // SAFETY: flock on a descriptor this process owns.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 || !file.exists() {
+                continue;
+            }
+            let started = std::time::UNIX_EPOCH + std::time::Duration::new(j.started.0, j.started.1);
+            let staging = j.staging.take().filter(|d| d.is_dir()).map(|dir| Staging { dir });
+            let mut review = match &staging {
+                Some(st) => review_run(&j.workspace, &j.protected, st, &j.snapshot, &[], started),
+                None => ProtectedReview::default(),
+            };
+            review_in_place(&j.workspace, &j.snapshot, started, &mut review);
+            drop(staging);
+            let _ = std::fs::remove_file(&file);
+            out.push(Recovered { workspace: j.workspace, started, review });
+        }
+    }
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     let mut roots = vec![PathBuf::from(format!("/dev/shm/localgpt-sandbox-u{uid}")), PathBuf::from(format!("/var/tmp/localgpt-sandbox-u{uid}"))];
     if let Some(run) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
         roots.insert(0, Path::new(&run).join("localgpt-sandbox"));
     }
-    let mut out = Vec::new();
     for root in roots {
         // Only the user's own private directory is trusted (see `staging_root`).
         if !std::fs::symlink_metadata(&root).is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0) {
@@ -226,34 +308,10 @@ pub fn recover_killed_runs(only: Option<&Path>) -> Vec<Recovered> {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             let Some(pid) = name.strip_prefix("run-").and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok()) else { continue };
-            let dir = e.path();
-            let journal = std::fs::read(dir.join("run.json")).ok().and_then(|b| serde_json::from_slice::<Journal>(&b).ok());
-            // Alive: the pid runs, and is the runner (its start time, where it was recorded).
-            let alive = |start: Option<u64>| process_start(pid).is_some_and(|s| start.is_none_or(|t| t == 0 || t == s));
-            match journal {
-                None => {
-                    // No journal: its command never started, or it is being written now.
-                    let old = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok()).is_some_and(|d| d.as_secs() > 60);
-                    if !alive(None) && old {
-                        remove_tree(&dir);
-                    }
-                }
-                Some(j) if alive(Some(j.pid_start)) || j.pid != pid || only.is_some_and(|w| w != j.workspace) => {}
-                Some(j) => {
-                    // One recovery at a time: another run starting now may be at it.
-                    let Ok(f) = std::fs::File::open(dir.join("run.json")) else { continue };
-                    // SAFETY: flock on a descriptor this process owns.
-                    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 || !dir.join("run.json").exists() {
-                        continue;
-                    }
-                    let started = std::time::UNIX_EPOCH + std::time::Duration::new(j.started.0, j.started.1);
-                    let staging = Staging { dir: dir.clone() };
-                    let snapshot = Snapshot(Vec::new(), j.ids, j.includes, j.roots);
-                    let review = review_run(&j.workspace, &j.protected, &staging, &snapshot, &[], started);
-                    let _ = std::fs::remove_file(dir.join("run.json"));
-                    drop(staging);
-                    out.push(Recovered { workspace: j.workspace, started, review });
-                }
+            // Made a minute ago or more (its journal is written right after it).
+            let old = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok()).is_some_and(|d| d.as_secs() > 60);
+            if old && !alive(pid, None) && !named.contains(&e.path()) {
+                remove_tree(&e.path());
             }
         }
     }
@@ -732,7 +790,7 @@ pub fn review_run(ws: &Path, protected: &[ProtectedPath], staging: &Staging, sna
 // ---------------------------------------------------------------------------------------------
 
 /// What a path was (or is).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum State {
     /// A regular file: mode, content when kept (`None`: too large to keep), and whether it has
     /// other hard links (then it can be changed through another name, unreviewed: a link made
@@ -869,6 +927,7 @@ fn worth_keeping(kind: ProtectedKind, rel: &Path) -> bool {
 }
 
 /// The snapshot of one protected path.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Snap {
     p: ProtectedPath,
     /// (path relative to it, state); empty when absent.
@@ -880,7 +939,7 @@ struct Snap {
     id: Option<(u64, u64)>,
     /// Mode and times of its directories (relative path, mode, atime, mtime), to put back on one
     /// the review has to re-create.
-    dirs: Vec<(PathBuf, u32, libc::timespec, libc::timespec)>,
+    dirs: Vec<(PathBuf, u32, (i64, i64), (i64, i64))>,
     /// The change time (seconds, nanoseconds) of each file whose content was not kept (beyond
     /// the snapshot's budget): any change moves it, whatever the clock of the filesystem's
     /// server (NFS, FUSE) says.
@@ -888,8 +947,8 @@ struct Snap {
 }
 
 /// A directory's mode and access and modification times.
-fn dir_meta(rel: PathBuf, m: &std::fs::Metadata) -> (PathBuf, u32, libc::timespec, libc::timespec) {
-    (rel, m.mode() & 0o7777, libc::timespec { tv_sec: m.atime(), tv_nsec: m.atime_nsec() }, libc::timespec { tv_sec: m.mtime(), tv_nsec: m.mtime_nsec() })
+fn dir_meta(rel: PathBuf, m: &std::fs::Metadata) -> (PathBuf, u32, (i64, i64), (i64, i64)) {
+    (rel, m.mode() & 0o7777, (m.atime(), m.atime_nsec()), (m.mtime(), m.mtime_nsec()))
 }
 
 /// The writable roots of `plan` (canonical; the workspace first): one launch walk each.
@@ -900,6 +959,7 @@ fn writable_roots(plan: &crate::plan::Plan) -> Vec<PathBuf> {
 /// Snapshots of the protected paths reviewed in place, taken before the run, the device and
 /// inode of each private path (to find it after the run if the command moved a parent),
 /// the files git's configuration includes and the writable roots.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Snapshot(Vec<Snap>, Vec<(PathBuf, u64, u64)>, Vec<PathBuf>, Vec<PathBuf>);
 
 impl Snapshot {
@@ -1173,7 +1233,8 @@ impl Reviewer<'_> {
             let _ = std::fs::set_permissions(&target, std::fs::Permissions::from_mode(*mode));
             if let Ok(c) = std::ffi::CString::new(target.as_os_str().as_encoded_bytes()) {
                 // SAFETY: a valid C string and two timespecs; AT_SYMLINK_NOFOLLOW (it was just made a directory).
-                unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [*atime, *mtime].as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+                let ts = |(tv_sec, tv_nsec): (i64, i64)| libc::timespec { tv_sec, tv_nsec };
+                unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [ts(*atime), ts(*mtime)].as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
             }
         }
     }

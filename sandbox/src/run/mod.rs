@@ -515,9 +515,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     // The journal a later run reviews this one's private copies by, should this runner be
     // killed before its own review.
     #[cfg(target_os = "linux")]
-    if let Some(st) = staging.as_ref() {
-        st.journal(&plan.workspace, &protected, &snapshot, started)?;
-    }
+    let journal = crate::linux::protect::write_journal(&plan.workspace, &protected, staging.as_ref(), &snapshot, started)?;
     let env: Vec<CString> = plan
         .env
         .vars
@@ -594,6 +592,8 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     }
     #[cfg(target_os = "linux")]
     drop(staging);
+    #[cfg(target_os = "linux")]
+    drop(journal);
     #[cfg(target_os = "macos")]
     if let (Some(m), true) = (&plan.macos, opts.collect_denials) {
         r.denials = crate::macos::denials::read(&m.marker, started_wall);
