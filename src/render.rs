@@ -119,6 +119,10 @@ pub fn completion(r: &RunResult) -> String {
             let _ = write!(s, "; to allow it: {a}");
         }
     }
+    // Runs killed before their review, reviewed by this one.
+    for w in &r.recovered {
+        let _ = write!(s, "\n  ⚠ {}", escape_controls(w));
+    }
     for (t, name) in [(r.stdout_truncated, "stdout"), (r.stderr_truncated, "stderr")] {
         if t {
             let _ = write!(s, "\n  {name} was truncated at the output cap; to keep more: --max-output BYTES ([sandbox] max_output_bytes)");

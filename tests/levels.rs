@@ -159,6 +159,19 @@ fn a_run_killed_after_a_commit_loses_nothing_and_leaves_no_hook() {
     assert_eq!(log(), "killed\ninit\n", "the killed run's commit is in the repository\n{}", o.describe());
     assert!(!hook.exists(), "the killed run's hook was taken back\n{}", o.describe());
     assert!(o.stdout.contains(".git/hooks/post-checkout"), "the hook is a pending change\n{}", o.describe());
+    // The next run in the workspace does the same, and says so.
+    let mut cmd = w.sandbox_cmd(&["--timeout", "60"], &["bash", "-c", "echo x > g && git add g && git -c user.name=a -c user.email=b@c commit -q -m killed-again && touch marker2 && sleep 30"]);
+    cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !w.ws.join("marker2").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    let next = w.sandboxed("true");
+    assert!(next.stdout.contains("killed before its review") || next.stderr.contains("killed before its review"), "{}", next.describe());
+    assert_eq!(log(), "killed-again\nkilled\ninit\n", "{}", next.describe());
     // Bare, the same hook lands and stays.
     let b = w.bare("printf '#!/bin/sh\\ntrue\\n' > .git/hooks/post-checkout && echo HOOK-WRITTEN");
     assert!(b.stdout.contains("HOOK-WRITTEN") && hook.exists(), "{}", b.describe());

@@ -188,7 +188,8 @@ pub fn write_journal(workspace: &Path, protected: &[ProtectedPath], staging: Opt
     crate::guard::fsmeta::create_private_dir(&dir, true).map_err(|e| SandboxError::io(format!("create {}", dir.display()), e))?;
     let mut random = [0u8; 6];
     crate::rand::fill(&mut random);
-    let name = format!("run-{pid}-{}-{}", SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst), random.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    // Named by the workspace first: a run looks only at its own workspace's journals.
+    let name = format!("{:016x}-{pid}-{}-{}", path_hash(workspace), SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst), random.iter().map(|b| format!("{b:02x}")).collect::<String>());
     let j = JournalOut {
         workspace,
         protected,
@@ -255,8 +256,9 @@ impl Recovered {
 /// Reviews every run of this user (in workspace `only`, when given) whose runner is gone (killed
 /// before its review) from its journal, as that run would have: its private copies, then the
 /// paths it left in place; then removes its staging directory and journal. A run whose runner
-/// is alive, or that another process is reviewing, is left alone. A staging directory no journal
-/// names, of a runner that is gone (killed before its command started), is removed.
+/// is alive, or that another process is reviewing, is left alone. Without `only`, a staging
+/// directory no journal names, of a runner that is gone (killed before its command started), is
+/// removed too.
 #[must_use]
 pub fn recover_killed_runs(only: Option<&Path>) -> Vec<Recovered> {
     use std::os::fd::AsRawFd;
@@ -267,7 +269,8 @@ pub fn recover_killed_runs(only: Option<&Path>) -> Vec<Recovered> {
     if let Ok(rd) = std::fs::read_dir(journals_dir()) {
         for e in rd.flatten() {
             let file = e.path();
-            if !file.extension().is_some_and(|x| x == "json") {
+            let ours = only.is_none_or(|w| e.file_name().to_string_lossy().starts_with(&format!("{:016x}-", path_hash(w))));
+            if !file.extension().is_some_and(|x| x == "json") || !ours {
                 continue;
             }
             let Some(mut j) = std::fs::read(&file).ok().and_then(|b| serde_json::from_slice::<Journal>(&b).ok()) else { continue };
@@ -292,6 +295,11 @@ pub fn recover_killed_runs(only: Option<&Path>) -> Vec<Recovered> {
             let _ = std::fs::remove_file(&file);
             out.push(Recovered { workspace: j.workspace, started, review });
         }
+    }
+    // Staging directories no journal names: swept where every journal was read (`sandbox
+    // pending`), not at each run.
+    if only.is_some() {
+        return out;
     }
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
@@ -418,6 +426,12 @@ const CLOCK_TICK_MARGIN_NS: i128 = 20_000_000;
 /// a conflict with the command's private copy. A change within a clock tick of the start can be
 /// missed; counting those too would also keep aside every change to files the host wrote just
 /// before the run (a checkout copied, `git status` refreshing the index).
+/// A name per path for files in the user's state (FNV-1a of its bytes: no path in a file name).
+fn path_hash(p: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    p.as_os_str().as_bytes().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+}
+
 /// An exclusive lock on the review of one real directory, held until dropped: a file in the
 /// user's private state (`locks/<hash of the path>`), which no sandboxed command can write or
 /// hold. Without it two runs ending at once could both find the index unchanged since their
@@ -430,13 +444,11 @@ struct ReviewLock {
 impl ReviewLock {
     fn take(dir: &Path) -> ReviewLock {
         use std::os::fd::AsRawFd;
-        use std::os::unix::ffi::OsStrExt;
         let locks = crate::host::state_dir().join("locks");
         if crate::guard::fsmeta::create_private_dir(&locks, true).is_err() {
             return ReviewLock { _held: None };
         }
-        // FNV-1a of the path's bytes: a name per directory, no path in a file name.
-        let hash = dir.as_os_str().as_bytes().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+        let hash = path_hash(dir);
         let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(locks.join(format!("{hash:016x}.lock")));
         // SAFETY: flock on a descriptor this process owns; it blocks until the other review ends.
         ReviewLock { _held: file.ok().filter(|f| unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0) }

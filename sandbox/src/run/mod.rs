@@ -254,6 +254,10 @@ pub struct RunResult {
     pub protections: Vec<Protection>,
     /// Warnings (degraded level, unconfined run).
     pub warnings: Vec<String>,
+    /// Runs in this workspace killed before their review (`kill -9` of the CLI), reviewed by this
+    /// one: what became of their changes (also among the warnings).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recovered: Vec<String>,
     /// What the helper reported it applied.
     pub applied: Option<AppliedReport>,
     /// What the command changed in the protected workspace paths, and what became of it
@@ -585,7 +589,10 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     }
     r.command = argv.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
     #[cfg(target_os = "linux")]
-    r.warnings.extend(recovered.iter().map(crate::linux::protect::Recovered::summary));
+    {
+        r.recovered = recovered.iter().map(crate::linux::protect::Recovered::summary).collect();
+        r.warnings.extend(r.recovered.iter().cloned());
+    }
     #[cfg(target_os = "linux")]
     if staging.is_some() || !snapshot.is_empty() {
         review_protected(plan, &protected, staging.as_ref(), &snapshot, &reported, started, &mut r);

@@ -629,6 +629,7 @@ fn outcome(plan: &Plan, pump: &Pump, st: i32, (timed_out, cancelled): (bool, boo
         bytes_written: pump.written,
         protections: plan.protections.clone(),
         warnings: plan.warnings.iter().cloned().chain(reported.warnings.iter().map(|w| w.message().to_string())).collect(),
+        recovered: Vec::new(),
         applied,
         protected_review: None,
         denials: Vec::new(),
