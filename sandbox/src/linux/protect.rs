@@ -175,8 +175,8 @@ fn journals_dir() -> PathBuf {
 /// command starts.
 ///
 /// # Errors
-/// [`SandboxError::Io`] when it cannot be written (the run then does not start: a kill could lose
-/// what it commits, or leave a hook it wrote in place unreviewed).
+/// [`SandboxError::Io`] when it cannot be written (the caller says so: a kill could then lose
+/// what the run commits, or leave a hook it wrote in place unreviewed).
 pub fn write_journal(workspace: &Path, protected: &[ProtectedPath], staging: Option<&Staging>, snapshot: &Snapshot, started: SystemTime) -> Result<Option<JournalFile>, SandboxError> {
     if staging.is_none() && snapshot.is_empty() {
         return Ok(None);

@@ -518,8 +518,13 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     let started = std::time::SystemTime::now();
     // The journal a later run reviews this one's private copies by, should this runner be
     // killed before its own review.
+    // Where the user's state cannot be written (a sandbox started inside a sandbox, whose state
+    // directory the outer one keeps read-only), the run goes on without one, and says so.
     #[cfg(target_os = "linux")]
-    let journal = crate::linux::protect::write_journal(&plan.workspace, &protected, staging.as_ref(), &snapshot, started)?;
+    let (journal, journal_warning) = match crate::linux::protect::write_journal(&plan.workspace, &protected, staging.as_ref(), &snapshot, started) {
+        Ok(j) => (j, None),
+        Err(e) => (None, Some(format!("this run's journal could not be written ({e}): were this runner killed before its review, its changes to protected paths would not be reviewed by a later run"))),
+    };
     let env: Vec<CString> = plan
         .env
         .vars
@@ -592,6 +597,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     {
         r.recovered = recovered.iter().map(crate::linux::protect::Recovered::summary).collect();
         r.warnings.extend(r.recovered.iter().cloned());
+        r.warnings.extend(journal_warning);
     }
     #[cfg(target_os = "linux")]
     if staging.is_some() || !snapshot.is_empty() {
