@@ -28,29 +28,40 @@ pub struct Staging {
     pub dir: PathBuf,
 }
 
-fn private_dir(p: &Path) -> bool {
+/// Whether `p` is a directory of this user that no one else may enter.
+fn owned_private(p: &Path) -> bool {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
-    let _ = std::fs::DirBuilder::new().mode(0o700).create(p);
     std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0)
 }
 
-/// The user's private staging root for this kernel (see the module docs): the first candidate
-/// the command cannot reach (`visible` says which it could).
-fn staging_root(kernel: &str, visible: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+fn private_dir(p: &Path) -> bool {
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(p);
+    owned_private(p)
+}
+
+/// Where this user's staging directories may be, in order of preference: the runtime directory
+/// and `/dev/shm` (`tmpfs`: only where the kernel allows overlays on it, 6.6), then `/var/tmp`.
+fn staging_candidates(tmpfs: bool) -> Vec<PathBuf> {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     let mut candidates = Vec::new();
-    if crate::plan::kernel_at_least(kernel, 6, 6) {
+    if tmpfs {
         if let Some(run) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()).map(PathBuf::from) {
-            if run.is_absolute() && std::fs::symlink_metadata(&run).is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0) {
+            if run.is_absolute() && owned_private(&run) {
                 candidates.push(run.join("localgpt-sandbox"));
             }
         }
         candidates.push(PathBuf::from(format!("/dev/shm/localgpt-sandbox-u{uid}")));
     }
     candidates.push(PathBuf::from(format!("/var/tmp/localgpt-sandbox-u{uid}")));
-    candidates.into_iter().find(|c| !visible(c) && private_dir(c))
+    candidates
+}
+
+/// The user's private staging root for this kernel (see the module docs): the first candidate
+/// the command cannot reach (`visible` says which it could).
+fn staging_root(kernel: &str, visible: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+    staging_candidates(crate::plan::kernel_at_least(kernel, 6, 6)).into_iter().find(|c| !visible(c) && private_dir(c))
 }
 
 impl Staging {
@@ -301,15 +312,10 @@ pub fn recover_killed_runs(only: Option<&Path>) -> Vec<Recovered> {
     if only.is_some() {
         return out;
     }
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    let mut roots = vec![PathBuf::from(format!("/dev/shm/localgpt-sandbox-u{uid}")), PathBuf::from(format!("/var/tmp/localgpt-sandbox-u{uid}"))];
-    if let Some(run) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
-        roots.insert(0, Path::new(&run).join("localgpt-sandbox"));
-    }
-    for root in roots {
+    // Every candidate, whatever this kernel: a staging root is per user, not per kernel.
+    for root in staging_candidates(true) {
         // Only the user's own private directory is trusted (see `staging_root`).
-        if !std::fs::symlink_metadata(&root).is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0) {
+        if !owned_private(&root) {
             continue;
         }
         let Ok(rd) = std::fs::read_dir(&root) else { continue };
