@@ -42,6 +42,16 @@ pub enum SandboxCmd {
     Test(TestArgs),
     /// List the changes to protected workspace paths that runs kept for review; apply or drop one.
     Pending(PendingArgs),
+    /// The walk service (started by `run` where LOCALGPT_SANDBOX_WALK_SERVICE=1).
+    #[command(hide = true)]
+    WalkService(WalkServiceArgs),
+}
+
+#[derive(Args)]
+pub struct WalkServiceArgs {
+    /// A root to walk before listening (an encoded request, in hexadecimal).
+    #[arg(long = "warm", value_name = "REQUEST")]
+    pub warm: Vec<String>,
 }
 
 #[derive(Args)]

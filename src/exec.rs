@@ -157,6 +157,10 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     }
     install_cancel_handler();
     let rules = localgpt_sandbox::why::PathRules::of(&prepared.plan);
+    // Where the walk service is to be started after the run: on, not answering now, and a root
+    // large enough to be worth asking it about walked here.
+    #[cfg(target_os = "linux")]
+    let walk_service = walk_service_to_start(&prepared.plan);
     let opts = RunOptions { stdin, helper_exe: None, helper_start, cancel: Some(&CANCEL), collect_denials: args.json, ..Default::default() };
     let _terminal = (stdin == StdinMode::Inherit).then(SavedTerminal::save);
     let result = if args.json {
@@ -188,7 +192,48 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         }
         r
     };
+    // The walk service, where it is on: started for the next run when none answers (after this
+    // run, so that it costs this one nothing and is never part of it).
+    #[cfg(target_os = "linux")]
+    if let Some((dir, warm)) = walk_service {
+        if let Ok(exe) = std::env::current_exe() {
+            let _ = localgpt_sandbox::guard::walkd::start(&dir, &exe, &warm);
+        }
+    }
     Ok(result.exit_code)
+}
+
+/// Where the walk service is to be started after the run, and the roots it is to walk first: it
+/// is on, did not answer now, and a root large enough to be worth asking it about was walked here.
+#[cfg(target_os = "linux")]
+fn walk_service_to_start(plan: &localgpt_sandbox::plan::Plan) -> Option<(std::path::PathBuf, Vec<localgpt_sandbox::guard::walkd::Request>)> {
+    use localgpt_sandbox::guard::walkd;
+    let walks = &plan.nested_walks;
+    if !walkd::enabled() || walks.iter().any(|w| w.service.is_some()) {
+        return None;
+    }
+    let warm: Vec<walkd::Request> = walks
+        .iter()
+        .filter(|w| w.listings.len() >= walkd::MIN_DIRS)
+        .map(|w| walkd::Request::Walk { root: w.root.clone(), names: plan.nested_names.clone(), budget: w.budget as u64 })
+        .collect();
+    (!warm.is_empty()).then(|| plan.walk_records.clone().map(|d| (d, warm))).flatten()
+}
+
+/// `sandbox walk-service` (hidden): the walk service of this user ([`localgpt_sandbox::guard::walkd`]).
+pub fn walk_service(warm: &[String]) -> Result<i32, Failure> {
+    #[cfg(target_os = "linux")]
+    {
+        use localgpt_sandbox::guard::walkd;
+        let dir = localgpt_sandbox::guard::records::records_dir();
+        let warm: Vec<walkd::Request> = warm.iter().filter_map(|h| walkd::Request::decode(&walkd::unhex(h)?)).collect();
+        walkd::serve(&dir, &warm).map(|()| 0).map_err(|e| Failure { code: 1, message: e })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = warm;
+        Err(Failure { code: 1, message: "the walk service runs on Linux only".into() })
+    }
 }
 
 /// The file accesses the plan's `rules` refuse that `stderr` names ([`localgpt_sandbox::why::refusals_in`]),

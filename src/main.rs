@@ -54,6 +54,7 @@ fn main() {
         cli::Top::Sandbox(cli::SandboxCmd::Explain(a)) => cli::explain(a),
         cli::Top::Sandbox(cli::SandboxCmd::Test(a)) => selftest::test(&a),
         cli::Top::Sandbox(cli::SandboxCmd::Pending(a)) => exec::pending(a),
+        cli::Top::Sandbox(cli::SandboxCmd::WalkService(a)) => exec::walk_service(&a.warm),
     };
     localgpt_sandbox::timing::stamp("exiting");
     localgpt_sandbox::timing::flush("cli");

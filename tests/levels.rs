@@ -384,3 +384,76 @@ fn full_level_loopback_is_the_sandboxs_own() {
     assert!(out.contains("200"), "the local server and its client must work inside: {out} {err}");
     assert!(!reachable, "the sandbox's server was reachable from the host's loopback");
 }
+
+/// The directories the walk service of the world's user watches (`inotify` watches counted in
+/// its descriptors' fdinfo), found by its socket's peer: `None` when no service serves the world.
+fn walk_service_watches(w: &World) -> Option<(i32, usize)> {
+    let dir = w.home.join(".local/state/localgpt/sandbox/walks");
+    let sock = fs::read_dir(&dir).ok()?.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|x| x == "sock"))?;
+    let s = std::os::unix::net::UnixStream::connect(&sock).ok()?;
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt into a ucred of the length given.
+    let rc = unsafe { libc::getsockopt(std::os::fd::AsRawFd::as_raw_fd(&s), libc::SOL_SOCKET, libc::SO_PEERCRED, std::ptr::addr_of_mut!(cred).cast(), &mut len) };
+    drop(s);
+    if rc != 0 {
+        return None;
+    }
+    let mut n = 0;
+    for e in fs::read_dir(format!("/proc/{}/fdinfo", cred.pid)).ok()?.flatten() {
+        n += fs::read_to_string(e.path()).unwrap_or_default().lines().filter(|l| l.starts_with("inotify wd:")).count();
+    }
+    Some((cred.pid, n))
+}
+
+/// With the walk service on (`LOCALGPT_SANDBOX_WALK_SERVICE=1`), a run in a workspace of a few
+/// hundred directories is answered by the service (it watches them: checked in its fdinfo), and
+/// what the host changes between runs and the command during one is seen as without it: a
+/// repository the host makes deep in the tree after the service watched it is protected in the
+/// next run (a hook written into it does not land), a repository the command makes is taken back
+/// after the run (kept pending). Checked from outside: the hooks on the host, `sandbox pending`.
+/// Bare, both hooks land.
+#[test]
+fn the_walk_service_sees_what_changed_between_runs_and_during_one() {
+    let w = World::new();
+    let init = w.bare("for i in $(seq 1 300); do mkdir -p t/d$i/e; done; git init -q . && echo ok");
+    assert!(init.stdout.contains("ok"), "{}", init.describe());
+    let with_service = |snippet: &str| {
+        let mut cmd = w.sandbox_cmd(&[], &["bash", "-c", snippet]);
+        cmd.env("LOCALGPT_SANDBOX_WALK_SERVICE", "1").env("LOCALGPT_SANDBOX_WALK_SERVICE_IDLE", "30");
+        run(cmd, snippet)
+    };
+    // The first run walks in the process and starts the service; the second is its first walk.
+    for _ in 0..2 {
+        let o = with_service("true");
+        assert_eq!(o.code(), Some(0), "{}", o.describe());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while walk_service_watches(&w).is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let (pid, watches) = walk_service_watches(&w).expect("the walk service serves the world");
+    assert!(watches >= 300, "the service watches {watches} directories, not the workspace's");
+    // The host makes a repository deep in the tree (depth 4: t/d7/e/sub/.git).
+    let host = w.bare("git init -q t/d7/e/sub && echo ok");
+    assert!(host.stdout.contains("ok"), "{}", host.describe());
+    let hook = w.ws.join("t/d7/e/sub/.git/hooks/pre-commit");
+    let o = with_service("printf '#!/bin/sh\\necho PWNED\\n' > t/d7/e/sub/.git/hooks/pre-commit; chmod +x t/d7/e/sub/.git/hooks/pre-commit; true");
+    assert!(!hook.exists(), "a hook written into the repository the host made between runs landed\n{}", o.describe());
+    // The command makes a repository and its hook.
+    let made = w.ws.join("t/d9/e/new/.git/hooks/post-checkout");
+    let o = with_service("git init -q t/d9/e/new && printf '#!/bin/sh\\necho PWNED\\n' > t/d9/e/new/.git/hooks/post-checkout && chmod +x t/d9/e/new/.git/hooks/post-checkout && echo MADE");
+    assert!(o.stdout.contains("MADE"), "{}", o.describe());
+    assert!(!made.exists(), "the hook of a repository made during the run landed\n{}", o.describe());
+    let pending = run(w.localgpt_cmd(&["sandbox", "pending"]), "pending");
+    assert!(pending.stdout.contains("t/d9/e/new/.git"), "the made repository is a pending change\n{}", pending.describe());
+    // The service answered those runs (it still serves, and watches the new directories too).
+    let (pid2, watches2) = walk_service_watches(&w).expect("the walk service still serves the world");
+    assert_eq!(pid, pid2, "the same service answered");
+    assert!(watches2 > watches, "the service watches the directories made since ({watches} → {watches2})");
+    // Bare, both hooks land.
+    let b = w.bare("printf '#!/bin/sh\\necho x\\n' > t/d7/e/sub/.git/hooks/pre-commit && git init -q t/d9/e/new2 && printf 'x' > t/d9/e/new2/.git/hooks/post-checkout && echo LANDED");
+    assert!(b.stdout.contains("LANDED") && hook.exists() && w.ws.join("t/d9/e/new2/.git/hooks/post-checkout").exists(), "{}", b.describe());
+    // SAFETY: a signal to the world's own service.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+}

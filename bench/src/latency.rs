@@ -47,6 +47,10 @@ const GOAL_LIBRARY_P50_MS: f64 = 0.8;
 const GOAL_LIBRARY_P99_MS: f64 = 1.5;
 const GOAL_GROWTH_MS: f64 = 0.2;
 
+/// Issue 57: a repository of 20 000 directories and 200 000 files adds at most this over the
+/// empty workspace (p50, each level).
+const GOAL_REPO_MS: f64 = 1.5;
+
 struct Opts {
     mode: &'static str,
     n: usize,
@@ -490,6 +494,47 @@ pub fn main() {
     })
 }
 
+/// The directories of the large repository ([`make_big_repo`]): 20 × 10 × 10 × 10 leaves and
+/// the directories above them, and the root.
+const BIG_DIRS: usize = 20 * 10 * 10 * 10 + 20 * 10 * 10 + 20 * 10 + 20 + 1;
+
+/// A git repository of [`BIG_DIRS`] directories and 200 000 small files, all of them in its index
+/// (made with `git update-index --index-info`: one blob, no hashing of each file), when git is
+/// there; without git, the same tree with an empty `.git` skeleton.
+fn make_big_repo(big: &Path) -> Result<(), String> {
+    use std::io::Write;
+    let mut index = String::new();
+    for a in 0..20 {
+        for b in 0..10 {
+            for c in 0..10 {
+                for d in 0..10 {
+                    let rel = format!("m{a}/p{b}/s{c}/d{d}");
+                    let dir = big.join(&rel);
+                    std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+                    for f in 0..10 {
+                        std::fs::write(dir.join(format!("f{f}.txt")), "x\n").map_err(|e| format!("write in {}: {e}", dir.display()))?;
+                        let _ = writeln!(index, "100644 587be6b4c3f93f93c489c0111bba5596147a26cb\t{rel}/f{f}.txt");
+                    }
+                }
+            }
+        }
+    }
+    let git = |args: &[&str]| std::process::Command::new("git").arg("-C").arg(big).args(args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).status().is_ok_and(|s| s.success());
+    if !git(&["init", "-q"]) {
+        for d in [".git/objects", ".git/refs", ".git/hooks"] {
+            std::fs::create_dir_all(big.join(d)).map_err(|e| format!("create {d}: {e}"))?;
+        }
+        let _ = std::fs::write(big.join(".git/HEAD"), "ref: refs/heads/main\n");
+        return Ok(());
+    }
+    // The blob "x\n" and the index naming it 200 000 times.
+    let _ = git(&["hash-object", "-w", "m0/p0/s0/d0/f0.txt"]);
+    let mut child = std::process::Command::new("git").arg("-C").arg(big).args(["update-index", "--add", "--index-info"]).stdin(std::process::Stdio::piped()).spawn().map_err(|e| format!("git update-index: {e}"))?;
+    child.stdin.take().ok_or("git update-index: no stdin")?.write_all(index.as_bytes()).map_err(|e| format!("git update-index: {e}"))?;
+    child.wait().map_err(|e| format!("git update-index: {e}"))?;
+    Ok(())
+}
+
 /// (variant id, label, (parent peak RSS MiB, child peak RSS MiB)) of the memory probe.
 type MemProbe = (String, String, Option<(f64, f64)>);
 
@@ -543,6 +588,17 @@ fn run(o: &Opts) -> Result<bool, String> {
         }
     }
     let mono_s = mono.to_string_lossy().into_owned();
+    let big = root.join("repo200k");
+    make_big_repo(&big)?;
+    let big_s = big.to_string_lossy().into_owned();
+    // The walk service (`guard::walkd`, opt-in) for every run of the bench: in the empty
+    // workspace it is not asked (a small root is walked in the process), in the large ones it is.
+    // It leaves soon after the bench.
+    // SAFETY: single-threaded here (no variant has run yet).
+    unsafe {
+        std::env::set_var("LOCALGPT_SANDBOX_WALK_SERVICE", "1");
+        std::env::set_var("LOCALGPT_SANDBOX_WALK_SERVICE_IDLE", "60");
+    }
     std::env::set_current_dir(&ws).map_err(|e| format!("chdir {}: {e}", ws.display()))?;
     let ws_s = ws.to_string_lossy().into_owned();
     // `--user`: a workspace of the user's own and copies of the binaries it can execute (this
@@ -642,6 +698,13 @@ fn run(o: &Opts) -> Result<bool, String> {
                 in_mono[i + 1] = mono_s.clone();
             }
             add(ci, &format!("{best}+monorepo"), format!("localgpt {best} in a monorepo workspace (1000 dirs, 20 nested repositories)"), true, How::Spawn(in_mono));
+            for l in levels.iter().filter(|l| *l == "full" || *l == "standard") {
+                let mut in_big = sandbox(l, 0, &c.argv);
+                if let Some(i) = in_big.iter().position(|a| a == "--workspace") {
+                    in_big[i + 1] = big_s.clone();
+                }
+                add(ci, &format!("{l}+repo200k"), format!("localgpt {l} in a repository of {BIG_DIRS} directories and 200 000 files"), true, How::Spawn(in_big));
+            }
             use localgpt_sandbox::run::HelperStart;
             let lib_policy = |level: &str| -> Result<Box<localgpt_sandbox::SandboxPolicy>, String> {
                 let settings = localgpt_sandbox::SandboxSettings {
@@ -1102,6 +1165,17 @@ fn analyse(
     if let (Some(b), Some(g)) = (&base, t(&format!("{best}+monorepo"))) {
         growth.insert("monorepo".into(), json!({"level": best, "workspace": "1000 directories to depth 3, 20 nested repositories (each a private copy at Full), 2 nested .vscode", "added_p50_ms": r3(g.p50 - b.p50), "added_p99_ms": r3(g.p99 - b.p99)}));
     }
+    // The repository-size goal (issue 57): at each level, the large repository against the
+    // empty workspace, same run (the walk service on: `guard::walkd`).
+    for l in ["full", "standard"] {
+        if let (Some(b), Some(g)) = (t(l), t(&format!("{l}+repo200k"))) {
+            let (a50, a99) = (r3(g.p50 - b.p50), r3(g.p99 - b.p99));
+            growth.insert(format!("repo200k_{l}"), json!({"level": l, "workspace": format!("a git repository of {BIG_DIRS} directories and 200 000 files (all in its index), the walk service on"), "added_p50_ms": a50, "added_p99_ms": a99}));
+            let met = a50 <= GOAL_REPO_MS;
+            goals.insert(format!("repo200k_{l}"), json!({"goal": format!("a repository of {BIG_DIRS} directories and 200 000 files adds ≤ {GOAL_REPO_MS} ms over the empty workspace ({l}, p50)"), "added_p50_ms": a50, "met": met}));
+            let _ = writeln!(goal_lines, "| 200 000-file repository ≤ {GOAL_REPO_MS} ms over empty (p50, {l}, walk service on) | {} ms | {} |", f(a50), if met { "**met**" } else { "**not met**" });
+        }
+    }
     if let Some(g) = growth.get("paths_100") {
         let a = g["added_p50_ms"].as_f64().unwrap_or(f64::NAN);
         let met = a < GOAL_GROWTH_MS;
@@ -1246,6 +1320,12 @@ fn analyse(
         if let Some(g) = growth.get("monorepo") {
             let _ = writeln!(md, "In a monorepo-like workspace ({}), against the empty one, same run: **+{} ms** at p50, +{} ms at p99 (the protected names' walk at launch and after the run, and the nested repositories' private copies).\n",
                 g["workspace"].as_str().unwrap_or(""), f(g["added_p50_ms"].as_f64().unwrap_or(f64::NAN)), f(g["added_p99_ms"].as_f64().unwrap_or(f64::NAN)));
+        }
+        for l in ["full", "standard"] {
+            if let Some(g) = growth.get(&format!("repo200k_{l}")) {
+                let _ = writeln!(md, "In {} at {l}, against the empty workspace, same run: **+{} ms** at p50, +{} ms at p99.\n",
+                    g["workspace"].as_str().unwrap_or(""), f(g["added_p50_ms"].as_f64().unwrap_or(f64::NAN)), f(g["added_p99_ms"].as_f64().unwrap_or(f64::NAN)));
+            }
         }
     }
     let _ = writeln!(md, "### Memory\n\nPeak RSS (`VmHWM` from /proc, read while `sleep 0.4` runs in the sandbox; median of 5 runs) of the sandbox's parent process — the `localgpt` CLI, which builds the plan and supervises the run (for bubblewrap: the outer `bwrap`) — and of its child (the helper, which stays as the supervisor).\n\n{mem_md}");

@@ -65,7 +65,7 @@ pub fn protection_ids() -> Vec<&'static str> {
 /// Placeholders a probe, check or env value may use; the harness substitutes them per world.
 pub const PLACEHOLDERS: &[&str] = &[
     "ws", "outside", "home", "canary", "bin", "token", "tcp_port", "udp_port", "docker_sock", "dbus_sock",
-    "systemd_sock", "dgram_sock", "agent_sock", "ws_agent_sock", "abstract_name", "abstract_dgram", "squat_name", "tcp_reuse_port", "free_port", "host_ip", "pty", "shm_id", "msg_id", "sem_id",
+    "systemd_sock", "state_sock", "dgram_sock", "agent_sock", "ws_agent_sock", "abstract_name", "abstract_dgram", "squat_name", "tcp_reuse_port", "free_port", "host_ip", "pty", "shm_id", "msg_id", "sem_id",
     "key_desc", "host_tmp_secret", "host_shm_secret", "secret_env", "uid", "gid", "lo_addr", "kmsg_console", "etc_secret", "loop_nr",
     "group_secret", "late_secret",
 ];

@@ -381,7 +381,14 @@ impl World {
         tcp.set_nonblocking(true).map_err(|x| e("nonblocking", x))?;
         let udp = UdpSocket::bind("127.0.0.1:0").map_err(|x| e("udp socket", x))?;
         udp.set_nonblocking(true).map_err(|x| e("nonblocking", x))?;
-        let socks = [outside.join("docker.sock"), outside.join("dbus/system_bus_socket"), outside.join("systemd/private")];
+        // The fourth: where the sandbox's own walk service listens, in the user's private state
+        // directory (`guard::walkd`).
+        let state_walks = home.join(".local/state/localgpt/sandbox/walks");
+        for d in [home.join(".local/state"), home.join(".local/state/localgpt"), home.join(".local/state/localgpt/sandbox"), state_walks.clone()] {
+            fs::create_dir_all(&d).map_err(|x| e("mkdir", x))?;
+            fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).map_err(|x| e("chmod", x))?;
+        }
+        let socks = [outside.join("docker.sock"), outside.join("dbus/system_bus_socket"), outside.join("systemd/private"), state_walks.join("walkd-vector.sock")];
         let mut unix = Vec::new();
         for s in &socks {
             let l = UnixListener::bind(s).map_err(|x| e("unix listener", x))?;
@@ -423,6 +430,7 @@ impl World {
         put("docker_sock", socks[0].display().to_string());
         put("dbus_sock", socks[1].display().to_string());
         put("systemd_sock", socks[2].display().to_string());
+        put("state_sock", socks[3].display().to_string());
         put("dgram_sock", dgram_path.display().to_string());
         put("agent_sock", outside.join("agent.sock").display().to_string());
         put("ws_agent_sock", ws.join("agent.sock").display().to_string());

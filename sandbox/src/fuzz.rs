@@ -1,6 +1,6 @@
 //! Fuzz targets of the parsers that read what a sandboxed command wrote or sent (issue 55, item
 //! 5; issue 58, item 2): git's config, a git index, rebase to-do lists, a linked worktree's
-//! `gitdir` file, the nested walk's records,
+//! `gitdir` file, the nested walk's records and the walk service's wire,
 //! and the network stubs (DNS questions, SOCKS5 requests, TLS ClientHellos; the HTTP proxy's
 //! parser has its own target beside it, `linux::proxy::tests::fuzz_the_http_head_parser`).
 //!
@@ -184,6 +184,32 @@ fn fuzz_the_worktree_gitdir_reader() {
             assert!(b == t.as_bytes() || b == [t.as_bytes(), b"\n"].concat(), "{:?}", String::from_utf8_lossy(&b));
             assert!(p.is_absolute() && p.file_name().is_some_and(|n| n == ".git"), "{t}");
             assert_eq!(crate::plan::resolve::normalize(&p).to_str(), Some(t), "{t}");
+        }
+    }
+}
+
+/// The walk service's wire (`guard::walkd`): a mutated request or answer decodes to nothing, or
+/// to one that encodes back to exactly those bytes (no two readings of one message), its paths
+/// absolute and without a NUL.
+#[cfg(target_os = "linux")]
+#[test]
+fn fuzz_the_walk_service_wire() {
+    use crate::guard::walkd::{Answer, Request};
+    let req = Request::Walk { root: "/w/ws".into(), names: vec![".git".into(), ".vscode".into()], budget: 50_000 }.encode();
+    let after = Request::After { root: "/w/ws".into(), names: vec![".git".into()], token: 3 }.encode();
+    let ans = Answer::encode(Some(&Answer { token: 4, found: vec![("/w/ws/a/.git".into(), true)], repos: vec!["/w/ws/r".into()], stopped: Some("/w/ws/big".into()), from_records: 2, looked_at: 3 }));
+    let mut rng = Rng::new();
+    for i in 0..cases(30_000) {
+        let seed = [&req, &after, &ans][i % 3];
+        let b = rng.mutate(seed);
+        if let Some(r) = Request::decode(&b) {
+            assert_eq!(r.encode(), b, "{r:?}");
+        }
+        if let Some(a) = Answer::decode(&b) {
+            assert_eq!(Answer::encode(a.as_ref()), b, "{a:?}");
+            for p in a.iter().flat_map(|a| a.found.iter().map(|f| &f.0).chain(&a.repos).chain(&a.stopped)) {
+                assert!(p.is_absolute() && !p.as_os_str().as_encoded_bytes().contains(&0), "{p:?}");
+            }
         }
     }
 }

@@ -30,6 +30,8 @@ pub mod gitindex;
 pub mod nested;
 pub mod protected;
 pub mod records;
+#[cfg(target_os = "linux")]
+pub mod walkd;
 internal_mod!(review);
 internal_mod!(gitoracle);
 internal_mod!(pending);

@@ -164,6 +164,12 @@ pub enum Known<'a> {
     /// After the run: what the launch walk saw. Only the directories that no longer hold are
     /// read, and the directories they hold that the launch walk did not see, whole.
     AfterRun(&'a [Listing]),
+    /// At launch, in the walk service ([`super::walkd`]): its records, each one held without a
+    /// look (the service takes out every directory the kernel reported a change in).
+    Watched(&'a mut WalkCache),
+    /// After the run, in the walk service: the directories changed since the launch (path and
+    /// depth) are read, and the directories they hold that `seen` has no record of, whole.
+    Changed(&'a [(PathBuf, usize)], &'a WalkCache),
 }
 
 /// What [`walk_nested`] found.
@@ -179,6 +185,8 @@ pub struct NestedWalk {
     pub listings: Vec<Listing>,
     /// How many of them came from the records of earlier walks.
     pub from_records: usize,
+    /// Which of them were read (their indexes), not held by a record.
+    pub fresh: Vec<usize>,
 }
 
 /// The entries named as one of `names` in `root`'s subdirectories (depth 1 to [`NESTED_DEPTH`];
@@ -192,7 +200,12 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
     // (directory, depth, read whole below it: after the run, a directory the launch walk did
     // not see)
     let mut queue: Vec<(PathBuf, usize, bool)> = Vec::new();
-    let at_launch = matches!(known, Known::Launch(_));
+    let at_launch = matches!(known, Known::Launch(_) | Known::Watched(_));
+    // Records held without a look (the walk service's).
+    let watched = matches!(known, Known::Watched(_));
+    // After the run in the walk service: its records say what was seen.
+    let mut seen_by: Option<&WalkCache> = None;
+    let mut changed: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
     // After the run: the launch's listings by path, made when a changed directory is first read
     // (a run that changed nothing needs none).
     let mut launch_listings: &[Listing] = &[];
@@ -202,6 +215,17 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
         Known::Launch(cache) => {
             queue.push((root.to_path_buf(), 0, true));
             cache
+        }
+        Known::Watched(cache) => {
+            queue.push((root.to_path_buf(), 0, true));
+            Some(cache)
+        }
+        Known::Changed(dirs, seen) => {
+            seen_by = Some(seen);
+            // Each one is read by its own turn (not whole, as new, through its parent).
+            changed = dirs.iter().map(|(d, _)| d.as_os_str().as_encoded_bytes()).collect();
+            queue.extend(dirs.iter().map(|(d, depth)| (d.clone(), *depth, false)));
+            None
         }
         Known::AfterRun(listings) => {
             launch_listings = listings;
@@ -218,7 +242,8 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
         // is queued by its parent's listing alone).
         let record = cache.as_deref_mut().and_then(|c| c.dirs.take(dir.as_os_str().as_encoded_bytes())).map(|b| b.0);
         let recorded = record.is_some();
-        let listing = match record.filter(|r| r.depth == depth && at.state(&dir).is_some_and(|now| at.holds(r, &now))) {
+        let mut fresh = false;
+        let listing = match record.filter(|r| r.depth == depth && if watched { at.trusted_dev == Some(r.id.0) } else { at.state(&dir).is_some_and(|now| at.holds(r, &now)) }) {
             Some(r) => {
                 out.from_records += 1;
                 r
@@ -233,6 +258,7 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
                         if charged {
                             budget -= n;
                         }
+                        fresh = true;
                         l
                     }
                     Ok(None) => {
@@ -255,13 +281,20 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
                     let p = dir.join(&e.name);
                     // After the run, a directory the launch walk saw is looked at through its
                     // own record (above).
-                    let seen = !whole && launch.get_or_insert_with(|| launch_listings.iter().map(|l| l.path.as_os_str().as_encoded_bytes()).collect()).contains(p.as_os_str().as_encoded_bytes());
+                    let seen = !whole
+                        && match seen_by {
+                            Some(c) => c.get(&p).is_some() || changed.contains(p.as_os_str().as_encoded_bytes()),
+                            None => launch.get_or_insert_with(|| launch_listings.iter().map(|l| l.path.as_os_str().as_encoded_bytes()).collect()).contains(p.as_os_str().as_encoded_bytes()),
+                        };
                     if !seen {
                         queue.push((p, depth + 1, true));
                     }
                 }
                 Step::Skip | Step::Mark => {}
             }
+        }
+        if fresh {
+            out.fresh.push(out.listings.len());
         }
         out.listings.push(listing);
     }
@@ -416,6 +449,21 @@ impl RootAt {
             Ok(fd)
         }
     }
+}
+
+/// `l`'s directory read again now: whether it holds the same entries as `l` (and is the same
+/// directory). The walk service's check once the kernel watches a directory it read: a change
+/// after the watch is reported, one before it shows here, whatever the clock's resolution.
+#[must_use]
+pub fn reads_the_same(l: &Listing, names: &[&str]) -> bool {
+    let mut at = RootAt::new(&l.path);
+    let Ok(Some((now, _))) = read_listing(&mut at, &l.path, l.depth, names, usize::MAX) else { return false };
+    fn sorted(v: &[Entry]) -> Vec<(&OsStr, bool)> {
+        let mut v: Vec<(&OsStr, bool)> = v.iter().map(|e| (e.name.as_os_str(), e.dir)).collect();
+        v.sort();
+        v
+    }
+    now.id == l.id && l.id != (0, 0) && sorted(&now.entries) == sorted(&l.entries)
 }
 
 /// Reads the directory `dir` at `depth`: its identity and change time from the descriptor it is
@@ -597,6 +645,21 @@ impl WalkCache {
         self.dirs.get(path.as_os_str().as_encoded_bytes()).map(|b| &b.0)
     }
 
+    /// Records `l` (in place of an earlier record of its path).
+    pub fn insert(&mut self, l: Listing) {
+        self.dirs.replace(ByPath(l));
+    }
+
+    /// Takes out the record of the directory at `path`.
+    pub fn remove(&mut self, path: &[u8]) -> Option<Listing> {
+        self.dirs.take(path).map(|b| b.0)
+    }
+
+    /// Every record.
+    pub fn iter(&self) -> impl Iterator<Item = &Listing> {
+        self.dirs.iter().map(|b| &b.0)
+    }
+
     /// How many directories are recorded.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -637,6 +700,12 @@ fn key(root: &Path, names: &[&str]) -> Vec<u8> {
         part(n.as_bytes());
     }
     k
+}
+
+/// The walk's rules alone (what a walk service's socket is named by, with its wire's version).
+#[must_use]
+pub fn rules_key() -> Vec<u8> {
+    key(Path::new(""), &[])
 }
 
 /// The file name of a root's records: a hash of its key (the key itself is checked inside).

@@ -493,6 +493,9 @@ pub struct RootWalk {
     pub budget: usize,
     /// It ran out of its budget: names deeper in the root were not looked for.
     pub stopped: bool,
+    /// The walk service made it ([`super::walkd`]): the token to give back after the run
+    /// (`listings` is then empty: the service keeps them).
+    pub service: Option<u64>,
 }
 
 /// How a writable root is named in a note: "the workspace" for `ws`, its path otherwise.
@@ -533,13 +536,34 @@ fn table_entry(rel: &Path) -> Option<&'static crate::defaults::ProtectedEntry> {
 /// The table's names present in the subdirectories of `root`, a writable root (depth 1 to
 /// [`NESTED_DEPTH`]), each protected as what it is, and the submodules git would enter. A walk
 /// that runs out of its budget is reported (the rest of the root is not looked at).
-fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str], budget: usize) -> RootWalk {
+/// The launch walk of `root`: the walk service's, where it is on and answers (with its token),
+/// else the walk in this process from the records in `records`.
+fn launch_walk(records: Option<&Path>, root: &Path, names: &[&str], budget: usize) -> (NestedWalk, Option<u64>) {
     #[cfg(target_os = "linux")]
-    let mut records = p.records.as_deref().and_then(|d| super::nested::load(d, root, names));
+    {
+        // A small root is walked here: a look at each of its few directories costs less than
+        // the service's round trip (its records say how many there are).
+        let large = |dir: &Path| std::fs::symlink_metadata(dir.join(super::nested::record_name(root, names))).is_ok_and(|m| m.len() >= super::walkd::MIN_RECORD);
+        if let Some(dir) = records.filter(|d| super::walkd::enabled() && large(d)) {
+            let req = super::walkd::Request::Walk { root: root.to_path_buf(), names: names.iter().map(|n| (*n).to_string()).collect(), budget: budget as u64 };
+            if let Some(Some(a)) = super::walkd::ask(dir, &req) {
+                let from_records = usize::try_from(a.from_records).unwrap_or(usize::MAX);
+                return (NestedWalk { found: a.found, repos: a.repos, stopped: a.stopped, listings: Vec::new(), from_records, fresh: Vec::new() }, Some(a.token));
+            }
+        }
+        let mut cache = records.and_then(|d| super::nested::load(d, root, names));
+        (walk_nested(root, names, budget, Known::Launch(cache.as_mut())), None)
+    }
     #[cfg(not(target_os = "linux"))]
-    let mut records = None;
-    let NestedWalk { found, repos, stopped, listings, from_records } = walk_nested(root, names, budget, Known::Launch(records.as_mut()));
-    let walk = RootWalk { root: root.to_path_buf(), listings, from_records, budget, stopped: stopped.is_some() };
+    {
+        let _ = records;
+        (walk_nested(root, names, budget, Known::Launch(None)), None)
+    }
+}
+
+fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str], budget: usize) -> RootWalk {
+    let (NestedWalk { found, repos, stopped, listings, from_records, .. }, service) = launch_walk(p.records.as_deref(), root, names, budget);
+    let walk = RootWalk { root: root.to_path_buf(), listings, from_records, budget, stopped: stopped.is_some(), service };
     let first = p.out.len();
     for (path, _) in found {
         let n = path.file_name().map(PathBuf::from).unwrap_or_default();

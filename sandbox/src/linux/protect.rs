@@ -1415,6 +1415,21 @@ pub fn review_in_place(ws: &Path, snapshot: &Snapshot, start: SystemTime, out: &
     *out = r.out;
 }
 
+/// The walk after the run of a root whose launch walk the walk service made
+/// ([`crate::guard::walkd`]): the service's, from the directories the kernel reported changed;
+/// `None`, with a note, where it does not answer (the caller then reads the whole root: every name
+/// there not protected at launch is reviewed as made during the run, kept aside, never lost; and
+/// what it read is recorded, as a walk in the process records it).
+fn after_walk_in_service(plan: &crate::plan::Plan, w: &crate::guard::protected::RootWalk, names: &[&str], token: u64, out: &mut ProtectedReview) -> Option<crate::guard::nested::NestedWalk> {
+    use crate::guard::walkd::{ask, Request};
+    let req = Request::After { root: w.root.clone(), names: names.iter().map(|n| (*n).to_string()).collect(), token };
+    if let Some(Some(a)) = plan.walk_records.as_deref().and_then(|d| ask(d, &req)) {
+        return Some(crate::guard::nested::NestedWalk { found: a.found, repos: a.repos, ..Default::default() });
+    }
+    out.notes.push(format!("the walk service did not answer after the run: {} was read whole for protected names made during the run", crate::guard::protected::root_name(&w.root, &plan.workspace)));
+    None
+}
+
 /// After the run: the protected names the command created in the subdirectories of each
 /// writable root (a `git init child` and its hook, `sub/.vscode/tasks.json`, a `sub/.git` link),
 /// found by the launch's walk ([`crate::guard::protected::walk_nested`], the same depth and
@@ -1444,11 +1459,19 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         if plan.protected.iter().any(|p| p.path == w.root) {
             continue;
         }
-        let after = if w.stopped {
+        let (after, by_service) = if w.stopped {
             out.notes.push(format!("the launch walk for nested protected names in {} stopped after {} entries: names created in its subdirectories during the run were not reviewed", root_name(&w.root, ws), w.budget));
-            Vec::new()
+            (Vec::new(), false)
         } else {
-            let walk = walk_nested(&w.root, &names, usize::MAX, Known::AfterRun(&w.listings));
+            let walk = match w.service {
+                Some(token) => after_walk_in_service(plan, w, &names, token, out),
+                None => Some(walk_nested(&w.root, &names, usize::MAX, Known::AfterRun(&w.listings))),
+            };
+            // The service answered (it keeps its own records), or the root was read here.
+            let (walk, by_service) = match walk {
+                Some(walk) => (walk, w.service.is_some()),
+                None => (walk_nested(&w.root, &names, usize::MAX, Known::Launch(None)), false),
+            };
             for f in walk.found {
                 if !found.iter().any(|(p, _)| *p == f.0) {
                     found.push(f);
@@ -1461,13 +1484,15 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
                     }
                 }
             }
-            walk.listings
+            (walk.listings, by_service)
         };
         // What both walks read, for the next launch walk: a directory made during the run is
         // read then without counting against its budget (what it then reads again is only what
         // changed since). A stopped walk's part, so that the next one goes further.
         // (Nothing new to record when every directory was held by its record and none changed.)
-        let unchanged = w.from_records == w.listings.len() && after.is_empty();
+        // (The walk service keeps its own; a root read whole here, when it did not answer, is
+        // recorded from that read.)
+        let unchanged = by_service || (w.from_records == w.listings.len() && after.is_empty());
         if let Some(dir) = plan.walk_records.as_ref().filter(|_| !unchanged) {
             if let Err(e) = crate::guard::nested::save(dir, &w.root, &names, w.listings.iter().chain(&after)) {
                 out.notes.push(format!("the nested walk's records of {} were not kept ({e}): the next launch walk reads its directories again, within its budget", root_name(&w.root, ws)));
