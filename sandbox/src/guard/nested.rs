@@ -164,9 +164,6 @@ pub enum Known<'a> {
     /// After the run: what the launch walk saw. Only the directories that no longer hold are
     /// read, and the directories they hold that the launch walk did not see, whole.
     AfterRun(&'a [Listing]),
-    /// At launch, in the walk service ([`super::walkd`]): its records, each one held without a
-    /// look (the service takes out every directory the kernel reported a change in).
-    Watched(&'a mut WalkCache),
     /// After the run, in the walk service: the directories changed since the launch (path and
     /// depth) are read, and the directories they hold that `seen` has no record of, whole.
     Changed(&'a [(PathBuf, usize)], &'a WalkCache),
@@ -185,8 +182,6 @@ pub struct NestedWalk {
     pub listings: Vec<Listing>,
     /// How many of them came from the records of earlier walks.
     pub from_records: usize,
-    /// Which of them were read (their indexes), not held by a record.
-    pub fresh: Vec<usize>,
 }
 
 /// The entries named as one of `names` in `root`'s subdirectories (depth 1 to [`NESTED_DEPTH`];
@@ -200,9 +195,7 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
     // (directory, depth, read whole below it: after the run, a directory the launch walk did
     // not see)
     let mut queue: Vec<(PathBuf, usize, bool)> = Vec::new();
-    let at_launch = matches!(known, Known::Launch(_) | Known::Watched(_));
-    // Records held without a look (the walk service's).
-    let watched = matches!(known, Known::Watched(_));
+    let at_launch = matches!(known, Known::Launch(_));
     // After the run in the walk service: its records say what was seen.
     let mut seen_by: Option<&WalkCache> = None;
     let mut changed: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
@@ -215,10 +208,6 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
         Known::Launch(cache) => {
             queue.push((root.to_path_buf(), 0, true));
             cache
-        }
-        Known::Watched(cache) => {
-            queue.push((root.to_path_buf(), 0, true));
-            Some(cache)
         }
         Known::Changed(dirs, seen) => {
             seen_by = Some(seen);
@@ -242,8 +231,7 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
         // is queued by its parent's listing alone).
         let record = cache.as_deref_mut().and_then(|c| c.dirs.take(dir.as_os_str().as_encoded_bytes())).map(|b| b.0);
         let recorded = record.is_some();
-        let mut fresh = false;
-        let listing = match record.filter(|r| r.depth == depth && if watched { at.trusted_dev == Some(r.id.0) } else { at.state(&dir).is_some_and(|now| at.holds(r, &now)) }) {
+        let listing = match record.filter(|r| r.depth == depth && at.state(&dir).is_some_and(|now| at.holds(r, &now))) {
             Some(r) => {
                 out.from_records += 1;
                 r
@@ -258,7 +246,6 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
                         if charged {
                             budget -= n;
                         }
-                        fresh = true;
                         l
                     }
                     Ok(None) => {
@@ -292,9 +279,6 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
                 }
                 Step::Skip | Step::Mark => {}
             }
-        }
-        if fresh {
-            out.fresh.push(out.listings.len());
         }
         out.listings.push(listing);
     }

@@ -533,9 +533,6 @@ fn table_entry(rel: &Path) -> Option<&'static crate::defaults::ProtectedEntry> {
     crate::defaults::protected_table().iter().find(|e| Path::new(&e.name) == rel || (!e.name.contains('/') && rel.as_os_str().eq_ignore_ascii_case(&e.name)))
 }
 
-/// The table's names present in the subdirectories of `root`, a writable root (depth 1 to
-/// [`NESTED_DEPTH`]), each protected as what it is, and the submodules git would enter. A walk
-/// that runs out of its budget is reported (the rest of the root is not looked at).
 /// The launch walk of `root`: the walk service's, where it is on and answers (with its token),
 /// else the walk in this process from the records in `records`.
 fn launch_walk(records: Option<&Path>, root: &Path, names: &[&str], budget: usize) -> (NestedWalk, Option<u64>) {
@@ -548,7 +545,7 @@ fn launch_walk(records: Option<&Path>, root: &Path, names: &[&str], budget: usiz
             let req = super::walkd::Request::Walk { root: root.to_path_buf(), names: names.iter().map(|n| (*n).to_string()).collect(), budget: budget as u64 };
             if let Some(Some(a)) = super::walkd::ask(dir, &req) {
                 let from_records = usize::try_from(a.from_records).unwrap_or(usize::MAX);
-                return (NestedWalk { found: a.found, repos: a.repos, stopped: a.stopped, listings: Vec::new(), from_records, fresh: Vec::new() }, Some(a.token));
+                return (NestedWalk { found: a.found, repos: a.repos, stopped: a.stopped, listings: Vec::new(), from_records }, Some(a.token));
             }
         }
         let mut cache = records.and_then(|d| super::nested::load(d, root, names));
@@ -561,6 +558,9 @@ fn launch_walk(records: Option<&Path>, root: &Path, names: &[&str], budget: usiz
     }
 }
 
+/// The table's names present in the subdirectories of `root`, a writable root (depth 1 to
+/// [`NESTED_DEPTH`]), each protected as what it is, and the submodules git would enter. A walk
+/// that runs out of its budget is reported (the rest of the root is not looked at).
 fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str], budget: usize) -> RootWalk {
     let (NestedWalk { found, repos, stopped, listings, from_records, .. }, service) = launch_walk(p.records.as_deref(), root, names, budget);
     let walk = RootWalk { root: root.to_path_buf(), listings, from_records, budget, stopped: stopped.is_some(), service };

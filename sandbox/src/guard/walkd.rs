@@ -449,7 +449,7 @@ fn subdirs(l: &Listing) -> impl Iterator<Item = PathBuf> + '_ {
 }
 
 impl Root {
-    fn new(root: &Path, names: &[String], records: Option<WalkCache>) -> Option<Root> {
+    fn new(root: &Path, names: &[String]) -> Option<Root> {
         let id = dir_id(root)?;
         // SAFETY: inotify_init1 with valid flags; the descriptor is owned below.
         let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
@@ -465,7 +465,7 @@ impl Root {
             // SAFETY: a descriptor we just opened and own.
             ino: unsafe { OwnedFd::from_raw_fd(fd) },
             wds: HashMap::new(),
-            cache: records.unwrap_or_default(),
+            cache: WalkCache::default(),
             pending: HashMap::new(),
             volatile: HashMap::new(),
             facts: None,
@@ -649,6 +649,16 @@ impl Root {
         walk
     }
 
+    /// Writes its records to disk (what a walk in a process starts from when there is no
+    /// service), when a walk read something since the last time.
+    fn save(&mut self, dir: &Path) {
+        if self.unsaved {
+            let n: Vec<&str> = self.names.iter().map(String::as_str).collect();
+            let _ = super::nested::save(dir, &self.root, &n, self.cache.iter().chain(self.volatile.values()));
+            self.unsaved = false;
+        }
+    }
+
     fn answer(walk: &NestedWalk, token: u64) -> Answer {
         Answer { token, found: walk.found.clone(), repos: walk.repos.clone(), stopped: walk.stopped.clone(), from_records: walk.from_records as u64, looked_at: walk.listings.len() as u64 }
     }
@@ -662,26 +672,16 @@ impl Service {
                 return Some(i);
             }
             // Another directory at the root's path.
-            let r = self.roots.remove(i);
-            self.watches -= r.wds.len();
+            self.roots.remove(i);
         }
         if self.roots.len() == MAX_ROOTS {
             let oldest = self.roots.iter().enumerate().min_by_key(|(_, r)| r.used).map(|(i, _)| i)?;
-            let r = self.roots.remove(oldest);
-            self.save(&r);
-            self.watches -= r.wds.len();
+            let mut r = self.roots.remove(oldest);
+            r.save(&self.dir);
         }
-        let n: Vec<&str> = names.iter().map(String::as_str).collect();
-        let records = super::nested::load(&self.dir, root, &n);
-        self.roots.push(Root::new(root, names, records)?);
+        // (Its records on disk are read by its first walk, [`Root::whole`].)
+        self.roots.push(Root::new(root, names)?);
         Some(self.roots.len() - 1)
-    }
-
-    fn save(&self, r: &Root) {
-        if r.unsaved {
-            let n: Vec<&str> = r.names.iter().map(String::as_str).collect();
-            let _ = super::nested::save(&self.dir, &r.root, &n, r.cache.iter().chain(r.volatile.values()));
-        }
     }
 
     fn handle(&mut self, req: &Request) -> Option<Answer> {
@@ -701,10 +701,9 @@ impl Service {
                     let walk = r.whole(&self.dir, usize::try_from(*budget).unwrap_or(usize::MAX), &mut self.watches);
                     return Some(Root::answer(&walk, token));
                 }
-                let walk = r.refresh(&[], &mut self.watches);
+                r.refresh(&[], &mut self.watches);
                 let f = r.facts.as_ref()?;
                 let looked_at = (r.cache.len() + r.volatile.len()) as u64;
-                let _ = walk;
                 Some(Answer { token, found: f.found.iter().map(|(p, d)| (p.clone(), *d)).collect(), repos: f.repos.iter().cloned().collect(), stopped: None, from_records: r.cache.len() as u64, looked_at })
             }
             Request::After { token, .. } => {
@@ -807,10 +806,9 @@ pub fn serve(dir: &Path, warm: &[Request]) -> Result<(), String> {
             // service, starts from it).
             for r in &mut svc.roots {
                 if r.unsaved && r.used.elapsed() > Duration::from_secs(2) {
+                    // (A lost event forgets: then nothing is written over what is on disk.)
                     r.drain(&mut svc.seq);
-                    let n: Vec<&str> = r.names.iter().map(String::as_str).collect();
-                    let _ = super::nested::save(&svc.dir, &r.root, &n, r.cache.iter().chain(r.volatile.values()));
-                    r.unsaved = false;
+                    r.save(&svc.dir);
                 }
             }
         }
@@ -818,8 +816,8 @@ pub fn serve(dir: &Path, warm: &[Request]) -> Result<(), String> {
             break;
         }
     }
-    for r in &svc.roots {
-        svc.save(r);
+    for r in &mut svc.roots {
+        r.save(&svc.dir);
     }
     let _ = std::fs::remove_file(&sock);
     Ok(())
