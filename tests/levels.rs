@@ -457,3 +457,37 @@ fn the_walk_service_sees_what_changed_between_runs_and_during_one() {
     // SAFETY: a signal to the world's own service.
     unsafe { libc::kill(pid, libc::SIGTERM) };
 }
+
+/// With the walk service on, a launch walk that runs out of its budget is recorded as far as it
+/// went, so that later launches go further until the whole root is protected (as without the
+/// service): a run whose launch the service answered must not write its own (empty) reads over
+/// the records. Checked from outside: the "NOT PROTECTED" warning stops after a few runs (it
+/// never did before the fix: each stopped answer wiped the records, and the walk started over).
+#[test]
+fn the_walk_service_keeps_the_records_of_a_walk_that_stops() {
+    let w = World::new();
+    let cfg = w.xdg.join("localgpt/config.toml");
+    fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    let old = fs::read_to_string(&cfg).unwrap_or_default();
+    let new = if old.contains("[sandbox]") { old.replace("[sandbox]\n", "[sandbox]\nnested_walk_entries = 1000\n") } else { format!("{old}[sandbox]\nnested_walk_entries = 1000\n") };
+    fs::write(&cfg, new).unwrap();
+    // About 6 000 entries: six launches' budgets, several of them answered by the service.
+    // (No directory over the budget by itself: 40 × 30 directories of 4 files.)
+    let init = w.bare("for i in $(seq 1 40); do for j in $(seq 1 30); do mkdir -p t/a$i/d$j && touch t/a$i/d$j/a t/a$i/d$j/b t/a$i/d$j/c t/a$i/d$j/e; done; done && echo ok");
+    assert!(init.stdout.contains("ok"), "{}", init.describe());
+    let mut last = Vec::new();
+    for _ in 0..10 {
+        let mut cmd = w.sandbox_cmd(&[], &["true"]);
+        cmd.env("LOCALGPT_SANDBOX_WALK_SERVICE", "1").env("LOCALGPT_SANDBOX_WALK_SERVICE_IDLE", "30");
+        let o = run(cmd, "true");
+        assert_eq!(o.code(), Some(0), "{}", o.describe());
+        last.push(o.stderr.contains("NOT PROTECTED"));
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    assert!(last[0], "the first launch walk runs out of its budget of 1000 entries (the test needs it to)");
+    assert!(!last[8] && !last[9], "the launch walk still stops after 8 runs: its records were not kept ({last:?})");
+    if let Some((pid, _)) = walk_service_watches(&w) {
+        // SAFETY: a signal to the world's own service.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+}

@@ -1492,7 +1492,10 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         // (Nothing new to record when every directory was held by its record and none changed.)
         // (The walk service keeps its own; a root read whole here, when it did not answer, is
         // recorded from that read.)
-        let unchanged = by_service || (w.from_records == w.listings.len() && after.is_empty());
+        // A launch walk the service made left no listings here: nothing to write unless this
+        // process read the root itself (the service did not answer after the run); writing
+        // nothing over the records would have wiped them (a stopped walk has no `after`).
+        let unchanged = by_service || (after.is_empty() && (w.service.is_some() || w.from_records == w.listings.len()));
         if let Some(dir) = plan.walk_records.as_ref().filter(|_| !unchanged) {
             if let Err(e) = crate::guard::nested::save(dir, &w.root, &names, w.listings.iter().chain(&after)) {
                 out.notes.push(format!("the nested walk's records of {} were not kept ({e}): the next launch walk reads its directories again, within its budget", root_name(&w.root, ws)));
