@@ -335,7 +335,7 @@ mod memo {
         /// The stamp of `m`.
         pub(super) fn of(m: &std::fs::Metadata) -> FileStamp {
             use std::os::unix::fs::MetadataExt;
-            let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+            let ns = crate::guard::records::time_ns;
             FileStamp { dev: m.dev(), ino: m.ino(), size: m.size(), mtime_ns: ns(m.mtime(), m.mtime_nsec()), ctime_ns: ns(m.ctime(), m.ctime_nsec()) }
         }
 

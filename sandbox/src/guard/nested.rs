@@ -295,7 +295,7 @@ pub fn dir_state(path: &Path) -> Option<DirState> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        Some(DirState { id: (m.dev(), m.ino()), ctime_ns: Some(i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec())) })
+        Some(DirState { id: (m.dev(), m.ino()), ctime_ns: Some(super::records::time_ns(m.ctime(), m.ctime_nsec())) })
     }
     #[cfg(not(unix))]
     {
@@ -408,7 +408,7 @@ impl RootAt {
             #[allow(clippy::unnecessary_cast)]
             Some(DirState {
                 id: (st.st_dev as u64, st.st_ino as u64),
-                ctime_ns: Some(i128::from(st.st_ctime as i64) * 1_000_000_000 + i128::from(st.st_ctime_nsec as i64)),
+                ctime_ns: Some(super::records::time_ns(st.st_ctime as i64, st.st_ctime_nsec as i64)),
             })
         }
         #[cfg(not(unix))]
@@ -511,7 +511,7 @@ fn read_dir_fd(fd: libc::c_int, mut f: impl FnMut(&OsStr, bool, Option<(u64, u64
         return Err(e);
     }
     #[allow(clippy::unnecessary_cast)]
-    let ctime = i128::from(st.st_ctime as i64) * 1_000_000_000 + i128::from(st.st_ctime_nsec as i64);
+    let ctime = super::records::time_ns(st.st_ctime as i64, st.st_ctime_nsec as i64);
     #[allow(clippy::unnecessary_cast)]
     let id = (st.st_dev as u64, st.st_ino as u64);
     // SAFETY: fdopendir takes ownership of fd (closed by closedir below).

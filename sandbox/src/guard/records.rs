@@ -12,6 +12,13 @@ use std::path::{Path, PathBuf};
 /// without its change time changing (see the module docs): its record is not trusted.
 pub const RACY_WINDOW_NS: i128 = 2_000_000_000;
 
+/// A file time (`secs`, `nsecs` as `stat` gives them) in ns since the epoch.
+#[cfg(unix)]
+#[must_use]
+pub(crate) fn time_ns(secs: i64, nsecs: i64) -> i128 {
+    i128::from(secs) * 1_000_000_000 + i128::from(nsecs)
+}
+
 /// The wall clock in ns since the epoch (the clock file times come from).
 pub(crate) fn now_ns() -> i128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))

@@ -479,7 +479,7 @@ fn maybe_changed_since(p: &Path, start: SystemTime) -> bool {
 /// nanoseconds), in the second `start` fell in or the one before.
 fn changed_after(secs: i64, nsecs: i64, start: SystemTime) -> bool {
     let start = start.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
-    let ctime = i128::from(secs) * 1_000_000_000 + i128::from(nsecs);
+    let ctime = crate::guard::records::time_ns(secs, nsecs);
     ctime >= start - CLOCK_TICK_MARGIN_NS || (nsecs == 0 && i128::from(secs) >= start / 1_000_000_000 - 1)
 }
 
@@ -1027,7 +1027,7 @@ impl Snapshot {
                         if m.is_file() && matches!(st, State::File(_, None, _)) {
                             ctimes.push((r.clone(), m.ctime(), m.ctime_nsec()));
                         }
-                        if kept_times && m.is_file() && i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()) < now - crate::guard::records::RACY_WINDOW_NS {
+                        if kept_times && m.is_file() && crate::guard::records::time_ns(m.ctime(), m.ctime_nsec()) < now - crate::guard::records::RACY_WINDOW_NS {
                             settled.push((r.clone(), m.dev(), m.ino(), m.ctime(), m.ctime_nsec()));
                         }
                         (r, st)

@@ -70,8 +70,8 @@ impl DirStamp {
             path: path.to_path_buf(),
             dev: m.dev(),
             ino: m.ino(),
-            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
-            ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+            mtime_ns: crate::guard::records::time_ns(m.mtime(), m.mtime_nsec()),
+            ctime_ns: crate::guard::records::time_ns(m.ctime(), m.ctime_nsec()),
         }
     }
 
