@@ -18,6 +18,12 @@ pub const ENV_ALLOWLIST: &[&str] = &[
     "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "MAKEFLAGS", "PKG_CONFIG_PATH", "LD_LIBRARY_PATH", "MANPATH",
     "DEBIAN_FRONTEND", "SOURCE_DATE_EPOCH", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME",
     "GIT_COMMITTER_EMAIL", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+    // Where the host's trusted CA certificates are (paths, not credentials): a tool inside trusts
+    // what it trusts bare, behind a TLS-inspecting proxy or a private mirror (the sandbox's proxy
+    // tunnels TLS end to end, it does not terminate it). (`AWS_CA_BUNDLE` stays dropped by the
+    // `AWS_` prefix.)
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT",
+    "GIT_SSL_CAINFO", "GIT_SSL_CAPATH", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
 ];
 
 /// Windows only, besides [`ENV_ALLOWLIST`]: what cmd.exe and programs need to find the system,
@@ -200,6 +206,19 @@ mod tests {
             assert!(p.dropped.iter().any(|d| d == gone));
         }
         assert!(p.vars.contains(&("PWD".into(), "/w".into())));
+    }
+
+    /// The host's CA bundles (paths) pass, so that a tool inside trusts what it trusts bare;
+    /// `AWS_CA_BUNDLE` is dropped with every `AWS_` variable.
+    #[test]
+    fn ca_bundle_paths_pass_and_aws_ones_do_not() {
+        let ca = "/etc/ssl/certs/ca-certificates.crt";
+        let caller = vars(&[("NODE_EXTRA_CA_CERTS", ca), ("SSL_CERT_FILE", ca), ("REQUESTS_CA_BUNDLE", ca), ("PIP_CERT", ca), ("AWS_CA_BUNDLE", ca)]);
+        let p = plan_environment(&caller, &EnvPolicy::default(), Path::new("/w"), None);
+        for kept in ["NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT"] {
+            assert!(p.vars.contains(&(kept.into(), ca.into())), "{kept}");
+        }
+        assert!(p.dropped.iter().any(|d| d == "AWS_CA_BUNDLE"));
     }
 
     #[test]
