@@ -11,8 +11,8 @@
 //! uid, checked), and outside everything the command sees (at Full level its `/dev/shm`, `/tmp`
 //! and `$HOME` are private, and `/run` is not granted).
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::collections::HashMap;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -973,6 +973,14 @@ struct Snap {
     settled: Vec<(PathBuf, u64, u64, i64, i64)>,
 }
 
+impl Snap {
+    /// The snapshot of a path absent at launch (`path` made during the run, of `kind`): everything
+    /// found there after the run is new.
+    fn absent(path: PathBuf, kind: ProtectedKind, reason: String) -> Snap {
+        Snap { p: ProtectedPath { path, kind, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new(), settled: Vec::new() }
+    }
+}
+
 /// A directory's mode and access and modification times.
 fn dir_meta(rel: PathBuf, m: &std::fs::Metadata) -> (PathBuf, u32, (i64, i64), (i64, i64)) {
     (rel, m.mode() & 0o7777, (m.atime(), m.atime_nsec()), (m.mtime(), m.mtime_nsec()))
@@ -1314,17 +1322,13 @@ impl Reviewer<'_> {
             // The launch's inode at its launch change time, clearly before the start, is what it
             // was (any write, chmod, link or rename since moved it to the run's time): not read
             // again.
-            let unchanged = match (before.get(r.as_path()), settled.get(r.as_path())) {
+            let st = match (before.get(r.as_path()), settled.get(r.as_path())) {
                 (Some(State::File(_, content, _)), Some(&(d, i, s, ns)))
                     if m.is_file() && (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()) == (d, i, s, ns) && !changed_after(s, ns, self.start) =>
                 {
-                    Some(content.clone())
+                    State::File(m.mode() & 0o7777, content.clone(), m.nlink() > 1)
                 }
-                _ => None,
-            };
-            let st = match unchanged {
-                Some(content) => State::File(m.mode() & 0o7777, content, m.nlink() > 1),
-                None => {
+                _ => {
                     let keep = (worth_keeping(p.kind, &r) || self.includes.contains(&root.join(&r))) && !m.is_dir();
                     state_of(&root.join(&r), &m, keep, &mut budget)
                 }
@@ -1548,7 +1552,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let kind = nested_kind(&name, is_dir);
         let reason = format!("created during the run: {}", crate::guard::protected::table_why(Path::new(&name)));
-        let snap = Snap { p: ProtectedPath { path, kind, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new(), settled: Vec::new() };
+        let snap = Snap::absent(path, kind, reason);
         r.in_place(&snap);
         if kind == ProtectedKind::Dir {
             let _ = std::fs::remove_dir(&snap.p.path);
@@ -1561,7 +1565,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
             continue;
         }
         let reason = format!("created during the run: {}", crate::guard::protected::REPO_WHY);
-        let snap = Snap { p: ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new(), settled: Vec::new() };
+        let snap = Snap::absent(path, ProtectedKind::GitDir, reason);
         r.in_place(&snap);
     }
     *out = r.out;
@@ -1634,7 +1638,7 @@ pub fn review_new_submodules(plan: &crate::plan::Plan, start: SystemTime, out: &
             continue;
         }
         let reason = format!("registered as a submodule during the run ({why}): git enters it for the superproject's git status");
-        let snap = Snap { p: ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new(), settled: Vec::new() };
+        let snap = Snap::absent(path, ProtectedKind::GitDir, reason);
         r.in_place(&snap);
     }
     *out = r.out;
