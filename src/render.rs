@@ -280,6 +280,7 @@ pub fn plan_json(plan: &Plan) -> Value {
         "names": plan.env.vars.iter().map(|(k, _)| k).collect::<Vec<_>>(),
         "dropped": plan.env.dropped,
         "redirected_to_scratch": plan.env.redirected,
+        "persistent_caches": plan.env.persistent_caches,
     });
     v
 }
@@ -368,7 +369,8 @@ pub fn explain_text(policy: &SandboxPolicy, plan: &Plan) -> String {
     }
     let _ = writeln!(s, "  process count: {}", serde_json::to_string(plan.process_limit()).unwrap_or_default());
     let _ = writeln!(s, "  timeout {} s, output cap {} bytes per stream", plan.timeout_secs, plan.max_output_bytes);
-    let _ = writeln!(s, "\nEnvironment: {} kept, {} dropped ({}); caches redirected to per-run scratch: {}",
+    let caches = plan.env.persistent_caches.as_ref().map_or_else(|| "per-run scratch".to_string(), |d| format!("this workspace's persistent caches {}", d.display()));
+    let _ = writeln!(s, "\nEnvironment: {} kept, {} dropped ({}); caches redirected to {caches}: {}",
         plan.env.vars.len(), plan.env.dropped.len(), plan.env.dropped.join(","), plan.env.redirected.join(","));
     let _ = writeln!(s, "\nProtected workspace paths (this run):");
     for p in &plan.protected {

@@ -97,7 +97,9 @@ fn two_hundred_runs_sixteen_at_a_time_leak_nothing() {
 #[ignore = "run alone in its own process by two_hundred_runs_sixteen_at_a_time_leak_nothing"]
 fn leak_check_in_its_own_process() {
     let w = World::new();
-    let sb = sandbox(&w, |_| {});
+    // Per-run caches, so that every run makes and removes a scratch directory of its own (the
+    // persistent ones are the workspace's, kept by design: tests/works_inside.rs).
+    let sb = sandbox(&w, |s| s.env.persistent_caches = false);
     // One warm-up run, so that lazily made process-wide things (the runner's helpers, the
     // zygote that forks them) exist before the count.
     assert_eq!(sb.spawn(&Command::shell("true")).unwrap().wait().unwrap().exit_code, 0);

@@ -677,3 +677,55 @@ fn ssh_agent_reachable_only_through_allow_unix_socket() {
     assert_ok(&o);
     assert!(o.stderr.contains("GRANTED SOCKET") && o.stderr.contains("root on the host"), "{}", o.describe());
 }
+
+/// Tool caches persist across runs of one workspace (issue 54, item 7), in the sandbox's own
+/// directory: never the host's caches (a poisoned host cache would be a persistence vector) and
+/// never another workspace's. Checked from outside, the host's caches' writes also run bare.
+#[test]
+fn tool_caches_persist_per_workspace_and_never_reach_the_hosts() {
+    let w = World::new();
+    let ours = w.home.join(".cache/localgpt/sandbox-caches");
+    let host_caches = [w.home.join(".cache/pip"), w.home.join(".npm/_cacache"), w.home.join("go/pkg/mod")];
+    for d in &host_caches {
+        fs::create_dir_all(d).unwrap();
+    }
+    let vars = "PIP_CACHE_DIR npm_config_cache UV_CACHE_DIR GOMODCACHE GOCACHE YARN_CACHE_FOLDER XDG_CACHE_HOME";
+    let fill = format!("for v in {vars}; do d=$(printenv $v) && mkdir -p \"$d\" && echo cached-$v > \"$d/lg-marker\" || echo FAILED $v; done; echo \"DIR=$PIP_CACHE_DIR\"");
+    let o = w.sandboxed(&fill);
+    assert_ok(&o);
+    assert!(!o.stdout.contains("FAILED"), "{}", o.describe());
+    let pip = o.stdout.lines().find_map(|l| l.strip_prefix("DIR=")).map(PathBuf::from).unwrap();
+    // From outside: in the sandbox's own directory, under this user's home.
+    assert!(pip.starts_with(&ours), "{} is not under {}", pip.display(), ours.display());
+    assert_eq!(fs::read_to_string(pip.join("lg-marker")).unwrap(), "cached-PIP_CACHE_DIR\n");
+    // The next run of the workspace finds every cache.
+    let o = w.sandboxed(&format!("for v in {vars}; do cat \"$(printenv $v)/lg-marker\"; done"));
+    assert_ok(&o);
+    for v in vars.split(' ') {
+        assert!(o.stdout.contains(&format!("cached-{v}\n")), "{v} did not persist\n{}", o.describe());
+    }
+    // Another workspace has caches of its own.
+    let other = w.root.join("other-ws");
+    fs::create_dir_all(&other).unwrap();
+    let o = w.sandboxed_with(&["--workspace", other.to_str().unwrap()], "test -e \"$PIP_CACHE_DIR/lg-marker\" && echo SEEN; echo \"DIR=$PIP_CACHE_DIR\"");
+    assert_ok(&o);
+    assert!(!o.stdout.contains("SEEN") && !o.stdout.contains(&format!("DIR={}\n", pip.display())), "{}", o.describe());
+    // The host's own caches: not writable from inside (they are, bare), and untouched.
+    let poison = host_caches.iter().map(|d| format!("echo x > {}/lg-poison;", sh_quote(d))).collect::<String>();
+    let o = w.sandboxed(&format!("{poison} echo DONE"));
+    assert!(o.stdout.contains("DONE"), "{}", o.describe());
+    for d in &host_caches {
+        assert!(fs::read_dir(d).unwrap().next().is_none(), "{} changed from inside\n{}", d.display(), o.describe());
+    }
+    let b = w.bare(&format!("{poison} echo DONE"));
+    assert!(b.stdout.contains("DONE"), "{}", b.describe());
+    for d in &host_caches {
+        assert!(d.join("lg-poison").exists(), "bare, {} is writable", d.display());
+    }
+    // `persistent_caches = false`: per-run caches again, empty at every run.
+    fs::create_dir_all(w.xdg.join("localgpt")).unwrap();
+    fs::write(w.xdg.join("localgpt/config.toml"), "[sandbox.env]\npersistent_caches = false\n").unwrap();
+    let o = w.sandboxed("test -e \"$PIP_CACHE_DIR/lg-marker\" && echo SEEN; echo \"DIR=$PIP_CACHE_DIR\"");
+    assert_ok(&o);
+    assert!(!o.stdout.contains("SEEN") && !o.stdout.contains(&ours.display().to_string()), "{}", o.describe());
+}

@@ -504,6 +504,9 @@ fn sandboxed_run(sh: &Shared, cmd: &Command, run_dir: &Path, level: &str, script
         .current_dir(&ws)
         .env_clear()
         .envs(sh.env.base.iter().map(|(a, b)| (a, b)))
+        // The sandbox's persistent tool caches in this case's run directory: every case starts
+        // from empty caches, as the bare run does.
+        .env("XDG_CACHE_HOME", run_dir.join("cli-cache"))
         .env("PWD", &ws);
     let raw = run_process(p, Duration::from_secs(cmd.timeout + 30), false);
     let mut out = RunOutput { duration_ms: raw.ms, ..RunOutput::default() };

@@ -112,7 +112,7 @@ impl Default for SandboxSettings {
             allow_opaque_tunnels: Vec::new(),
             allow_private_hosts: Vec::new(),
             audit_log: None,
-            env: EnvPolicy { keep: Vec::new(), set: Vec::new(), redirect_caches: true },
+            env: EnvPolicy { keep: Vec::new(), set: Vec::new(), redirect_caches: true, persistent_caches: true },
             dangerously_allow_full_access: false,
             home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
             protected_workspace_paths: crate::defaults::default_protected_names(),
@@ -197,6 +197,7 @@ struct EnvSection {
     #[serde(default)]
     set: BTreeMap<String, String>,
     redirect_caches: Option<bool>,
+    persistent_caches: Option<bool>,
 }
 
 /// Where the config file is looked up: `$LOCALGPT_CONFIG` (must exist when set), else
@@ -341,6 +342,9 @@ impl SandboxSettings {
             s.env.set = e.set.into_iter().collect();
             if let Some(r) = e.redirect_caches {
                 s.env.redirect_caches = r;
+            }
+            if let Some(r) = e.persistent_caches {
+                s.env.persistent_caches = r;
             }
         }
         Ok(s)
@@ -570,6 +574,29 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         let scratch: Vec<PathBuf> = t.scratch_write.iter().map(PathBuf::from).collect();
         deny_own_state(&crate::host::state_dir(), &ws, &writable_paths, &scratch, &mut deny_paths)?;
     }
+    // The workspace's persistent tool caches (Linux, workspace-write mode): a writable grant
+    // of the sandbox's own, said in `explain`; where it cannot be used, per-run caches and a
+    // warning.
+    #[cfg(target_os = "linux")]
+    let (tool_caches, tool_caches_unavailable) = if platform == Platform::Linux && settings.mode == SandboxMode::WorkspaceWrite && settings.env.redirect_caches && settings.env.persistent_caches {
+        let made = crate::host::tool_cache_root(home.as_deref())
+            .ok_or_else(|| "no absolute XDG_CACHE_HOME or HOME".to_string())
+            .and_then(|root| workspace_tool_caches(&root, &ws, &deny_paths, &crate::host::state_dir()));
+        match made {
+            Ok(d) => {
+                if !writable_paths.contains(&d) {
+                    writable_paths.push(d.clone());
+                }
+                context_writes.push((d.clone(), TOOL_CACHES_WHY.into()));
+                (Some(d), None)
+            }
+            Err(why) => (None, Some(why)),
+        }
+    } else {
+        (None, None)
+    };
+    #[cfg(not(target_os = "linux"))]
+    let (tool_caches, tool_caches_unavailable): (Option<PathBuf>, Option<String>) = (None, None);
     let policy = SandboxPolicy {
         workspace_via_symlink: first_symlink_in(workspace).map(|_| workspace.to_path_buf()),
         workspace_path: ws,
@@ -604,6 +631,8 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         moved_denies: Vec::new(),
         context_reads,
         context_writes,
+        tool_caches,
+        tool_caches_unavailable,
         allow_unix_sockets,
     };
     // Validated where every plan is made (`make_plan`), once per run.
@@ -792,6 +821,107 @@ fn refuse_inside_protected_name(ws: &Path, w: &Path, rel: &Path, protected: &[St
     Ok(())
 }
 
+/// Why the persistent tool caches are writable (`sandbox explain`).
+pub const TOOL_CACHES_WHY: &str =
+    "this workspace's persistent tool caches (pip, npm, yarn, pnpm, uv, go, XDG_CACHE_HOME): the sandbox's own, kept across runs of this workspace only, never the host's caches";
+
+/// The directory below `root` ([`crate::host::tool_cache_root`]) that holds the persistent
+/// tool caches of the workspace `ws` (canonical), made private to the user where it is absent,
+/// canonical. One per workspace, keyed by its path and its inode: a run can fill only its own
+/// workspace's caches, which is no more than it can already write, so a command in one
+/// repository cannot plant a package that a run in another one installs.
+///
+/// # Errors
+/// Why it cannot be used (the run then gets per-run caches): it cannot be made; it is not a
+/// directory of the user's own (a link, another owner); it lies in or holds a denied path or
+/// the sandbox's own state.
+#[cfg(target_os = "linux")]
+pub fn workspace_tool_caches(root: &Path, ws: &Path, deny: &[PathBuf], state: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::metadata(ws).map_err(|e| format!("{}: {e}", ws.display()))?;
+    let ident = workspace_ident(&meta);
+    let mut key = ws.as_os_str().as_bytes().to_vec();
+    key.push(0);
+    key.extend_from_slice(ident.as_bytes());
+    let name: String = ws.file_name().map(|n| n.to_string_lossy().chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')).take(32).collect()).unwrap_or_default();
+    // Below an existing home or cache directory only (a home that does not exist is not made).
+    if !root.parent().and_then(Path::parent).and_then(Path::parent).is_some_and(Path::is_dir) {
+        return Err(format!("{}: no home or cache directory to keep it in", root.display()));
+    }
+    let dir = root.join(format!("{}-{:016x}", if name.is_empty() || name.starts_with('.') { "ws" } else { &name }, crate::guard::records::fnv1a64(&key)));
+    crate::guard::fsmeta::create_private_dir(root, true).map_err(|e| format!("create {}: {e}", root.display()))?;
+    match crate::guard::fsmeta::create_private_dir(&dir, false) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("create {}: {e}", dir.display())),
+    }
+    // What was there or was made: a directory of this user's, not a link to somewhere else.
+    let m = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !m.file_type().is_dir() || m.uid() != crate::host::effective_ids().0 {
+        return Err(format!("{} is not a directory of this user's", dir.display()));
+    }
+    // Private: a run may have opened it to others (it owns it): closed again before the grant.
+    if m.mode() & 0o077 != 0 {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| format!("chmod {}: {e}", dir.display()))?;
+    }
+    let canon = std::fs::canonicalize(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let c = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if let Some(d) = deny.iter().find(|d| { let d = c(d); canon.starts_with(&d) || d.starts_with(&canon) }) {
+        return Err(format!("{} and the denied path {} overlap", canon.display(), d.display()));
+    }
+    let st = c(state);
+    if canon.starts_with(&st) || st.starts_with(&canon) {
+        return Err(format!("{} and the sandbox's own state {} overlap", canon.display(), state.display()));
+    }
+    // Beside it (where no run writes), which workspace it is for: the daily prune removes the
+    // caches of workspaces that are gone.
+    let owner = dir.with_extension("ws");
+    let id = format!("{ident}\n{}", ws.display());
+    if std::fs::read_to_string(&owner).ok().as_deref() != Some(id.as_str()) {
+        let _ = std::fs::write(&owner, &id);
+    }
+    prune_tool_caches(root, std::time::Duration::from_secs(86_400));
+    Ok(canon)
+}
+
+/// A workspace directory's identity: device, inode and (where the file system keeps it) birth
+/// time, so that a directory made later at the same path, even on a reused inode, is another one.
+#[cfg(target_os = "linux")]
+fn workspace_ident(m: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let born = m.created().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
+    format!("{}:{}:{born}", m.dev(), m.ino())
+}
+
+/// Removes, at most once per `every`, the tool caches below `root` whose workspace is gone (no
+/// directory at its path, or another one: its device and inode differ). Best effort.
+#[cfg(target_os = "linux")]
+fn prune_tool_caches(root: &Path, every: std::time::Duration) {
+    let stamp = root.join(".pruned");
+    if std::fs::metadata(&stamp).and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().is_ok_and(|e| e < every)) {
+        return;
+    }
+    if std::fs::write(&stamp, b"").is_err() {
+        return;
+    }
+    for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.extension().is_none_or(|x| x != "ws") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let Some((id, ws)) = text.split_once('\n') else { continue };
+        let live = std::fs::metadata(ws).is_ok_and(|m| m.is_dir() && workspace_ident(&m) == id);
+        if !live {
+            let dir = path.with_extension("");
+            if crate::guard::fsmeta::remove_tree(&dir).is_ok() || !dir.exists() {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}
+
 /// Denies `state` (the sandbox's own state directory) to the command when the workspace or a
 /// writable path other than the scratch directories holds it; refuses a workspace or writable
 /// path inside it. (A state kept in a scratch directory is never trusted: not denied.)
@@ -923,6 +1053,56 @@ mod tests {
         assert!(context_reads(&shared.join("w"), Some(&home)).iter().any(|(p, _)| p == &shared));
     }
 
+    /// One private directory per workspace, the same at every run; a link or a directory opened
+    /// to others is not taken as it is; none where it would overlap a deny or the state, or
+    /// where the home does not exist.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn each_workspace_has_its_own_private_tool_caches() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = crate::test_dir();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let caches = root.join("home/.cache/localgpt/sandbox-caches");
+        let (a, b) = (root.join("a"), root.join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let state = root.join("home/.local/state/localgpt/sandbox");
+        let make = |ws: &Path, deny: &[PathBuf]| workspace_tool_caches(&caches, ws, deny, &state);
+        // No home: nothing is made.
+        assert!(make(&a, &[]).is_err() && !root.join("home").exists());
+        std::fs::create_dir_all(root.join("home")).unwrap();
+        let ca = make(&a, &[]).unwrap();
+        assert!(ca.starts_with(&caches) && ca.file_name().unwrap().to_string_lossy().starts_with("a-"), "{}", ca.display());
+        assert_eq!(std::fs::metadata(&ca).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(make(&a, &[]).unwrap(), ca);
+        let cb = make(&b, &[]).unwrap();
+        assert_ne!(ca, cb);
+        // Opened to others by a run (it owns it): private again.
+        std::fs::set_permissions(&ca, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(make(&a, &[]).unwrap(), ca);
+        assert_eq!(std::fs::metadata(&ca).unwrap().permissions().mode() & 0o777, 0o700);
+        // A link put in its place is not followed to a grant elsewhere.
+        std::fs::remove_dir(&cb).unwrap();
+        std::os::unix::fs::symlink(root.join("a"), &cb).unwrap();
+        assert!(make(&b, &[]).unwrap_err().contains("not a directory of this user's"));
+        // A deny over it or inside it, or the state inside it: not used.
+        assert!(make(&a, &[root.join("home/.cache")]).is_err());
+        assert!(make(&a, &[ca.join("x")]).is_err());
+        assert!(workspace_tool_caches(&caches, &a, &[], &ca.join("state")).is_err());
+        // The caches of a workspace that is gone are pruned (once per period), read-only
+        // directories (Go's module cache) and all; a live one's stay.
+        std::fs::remove_file(&cb).unwrap();
+        let cb = make(&b, &[]).unwrap();
+        std::fs::create_dir_all(cb.join("go-mod/m@v1")).unwrap();
+        std::fs::set_permissions(cb.join("go-mod/m@v1"), std::fs::Permissions::from_mode(0o555)).unwrap();
+        std::fs::remove_dir(&b).unwrap();
+        prune_tool_caches(&caches, std::time::Duration::from_secs(86_400));
+        assert!(cb.exists(), "pruned again within the period");
+        prune_tool_caches(&caches, std::time::Duration::ZERO);
+        assert!(!cb.exists() && !cb.with_extension("ws").exists());
+        assert!(ca.exists() && ca.with_extension("ws").exists());
+    }
+
     #[cfg(unix)]
     #[test]
     fn the_git_directory_of_the_repository_around_is_writable_and_nothing_wider() {
@@ -941,21 +1121,24 @@ mod tests {
         let s = |ws: &Path| build_sandbox_policy(ws, &SandboxSettings { home: Some(home.clone()), ..Default::default() }).unwrap();
         // A subdirectory: the repository's git directory, with why.
         let p = s(&repo.join("sub"));
-        assert_eq!(p.context_writes.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(), vec![repo.join(".git")]);
+        // (Besides the workspace's own persistent tool caches.)
+        let git_writes = |p: &SandboxPolicy| p.context_writes.iter().map(|(c, _)| c.clone()).filter(|c| Some(c) != p.tool_caches.as_ref()).collect::<Vec<_>>();
+        assert_eq!(git_writes(&p), vec![repo.join(".git")]);
+        assert!(p.tool_caches.as_ref().is_some_and(|c| c.starts_with(home.join(".cache/localgpt/sandbox-caches"))), "{:?}", p.tool_caches);
         assert!(p.writable_paths.contains(&repo.join(".git")));
         assert!(crate::plan::decision::Access::of(&p).write.iter().any(|r| r.path == repo.join(".git") && r.reason == REPO_GIT_WHY));
         // A linked worktree: the shared git directory (its worktrees/wt is inside it).
-        assert_eq!(s(&home.join("code/wt")).context_writes.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(), vec![repo.join(".git")]);
+        assert_eq!(git_writes(&s(&home.join("code/wt"))), vec![repo.join(".git")]);
         // The repository itself, or a directory of no repository: nothing.
-        assert!(s(&repo).context_writes.is_empty());
+        assert!(git_writes(&s(&repo)).is_empty());
         std::fs::create_dir_all(root.join("plain")).unwrap();
-        assert!(s(&root.join("plain")).context_writes.is_empty());
+        assert!(git_writes(&s(&root.join("plain"))).is_empty());
         // Read-only mode: nothing writable.
         let ro = build_sandbox_policy(&repo.join("sub"), &SandboxSettings { home: Some(home.clone()), mode: SandboxMode::ReadOnly, ..Default::default() }).unwrap();
         assert!(ro.context_writes.is_empty() && !ro.writable_paths.contains(&repo.join(".git")));
         // `.git` not a protected name: no grant (nothing would review it).
         let unprotected = SandboxSettings { home: Some(home.clone()), protected_workspace_paths: vec![".vscode".into()], ..Default::default() };
-        assert!(build_sandbox_policy(&repo.join("sub"), &unprotected).unwrap().context_writes.is_empty());
+        assert!(git_writes(&build_sandbox_policy(&repo.join("sub"), &unprotected).unwrap()).is_empty());
         // A grant inside a git directory is refused; the git directory itself is not.
         let w = |g: PathBuf| build_sandbox_policy(&repo.join("sub"), &SandboxSettings { home: Some(home.clone()), extra_write: vec![g], ..Default::default() });
         let e = w(repo.join(".git/hooks")).unwrap_err();
@@ -964,7 +1147,7 @@ mod tests {
         // A dotfiles repository in $HOME is never opened for writing.
         std::fs::create_dir_all(home.join("notes")).unwrap();
         git(&home, &["init", "-q"]);
-        assert!(s(&home.join("notes")).context_writes.is_empty());
+        assert!(git_writes(&s(&home.join("notes"))).is_empty());
     }
 
     #[test]

@@ -1,9 +1,7 @@
 //! What every layer may need of the running process: who it runs as, where this user's sandbox
 //! state lives, and how a signal handler is installed. Layer 0 of `ARCHITECTURE.md`: the standard library and `libc`.
 
-#[cfg(unix)]
-use std::path::Path;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The effective uid and gid (0, 0 where there are none).
 #[must_use]
@@ -37,6 +35,22 @@ pub fn state_dir() -> PathBuf {
             _ => PathBuf::from(format!("/var/tmp/localgpt-sandbox-u{}", unsafe { libc::geteuid() })),
         }
     }
+}
+
+/// Where the sandbox keeps the tool caches that persist across runs (Linux), for a user whose
+/// home is `home`: `$XDG_CACHE_HOME/localgpt/sandbox-caches` when `home` is this process's
+/// `$HOME` and that variable is set, else `<home>/.cache/localgpt/sandbox-caches`; one directory
+/// per workspace below it. Never a host tool's own cache (no tool reads this place unless the
+/// sandbox points it here). `None` without an absolute home or cache directory.
+#[must_use]
+pub fn tool_cache_root(home: Option<&Path>) -> Option<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let home = home.map(Path::to_path_buf).or_else(|| var("HOME"))?;
+    let cache = match var("XDG_CACHE_HOME") {
+        Some(x) if var("HOME").as_deref() == Some(home.as_path()) => x,
+        _ => home.join(".cache"),
+    };
+    cache.is_absolute().then(|| cache.join("localgpt").join("sandbox-caches"))
 }
 
 #[cfg(unix)]

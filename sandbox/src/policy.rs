@@ -171,6 +171,11 @@ pub struct EnvPolicy {
     /// scratch directory instead of `$HOME`, so nothing persists outside the workspace.
     #[serde(default = "default_true")]
     pub redirect_caches: bool,
+    /// With `redirect_caches`, in workspace-write mode: the caches go to a directory of the
+    /// sandbox's that persists across runs of the same workspace ([`SandboxPolicy::tool_caches`])
+    /// instead of the per-run scratch directory. Never the host's own caches.
+    #[serde(default = "default_true")]
+    pub persistent_caches: bool,
 }
 
 fn default_protected() -> Vec<String> {
@@ -280,6 +285,15 @@ pub struct SandboxPolicy {
     /// linked worktree of, protected whole by the workspace guard.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub context_writes: Vec<(PathBuf, String)>,
+    /// The persistent tool caches of this workspace (also in `writable_paths`): a directory of
+    /// the sandbox's, private to the user, keyed by the workspace, that the cache variables point
+    /// at (`None`: per-run scratch). See [`crate::host::tool_cache_root`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_caches: Option<PathBuf>,
+    /// Why the persistent tool caches could not be used for this run (said in a warning; the
+    /// caches are per-run then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_caches_unavailable: Option<String>,
     /// Host unix sockets the command may connect to (`--allow-unix-socket`), connect-only and
     /// exactly these: (the path as given, absolute; its canonical path). Every other host
     /// socket stays unreachable.
@@ -476,6 +490,8 @@ mod tests {
             level: LevelSetting::Auto,
             require_level: None,
             environment: EnvPolicy::default(),
+            tool_caches: None,
+            tool_caches_unavailable: None,
             protected_workspace_paths: default_protected(),
             nested_walk_entries: default_nested_walk_entries(),
             unconfined_acknowledged: false,

@@ -24,6 +24,31 @@ pub fn create_private_dir(dir: &Path, recursive: bool) -> std::io::Result<()> {
     b.create(dir)
 }
 
+/// Removes the tree at `dir` (links removed, not followed); where that fails, gives every
+/// directory its owner's write and search bits first (Go's module cache makes its directories
+/// read-only) and tries again.
+///
+/// # Errors
+/// As [`std::fs::remove_dir_all`] on the second try.
+pub fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    fn open_dirs(dir: &Path) {
+        let Ok(m) = std::fs::symlink_metadata(dir) else { return };
+        if !m.file_type().is_dir() {
+            return;
+        }
+        #[cfg(unix)]
+        let _ = set_mode(dir, (mode(&m) | 0o700) & 0o7777);
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            open_dirs(&e.path());
+        }
+    }
+    if std::fs::remove_dir_all(dir).is_ok() {
+        return Ok(());
+    }
+    open_dirs(dir);
+    std::fs::remove_dir_all(dir)
+}
+
 /// Makes `link` a symbolic link to `to` (on Windows a directory link when `to`, resolved
 /// beside `link`, is a directory).
 ///

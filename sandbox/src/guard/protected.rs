@@ -218,7 +218,9 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let mut roots: Vec<PathBuf> = vec![ws.clone()];
     let mut files: Vec<PathBuf> = Vec::new();
     for w in &policy.writable_paths {
-        if scratch.iter().any(|s| Path::new(s) == w) {
+        // The scratch directories, and the workspace's persistent tool caches: the sandbox's
+        // own places, which no host tool reads (a cache is not walked at every launch).
+        if scratch.iter().any(|s| Path::new(s) == w) || policy.tool_caches.as_ref() == Some(w) {
             continue;
         }
         let Ok(c) = resolver.canonicalize(w) else { continue };

@@ -328,7 +328,12 @@ fn landlock_plan(
         .cloned()
         .partition(|p| crate::defaults::SCRATCH_WRITE_DIRS.iter().any(|s| Path::new(s) == p));
     push(&scratch_dirs, read_write(handled_abi), "scratch (read-write, shared with the host)", false);
+    let (context, user_write): (Vec<PathBuf>, Vec<PathBuf>) = user_write.into_iter().partition(|p| policy.context_writes.iter().any(|(c, _)| c == p));
     push(&user_write, read_write(handled_abi), "allow_paths.write (read-write)", true);
+    for p in &context {
+        let why = policy.context_writes.iter().find(|(c, _)| c == p).map_or("", |(_, w)| w.as_str());
+        push(std::slice::from_ref(p), read_write(handled_abi), &format!("{why} (read-write)"), true);
+    }
     let ws_access = if policy.mode == SandboxMode::ReadOnly { read_exec(handled_abi) } else { read_write(handled_abi) };
     push(std::slice::from_ref(&policy.workspace_path), ws_access, "workspace", true);
     let resolved = landlock::resolve_rules_with(resolver, &grants, &policy.deny_paths, masked).map_err(SandboxError::Plan)?;

@@ -476,7 +476,9 @@ mod tests {
         };
         let policy = build_sandbox_policy(&ws, &settings).unwrap();
         let p = namespace_plan(&policy, 1000, 1000, 1 << 30);
-        assert_eq!(p.rw_binds, vec![ws.clone()]);
+        // The workspace, and its persistent tool caches (in the private home view).
+        assert_eq!(p.rw_binds, [vec![ws.clone()], policy.tool_caches.clone().into_iter().collect()].concat());
+        assert!(policy.tool_caches.as_ref().is_some_and(|c| c.starts_with(&home)));
         // Credentials under $HOME are not in the private home view at all: no mask needed.
         assert!(p.home_view.as_ref().is_some_and(|h| h.home == home && !h.keep.iter().any(|k| k.ends_with(".ssh"))));
         assert!(!p.masks.iter().any(|m| m.path.starts_with(&home)), "{:?}", p.masks);

@@ -1,6 +1,8 @@
 //! The environment a sandboxed command gets: a small allowlist, minus anything that looks like a
-//! secret, plus what the policy keeps and sets, plus cache directories redirected to a per-run
-//! scratch directory so that nothing persists in `$HOME`.
+//! secret, plus what the policy keeps and sets, plus cache directories redirected away from the
+//! host's: to the workspace's persistent tool caches (the sandbox's own directory, kept across
+//! runs of that workspace) or to a per-run scratch directory, so that nothing a command caches
+//! reaches a host tool.
 
 use std::path::{Path, PathBuf};
 
@@ -46,13 +48,18 @@ pub const SECRET_PREFIXES: &[&str] = &[
     "HF_", "HUGGING", "NPM_", "DOCKER_", "KUBE", "VAULT_", "SSH_", "DBUS_", "DIGITALOCEAN_", "HEROKU_",
 ];
 
-/// Cache variables redirected to the per-run scratch directory.
+/// Cache variables redirected to the persistent tool caches or the per-run scratch directory,
+/// each to its own subdirectory.
 pub const CACHE_VARS: &[(&str, &str)] = &[
     ("XDG_CACHE_HOME", "xdg-cache"),
     ("npm_config_cache", "npm-cache"),
     ("PIP_CACHE_DIR", "pip-cache"),
     ("YARN_CACHE_FOLDER", "yarn-cache"),
     ("PNPM_HOME", "pnpm"),
+    ("npm_config_store_dir", "pnpm-store"),
+    ("UV_CACHE_DIR", "uv-cache"),
+    ("GOMODCACHE", "go-mod"),
+    ("GOCACHE", "go-build"),
 ];
 
 /// True when a variable name looks like it carries a secret.
@@ -76,14 +83,19 @@ pub struct EnvPlan {
     pub vars: Vec<(String, String)>,
     /// Names of the caller's variables that were dropped (values never recorded).
     pub dropped: Vec<String>,
-    /// Variables pointed at the scratch directory.
+    /// Variables pointed at the scratch directory or the persistent caches.
     pub redirected: Vec<String>,
+    /// Where the cache variables point when they persist across runs (the workspace's tool
+    /// caches); `None`: the per-run scratch directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_caches: Option<PathBuf>,
 }
 
 /// Computes the sandbox environment from the caller's. `scratch` is the per-run scratch
-/// directory, when the plan has one.
+/// directory, when the plan has one; `persistent` the workspace's tool caches, which the cache
+/// variables point into instead when given.
 #[must_use]
-pub fn plan_environment(caller: &[(String, String)], policy: &EnvPolicy, workspace: &Path, scratch: Option<&Path>) -> EnvPlan {
+pub fn plan_environment(caller: &[(String, String)], policy: &EnvPolicy, workspace: &Path, scratch: Option<&Path>, persistent: Option<&Path>) -> EnvPlan {
     let mut out = EnvPlan::default();
     for (k, v) in caller {
         let keep = policy.keep.iter().any(|x| x == k) || (allowlisted(k) && !looks_secret(k));
@@ -103,13 +115,14 @@ pub fn plan_environment(caller: &[(String, String)], policy: &EnvPolicy, workspa
     set("PWD", workspace.display().to_string());
     set("LOCALGPT_SANDBOX", "1".into());
     if policy.redirect_caches {
-        if let Some(s) = scratch {
+        if let Some(s) = persistent.or(scratch) {
             for (var, sub) in CACHE_VARS {
                 set(var, s.join(sub).display().to_string());
                 out.redirected.push((*var).to_string());
             }
         }
     }
+    out.persistent_caches = persistent.filter(|_| policy.redirect_caches).map(Path::to_path_buf);
     for (k, v) in &policy.set {
         set(k, v.clone());
     }
@@ -198,7 +211,7 @@ mod tests {
             ("RANDOM_THING", "y"),
             ("DISPLAY", ":0"),
         ]);
-        let p = plan_environment(&caller, &EnvPolicy::default(), Path::new("/w"), None);
+        let p = plan_environment(&caller, &EnvPolicy::default(), Path::new("/w"), None, None);
         let names: Vec<_> = p.vars.iter().map(|(k, _)| k.as_str()).collect();
         assert!(names.contains(&"PATH") && names.contains(&"HOME") && names.contains(&"LC_ALL"));
         for gone in ["AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "MY_API_KEY", "SSH_AUTH_SOCK", "RANDOM_THING", "DISPLAY"] {
@@ -214,7 +227,7 @@ mod tests {
     fn ca_bundle_paths_pass_and_aws_ones_do_not() {
         let ca = "/etc/ssl/certs/ca-certificates.crt";
         let caller = vars(&[("NODE_EXTRA_CA_CERTS", ca), ("SSL_CERT_FILE", ca), ("REQUESTS_CA_BUNDLE", ca), ("PIP_CERT", ca), ("AWS_CA_BUNDLE", ca)]);
-        let p = plan_environment(&caller, &EnvPolicy::default(), Path::new("/w"), None);
+        let p = plan_environment(&caller, &EnvPolicy::default(), Path::new("/w"), None, None);
         for kept in ["NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT"] {
             assert!(p.vars.contains(&(kept.into(), ca.into())), "{kept}");
         }
@@ -224,8 +237,8 @@ mod tests {
     #[test]
     fn keep_and_set_and_caches() {
         let caller = vars(&[("MY_API_KEY", "k"), ("XDG_CACHE_HOME", "/home/u/.cache")]);
-        let policy = EnvPolicy { keep: vec!["MY_API_KEY".into()], set: vec![("CI".into(), "1".into())], redirect_caches: true };
-        let p = plan_environment(&caller, &policy, Path::new("/w"), Some(Path::new("/tmp/s")));
+        let policy = EnvPolicy { keep: vec!["MY_API_KEY".into()], set: vec![("CI".into(), "1".into())], redirect_caches: true, persistent_caches: true };
+        let p = plan_environment(&caller, &policy, Path::new("/w"), Some(Path::new("/tmp/s")), None);
         assert!(p.vars.contains(&("MY_API_KEY".into(), "k".into())));
         assert!(p.vars.contains(&("CI".into(), "1".into())));
         assert!(p.vars.contains(&("XDG_CACHE_HOME".into(), "/tmp/s/xdg-cache".into())));

@@ -546,16 +546,18 @@ fn compile_backend(b: Backend<'_>) -> Result<Artefacts, SandboxError> {
 /// root of a Cargo workspace whose target/ is redirected into the workspace.
 fn plan_env(policy: &SandboxPolicy, ctx: &RunContext, level: SandboxLevel, full: bool, config_env: &[(String, String)], proxy_port: Option<u16>) -> (EnvPlan, Option<PathBuf>) {
     let confined = level > SandboxLevel::None;
+    // The workspace's persistent tool caches, where the policy grants them (workspace-write).
+    let persistent = policy.tool_caches.as_deref().filter(|d| policy.mode == SandboxMode::WorkspaceWrite && policy.writable_paths.iter().any(|w| w == d));
     let mut env = if full {
         let private_scratch = (policy.mode == SandboxMode::WorkspaceWrite).then(|| PathBuf::from(PRIVATE_SCRATCH));
-        let mut e = env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, private_scratch.as_deref());
+        let mut e = env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, private_scratch.as_deref(), persistent);
         if private_scratch.is_some() {
             e.vars.retain(|(k, _)| k != "TMPDIR");
             e.vars.push(("TMPDIR".into(), "/tmp".into()));
         }
         e
     } else if confined {
-        let mut e = env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, ctx.scratch.as_deref());
+        let mut e = env::plan_environment(&ctx.caller_env, &policy.environment, &policy.workspace_path, ctx.scratch.as_deref(), persistent);
         for (k, v) in config_env {
             e.vars.retain(|(n, _)| n != k);
             e.vars.push((k.clone(), v.clone()));
@@ -572,7 +574,7 @@ fn plan_env(policy: &SandboxPolicy, ctx: &RunContext, level: SandboxLevel, full:
         }
         e
     } else {
-        EnvPlan { vars: ctx.caller_env.clone(), dropped: Vec::new(), redirected: Vec::new() }
+        EnvPlan { vars: ctx.caller_env.clone(), dropped: Vec::new(), redirected: Vec::new(), persistent_caches: None }
     };
     if let (Some(port), true) = (proxy_port, policy.network_allowlist.is_some()) {
         for (k, v) in env::proxy_vars(port) {

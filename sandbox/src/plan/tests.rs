@@ -603,7 +603,13 @@ fn plans_match_the_golden_files() {
     std::fs::write(home.join(".gitconfig"), "[user]\n\tname = me\n[http]\n\textraHeader = Authorization: Bearer abc\n").unwrap();
     std::fs::write(home.join(".npmrc"), "//registry.npmjs.org/:_authToken=abc\nsave-exact=true\n").unwrap();
     let root = std::fs::canonicalize(d.path()).unwrap();
+    // The workspace's persistent tool caches are named after its inode: one name for all.
+    let caches = root.join("home/.cache/localgpt/sandbox-caches");
     let norm = |s: &str| -> String {
+        let mut s = s.to_string();
+        for e in std::fs::read_dir(&caches).into_iter().flatten().flatten() {
+            s = s.replace(&*e.file_name().to_string_lossy(), "ws-KEY");
+        }
         let s = s.replace(&root.display().to_string(), "$D");
         let mut out = String::with_capacity(s.len());
         let mut last_digit = false;

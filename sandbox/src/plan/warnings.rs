@@ -12,6 +12,9 @@ pub(super) fn path_list(paths: &[PathBuf]) -> String {
 /// The warnings of `plan`.
 pub(super) fn warnings(plan: &Plan, caps: &Capabilities, policy: &SandboxPolicy) -> Vec<String> {
     let mut w: Vec<String> = policy.skipped_grants.iter().map(|p| format!("{} does not exist: its grant is skipped for this run", p.display())).collect();
+    if let Some(why) = &policy.tool_caches_unavailable {
+        w.push(format!("tool caches are per-run for this run (the persistent ones cannot be used: {why}); `persistent_caches = false` in [sandbox.env] says so for good"));
+    }
     w.extend(policy.ignored_settings.iter().cloned());
     for g in plan.unix_sockets.iter().filter(|g| g.root_equivalent) {
         w.push(format!("GRANTED SOCKET {} controls a container runtime: whoever connects to it is root on the host; the command may connect to it", g.given.display()));

@@ -97,7 +97,7 @@ impl Drop for Scratch {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(_) => {
-                let _ = std::fs::remove_dir_all(&self.0);
+                let _ = crate::guard::fsmeta::remove_tree(&self.0);
             }
         }
     }
