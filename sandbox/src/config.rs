@@ -825,7 +825,7 @@ fn refuse_inside_protected_name(ws: &Path, w: &Path, rel: &Path, protected: &[St
 pub const TOOL_CACHES_WHY: &str =
     "this workspace's persistent tool caches (pip, npm, yarn, pnpm, uv, go, XDG_CACHE_HOME): the sandbox's own, kept across runs of this workspace only, never the host's caches";
 
-/// The directory below `root` ([`crate::host::tool_cache_root`]) that holds the persistent
+/// The directory below `root` (`~/.cache/localgpt/sandbox-caches`) that holds the persistent
 /// tool caches of the workspace `ws` (canonical), made private to the user where it is absent,
 /// canonical. One per workspace, keyed by its path and its inode: a run can fill only its own
 /// workspace's caches, which is no more than it can already write, so a command in one

@@ -287,7 +287,7 @@ pub struct SandboxPolicy {
     pub context_writes: Vec<(PathBuf, String)>,
     /// The persistent tool caches of this workspace (also in `writable_paths`): a directory of
     /// the sandbox's, private to the user, keyed by the workspace, that the cache variables point
-    /// at (`None`: per-run scratch). See [`crate::host::tool_cache_root`].
+    /// at (`None`: per-run scratch). Made by `config::workspace_tool_caches`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_caches: Option<PathBuf>,
     /// Why the persistent tool caches could not be used for this run (said in a warning; the
