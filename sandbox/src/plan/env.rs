@@ -56,7 +56,6 @@ pub const CACHE_VARS: &[(&str, &str)] = &[
     ("PIP_CACHE_DIR", "pip-cache"),
     ("YARN_CACHE_FOLDER", "yarn-cache"),
     ("PNPM_HOME", "pnpm"),
-    ("npm_config_store_dir", "pnpm-store"),
     ("UV_CACHE_DIR", "uv-cache"),
     ("GOMODCACHE", "go-mod"),
     ("GOCACHE", "go-build"),
