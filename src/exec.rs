@@ -157,6 +157,8 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     }
     install_cancel_handler();
     let rules = localgpt_sandbox::why::PathRules::of(&prepared.plan);
+    // The DNS stub answers names at Full under an allowlist (the sandbox's own namespace).
+    let (network, dns_stub) = (prepared.plan.network, prepared.plan.namespaces().is_some());
     // Where the walk service is to be started after the run: on, not answering now, and a root
     // large enough to be worth asking it about walked here.
     #[cfg(target_os = "linux")]
@@ -169,6 +171,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         r.stdout = String::from_utf8_lossy(&sink.stdout).into_owned();
         r.stderr = String::from_utf8_lossy(&sink.stderr).into_owned();
         r.refusals = refusals(&r.stderr, &rules);
+        r.hints.extend(localgpt_sandbox::why::resolution_hint(&r.stderr, network, dns_stub));
         println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
         r
     } else {
@@ -176,7 +179,9 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         let r = prepared.run(&argv, &opts, &mut sink);
         sink.finish();
         let mut r = r?;
-        r.refusals = refusals(&String::from_utf8_lossy(&sink.tail), &rules);
+        let tail = String::from_utf8_lossy(&sink.tail);
+        r.refusals = refusals(&tail, &rules);
+        r.hints.extend(localgpt_sandbox::why::resolution_hint(&tail, network, dns_stub));
         if !args.quiet {
             eprintln!("{}", render::escape_lines(&render::completion(&r)));
         }

@@ -119,6 +119,9 @@ pub fn completion(r: &RunResult) -> String {
             let _ = write!(s, "; to allow it: {a}");
         }
     }
+    for h in &r.hints {
+        let _ = write!(s, "\n  {h}");
+    }
     // Runs killed before their review, reviewed by this one.
     for w in &r.recovered {
         let _ = write!(s, "\n  ⚠ {}", escape_controls(w));

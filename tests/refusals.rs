@@ -169,3 +169,30 @@ fn a_refused_write_names_the_flag_that_allows_it() {
     assert_eq!(ev["paths"][0]["write"], false, "{ev:#}");
     assert!(ev["paths"][0]["allow"].as_str().is_some_and(|a| a.contains(&flag)), "{ev:#}");
 }
+
+/// A name lookup that fails because of the network policy says how to allow it (issue 58): under
+/// a denied network, the allowlist flag; at Standard under an allowlist (no DNS stub there),
+/// which tools resolve through the proxy and what resolves names itself. The lookup also runs
+/// bare, where it is not refused by the sandbox (its result there depends on the machine's
+/// resolver; only the sandbox's hint is checked).
+#[test]
+fn a_failed_name_lookup_says_how_to_allow_it() {
+    let name = "a_failed_name_lookup_says_how_to_allow_it";
+    let Some(py) = python3_or_skip(name) else { return };
+    let w = World::new();
+    let lookup = format!("{} -c \"import socket; socket.getaddrinfo('example.com', 443)\"", sh_quote(py));
+    let (o, v) = w.sandboxed_json(&[], &lookup);
+    assert_ne!(o.code(), Some(0), "the lookup failed inside{}", o.describe());
+    let hints = v["hints"].as_array().cloned().unwrap_or_default();
+    assert!(hints.iter().any(|h| h.as_str().is_some_and(|h| h.contains("--network allowlist --allow-domain"))), "{v:#}");
+    let plain = w.sandboxed(&lookup);
+    assert!(plain.stderr.contains("a name lookup failed") && plain.stderr.contains("--allow-domain"), "{}", plain.describe());
+    // Standard under an allowlist: no stub, a hint that says what resolves and what does not.
+    let (o, v) = w.sandboxed_json(&["--level", "standard", "--network", "allowlist", "--allow-domain", "example.com"], &lookup);
+    if v["level"] == "standard" {
+        let hints = v["hints"].as_array().cloned().unwrap_or_default();
+        assert!(hints.iter().any(|h| h.as_str().is_some_and(|h| h.contains("Full level") && h.contains("HTTPS_PROXY"))), "{v:#}{}", o.describe());
+    } else {
+        eprintln!("SKIP {name} (allowlist part): the run was not at Standard here: {}", v["level"]);
+    }
+}

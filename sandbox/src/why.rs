@@ -184,6 +184,33 @@ pub fn refusals_in(stderr: &str, plan: &PathRules, host: impl Fn(&Path) -> Optio
     out
 }
 
+/// What a command's failed name lookups mean in this sandbox, and how to allow them: a hint when
+/// `stderr` shows a lookup that failed (`Temporary failure in name resolution`, `EAI_AGAIN`,
+/// `Could not resolve host`, …) under `network`, with `dns_stub` where the sandbox answers names
+/// itself (Full level under an allowlist: its refusals are reported as network events, with
+/// their own hint). `None` where there is nothing to say (an open network, no such line).
+#[must_use]
+pub fn resolution_hint(stderr: &str, network: crate::policy::NetworkPolicy, dns_stub: bool) -> Option<String> {
+    use crate::policy::NetworkPolicy;
+    const FAILED: &[&str] = &[
+        "Temporary failure in name resolution", "EAI_AGAIN", "Could not resolve host", "Name or service not known",
+        "getaddrinfo ENOTFOUND", "No address associated with hostname", "failed to lookup address", "nodename nor servname",
+        "Could not resolve hostname", "no such host", "UnknownHostException", "Resolving timed out",
+    ];
+    if !stderr.lines().any(|l| FAILED.iter().any(|m| l.contains(m))) {
+        return None;
+    }
+    match (network, dns_stub) {
+        (NetworkPolicy::Deny, _) => Some(
+            "a name lookup failed: the network is denied in this sandbox; to let the command reach a host: --network allowlist --allow-domain HOST ([sandbox] network = \"allowlist\", allow_domains)".into(),
+        ),
+        (NetworkPolicy::Allowlist, false) => Some(
+            "a name lookup failed: at this level names are not resolved inside the sandbox; tools that use the proxy variables (HTTPS_PROXY, ALL_PROXY=socks5h://…: curl, pip, npm, git over https) resolve allowed names through the proxy, a program that resolves names itself (getaddrinfo, Node's dns.lookup) needs Full level (user namespaces: its DNS stub answers allowed names) or --network full".into(),
+        ),
+        _ => None,
+    }
+}
+
 /// The absolute paths named in a line of an error message: words that start with `/`, without
 /// the quotes, brackets and trailing punctuation messages put around them.
 fn absolute_paths(line: &str) -> Vec<PathBuf> {
@@ -250,6 +277,22 @@ mod tests {
         weak.protections = vec![prot(ProtectionId::FsWriteOutside, ProtectionState::Off, "none", "minimal level")];
         assert_eq!(explain_path(&weak, Path::new("/opt/x"), true).unconfined, vec!["fs-write-outside is off (minimal level)".to_string()]);
         assert!(explain_path(&p, Path::new("/opt/x"), true).text().contains("to allow it: --allow-read /opt/x"));
+    }
+
+    #[test]
+    fn failed_lookups_get_the_hint_of_the_network_mode() {
+        use crate::policy::NetworkPolicy;
+        let py = "socket.gaierror: [Errno -3] Temporary failure in name resolution\n";
+        let node = "Error: getaddrinfo EAI_AGAIN example.com\n";
+        let curl = "curl: (6) Could not resolve host: example.com\n";
+        for e in [py, node, curl] {
+            assert!(resolution_hint(e, NetworkPolicy::Deny, false).is_some_and(|h| h.contains("--allow-domain")), "{e}");
+            assert!(resolution_hint(e, NetworkPolicy::Allowlist, false).is_some_and(|h| h.contains("Full level")), "{e}");
+            // The stub's own refusals say it (network events); an open network has nothing to add.
+            assert_eq!(resolution_hint(e, NetworkPolicy::Allowlist, true), None);
+            assert_eq!(resolution_hint(e, NetworkPolicy::Full, false), None);
+        }
+        assert_eq!(resolution_hint("error: file not found\n", NetworkPolicy::Deny, false), None);
     }
 
     #[test]

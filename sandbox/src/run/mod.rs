@@ -276,6 +276,10 @@ pub struct RunResult {
     /// allows each ([`crate::why::refusals_in`], filled by the caller that saw the output).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refusals: Vec<crate::why::Refusal>,
+    /// Hints for failures the command printed that the policy explains (a name lookup under a
+    /// denied network: [`crate::why::resolution_hint`]), filled by the caller that saw the output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<String>,
 }
 
 pub use crate::network::NetEvent;

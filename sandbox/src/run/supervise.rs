@@ -634,6 +634,7 @@ fn outcome(plan: &Plan, pump: &Pump, st: i32, (timed_out, cancelled): (bool, boo
         protected_review: None,
         denials: Vec::new(),
         refusals: Vec::new(),
+        hints: Vec::new(),
         network: Vec::new(),
     };
     Ok((result, reported))
