@@ -272,6 +272,27 @@ else:
     go()
 "#;
 
+/// A JVM client that ignores every proxy setting (the JVM's own HTTP client with `NO_PROXY`, as
+/// Gradle's and many libraries' clients are configured): the URL's address, the Host given.
+const FETCH_JAVA: &str = r#"import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+
+public class Fetch {
+    public static void main(String[] a) {
+        try {
+            HttpClient c = HttpClient.newBuilder().proxy(HttpClient.Builder.NO_PROXY).version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(5)).build();
+            HttpRequest r = HttpRequest.newBuilder(URI.create(a[0])).header("Host", a[1]).timeout(Duration.ofSeconds(5)).build();
+            System.out.println(c.send(r, HttpResponse.BodyHandlers.ofString()).body());
+        } catch (Exception e) {
+            System.out.println("error: " + e);
+        }
+    }
+}
+"#;
+
 /// Tools that ignore the proxy variables (a JVM, Go or Rust client without proxy support, a
 /// client on a worker thread) are captured: their connect reaches the proxy, which judges it as a
 /// tunnel to the name behind the address (the DNS stub's own address for it, Full) or to the
@@ -309,6 +330,16 @@ fn clients_that_ignore_the_proxy_variables_are_captured_and_judged() {
     script += &format!("{py} fetch.py 203.0.113.7 {p} /by-address localhost:{p}; curl -sS --noproxy '*' --max-time 5 -H 'Host: localhost:{p}' http://203.0.113.7:{p}/curl; echo; {py} fetch.py {named} {p} /thread localhost:{p} thread; ");
     // Refused: a name not allowed, a request naming no host, bytes that are no request.
     script += &format!("{py} fetch.py 203.0.113.7 {p} /denied other.invalid:{p}; (exec 3<>/dev/tcp/203.0.113.7/{p} && printf 'GET /nohost HTTP/1.0\\r\\n\\r\\n' >&3 && timeout 3 cat <&3); (exec 3<>/dev/tcp/203.0.113.7/{p} && echo raw-bytes >&3 && timeout 3 cat <&3); true");
+    // A JVM's own client, where a JDK is installed (its connects come from the JVM's threads):
+    // the allowed request reaches the upstream, the denied one does not.
+    if which("java").is_some() && which("javac").is_some() {
+        std::fs::write(w.ws.join("Fetch.java"), FETCH_JAVA).unwrap();
+        let java = "java -Djdk.httpclient.allowRestrictedHeaders=host Fetch.java";
+        script += &format!("; {java} http://203.0.113.7:{p}/java localhost:{p}; {java} http://203.0.113.7:{p}/java-denied other.invalid:{p}; true");
+        allowed.push("/java");
+    } else {
+        eprintln!("SKIP {name} (JVM part): no JDK (java and javac) installed");
+    }
     let o = allowlisted(&w, &["--allow-domain", "localhost", "--json"], &script);
     let v = parse_one_json(&o);
     let out = v["stdout"].as_str().unwrap_or_default();
