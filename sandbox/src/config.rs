@@ -850,11 +850,14 @@ pub fn workspace_tool_caches(root: &Path, ws: &Path, deny: &[PathBuf], state: &P
         return Err(format!("{}: no home or cache directory to keep it in", root.display()));
     }
     let dir = root.join(format!("{}-{:016x}", if name.is_empty() || name.starts_with('.') { "ws" } else { &name }, crate::guard::records::fnv1a64(&key)));
-    crate::guard::fsmeta::create_private_dir(root, true).map_err(|e| format!("create {}: {e}", root.display()))?;
-    match crate::guard::fsmeta::create_private_dir(&dir, false) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("create {}: {e}", dir.display())),
+    // (Made once: later runs find it, one mkdir that fails with EEXIST.)
+    let made = |d: &Path, recursive: bool| match crate::guard::fsmeta::create_private_dir(d, recursive) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(format!("create {}: {e}", d.display())),
+        _ => Ok(()),
+    };
+    if let Err(e) = made(&dir, false) {
+        made(root, true)?;
+        made(&dir, false).map_err(|_| e)?;
     }
     // What was there or was made: a directory of this user's, not a link to somewhere else.
     let m = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
