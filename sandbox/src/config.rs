@@ -844,12 +844,13 @@ pub fn workspace_tool_caches(root: &Path, ws: &Path, deny: &[PathBuf], state: &P
     let mut key = ws.as_os_str().as_bytes().to_vec();
     key.push(0);
     key.extend_from_slice(ident.as_bytes());
-    let name: String = ws.file_name().map(|n| n.to_string_lossy().chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')).take(32).collect()).unwrap_or_default();
+    let name: String = ws.file_name().map(|n| n.to_string_lossy().chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')).take(32).collect()).unwrap_or_default();
     // Below an existing home or cache directory only (a home that does not exist is not made).
     if !root.parent().and_then(Path::parent).and_then(Path::parent).is_some_and(Path::is_dir) {
         return Err(format!("{}: no home or cache directory to keep it in", root.display()));
     }
-    let dir = root.join(format!("{}-{:016x}", if name.is_empty() || name.starts_with('.') { "ws" } else { &name }, crate::guard::records::fnv1a64(&key)));
+    let dir_name = format!("{}-{:016x}", if name.is_empty() { "ws" } else { &name }, crate::guard::records::fnv1a64(&key));
+    let dir = root.join(&dir_name);
     // (Made once: later runs find it, one mkdir that fails with EEXIST.)
     let made = |d: &Path, recursive: bool| match crate::guard::fsmeta::create_private_dir(d, recursive) {
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(format!("create {}: {e}", d.display())),
@@ -879,14 +880,19 @@ pub fn workspace_tool_caches(root: &Path, ws: &Path, deny: &[PathBuf], state: &P
     }
     // Beside it (where no run writes), which workspace it is for: the daily prune removes the
     // caches of workspaces that are gone.
-    let owner = dir.with_extension("ws");
-    let id = format!("{ident}\n{}", ws.display());
-    if std::fs::read_to_string(&owner).ok().as_deref() != Some(id.as_str()) {
+    let owner = root.join(format!("{dir_name}{OWNER_SUFFIX}"));
+    let mut id = format!("{ident}\n").into_bytes();
+    id.extend_from_slice(ws.as_os_str().as_bytes());
+    if std::fs::read(&owner).ok().as_deref() != Some(id.as_slice()) {
         let _ = std::fs::write(&owner, &id);
     }
     prune_tool_caches(root, std::time::Duration::from_secs(86_400));
     Ok(canon)
 }
+
+/// The file beside a workspace's cache directory that says which workspace it is for.
+#[cfg(target_os = "linux")]
+const OWNER_SUFFIX: &str = ".ws";
 
 /// A workspace directory's identity: device, inode and (where the file system keeps it) birth
 /// time, so that a directory made later at the same path, even on a reused inode, is another one.
@@ -908,18 +914,18 @@ fn prune_tool_caches(root: &Path, every: std::time::Duration) {
     if std::fs::write(&stamp, b"").is_err() {
         return;
     }
+    use std::os::unix::ffi::OsStrExt;
     for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
-        let path = e.path();
-        if path.extension().is_none_or(|x| x != "ws") {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(&path) else { continue };
-        let Some((id, ws)) = text.split_once('\n') else { continue };
-        let live = std::fs::metadata(ws).is_ok_and(|m| m.is_dir() && workspace_ident(&m) == id);
+        let name = e.file_name();
+        let Some(dir_name) = name.as_bytes().strip_suffix(OWNER_SUFFIX.as_bytes()) else { continue };
+        let Ok(text) = std::fs::read(e.path()) else { continue };
+        let Some(nl) = text.iter().position(|&b| b == b'\n') else { continue };
+        let (id, ws) = (&text[..nl], std::ffi::OsStr::from_bytes(&text[nl + 1..]));
+        let live = std::fs::metadata(ws).is_ok_and(|m| m.is_dir() && workspace_ident(&m).as_bytes() == id);
         if !live {
-            let dir = path.with_extension("");
+            let dir = root.join(std::ffi::OsStr::from_bytes(dir_name));
             if crate::guard::fsmeta::remove_tree(&dir).is_ok() || !dir.exists() {
-                let _ = std::fs::remove_file(&path);
+                let _ = std::fs::remove_file(e.path());
             }
         }
     }
@@ -1102,8 +1108,14 @@ mod tests {
         prune_tool_caches(&caches, std::time::Duration::from_secs(86_400));
         assert!(cb.exists(), "pruned again within the period");
         prune_tool_caches(&caches, std::time::Duration::ZERO);
-        assert!(!cb.exists() && !cb.with_extension("ws").exists());
-        assert!(ca.exists() && ca.with_extension("ws").exists());
+        let owner = |c: &Path| c.with_file_name(format!("{}{OWNER_SUFFIX}", c.file_name().unwrap().to_string_lossy()));
+        assert!(!cb.exists() && !owner(&cb).exists());
+        assert!(ca.exists() && owner(&ca).exists());
+        // A workspace named with dots keeps its own owner file (no extension taken off).
+        let dotted = root.join("my.proj");
+        std::fs::create_dir_all(&dotted).unwrap();
+        let cd = make(&dotted, &[]).unwrap();
+        assert!(owner(&cd).exists() && cd.file_name().unwrap().to_string_lossy().starts_with("myproj-"), "{}", cd.display());
     }
 
     #[cfg(unix)]
