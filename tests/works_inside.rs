@@ -710,7 +710,18 @@ fn tool_caches_persist_per_workspace_and_never_reach_the_hosts() {
     let o = w.sandboxed_with(&["--workspace", other.to_str().unwrap()], "test -e \"$PIP_CACHE_DIR/lg-marker\" && echo SEEN; echo \"DIR=$PIP_CACHE_DIR\"");
     assert_ok(&o);
     assert!(!o.stdout.contains("SEEN") && !o.stdout.contains(&format!("DIR={}\n", pip.display())), "{}", o.describe());
-    // The host's own caches: not writable from inside (they are, bare), and untouched.
+    // `persistent_caches = false`: per-run caches again, empty at every run.
+    fs::create_dir_all(w.xdg.join("localgpt")).unwrap();
+    fs::write(w.xdg.join("localgpt/config.toml"), "[sandbox.env]\npersistent_caches = false\n").unwrap();
+    let o = w.sandboxed("test -e \"$PIP_CACHE_DIR/lg-marker\" && echo SEEN; echo \"DIR=$PIP_CACHE_DIR\"");
+    assert_ok(&o);
+    assert!(!o.stdout.contains("SEEN") && !o.stdout.contains(&ours.display().to_string()), "{}", o.describe());
+    // The host's own caches: not writable from inside (they are, bare), and untouched — where
+    // this level confines writes at all (minimal does not, and says so).
+    if protection_state(&w, "fs-write-outside") != "enforced" {
+        eprintln!("SKIP tool_caches_persist_per_workspace_and_never_reach_the_hosts (host caches part): fs-write-outside is not enforced at {}", suite_level(&w));
+        return;
+    }
     let poison = host_caches.iter().map(|d| format!("echo x > {}/lg-poison;", sh_quote(d))).collect::<String>();
     let o = w.sandboxed(&format!("{poison} echo DONE"));
     assert!(o.stdout.contains("DONE"), "{}", o.describe());
@@ -722,10 +733,4 @@ fn tool_caches_persist_per_workspace_and_never_reach_the_hosts() {
     for d in &host_caches {
         assert!(d.join("lg-poison").exists(), "bare, {} is writable", d.display());
     }
-    // `persistent_caches = false`: per-run caches again, empty at every run.
-    fs::create_dir_all(w.xdg.join("localgpt")).unwrap();
-    fs::write(w.xdg.join("localgpt/config.toml"), "[sandbox.env]\npersistent_caches = false\n").unwrap();
-    let o = w.sandboxed("test -e \"$PIP_CACHE_DIR/lg-marker\" && echo SEEN; echo \"DIR=$PIP_CACHE_DIR\"");
-    assert_ok(&o);
-    assert!(!o.stdout.contains("SEEN") && !o.stdout.contains(&ours.display().to_string()), "{}", o.describe());
 }

@@ -574,29 +574,7 @@ pub fn build_sandbox_policy_for(workspace: &Path, settings: &SandboxSettings, pl
         let scratch: Vec<PathBuf> = t.scratch_write.iter().map(PathBuf::from).collect();
         deny_own_state(&crate::host::state_dir(), &ws, &writable_paths, &scratch, &mut deny_paths)?;
     }
-    // The workspace's persistent tool caches (Linux, workspace-write mode): a writable grant
-    // of the sandbox's own, said in `explain`; where it cannot be used, per-run caches and a
-    // warning.
-    #[cfg(target_os = "linux")]
-    let (tool_caches, tool_caches_unavailable) = if platform == Platform::Linux && settings.mode == SandboxMode::WorkspaceWrite && settings.env.redirect_caches && settings.env.persistent_caches {
-        let made = crate::host::tool_cache_root(home.as_deref())
-            .ok_or_else(|| "no absolute XDG_CACHE_HOME or HOME".to_string())
-            .and_then(|root| workspace_tool_caches(&root, &ws, &deny_paths, &crate::host::state_dir()));
-        match made {
-            Ok(d) => {
-                if !writable_paths.contains(&d) {
-                    writable_paths.push(d.clone());
-                }
-                context_writes.push((d.clone(), TOOL_CACHES_WHY.into()));
-                (Some(d), None)
-            }
-            Err(why) => (None, Some(why)),
-        }
-    } else {
-        (None, None)
-    };
-    #[cfg(not(target_os = "linux"))]
-    let (tool_caches, tool_caches_unavailable): (Option<PathBuf>, Option<String>) = (None, None);
+    let (tool_caches, tool_caches_unavailable) = grant_tool_caches(settings, platform, &ws, home.as_deref(), &deny_paths, &mut writable_paths, &mut context_writes);
     let policy = SandboxPolicy {
         workspace_via_symlink: first_symlink_in(workspace).map(|_| workspace.to_path_buf()),
         workspace_path: ws,
@@ -819,6 +797,45 @@ fn refuse_inside_protected_name(ws: &Path, w: &Path, rel: &Path, protected: &[St
         }
     }
     Ok(())
+}
+
+/// The workspace's persistent tool caches (Linux, workspace-write mode): a writable grant of the
+/// sandbox's own, with its reason (`explain`); where they cannot be used, why (per-run caches
+/// and a warning).
+#[allow(clippy::ptr_arg)]
+fn grant_tool_caches(
+    settings: &SandboxSettings,
+    platform: Platform,
+    ws: &Path,
+    home: Option<&Path>,
+    deny_paths: &[PathBuf],
+    writable_paths: &mut Vec<PathBuf>,
+    context_writes: &mut Vec<(PathBuf, String)>,
+) -> (Option<PathBuf>, Option<String>) {
+    if platform != Platform::Linux || settings.mode != SandboxMode::WorkspaceWrite || !settings.env.redirect_caches || !settings.env.persistent_caches {
+        return (None, None);
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let made = crate::host::tool_cache_root(home)
+            .ok_or_else(|| "no absolute XDG_CACHE_HOME or HOME".to_string())
+            .and_then(|root| workspace_tool_caches(&root, ws, deny_paths, &crate::host::state_dir()));
+        match made {
+            Ok(d) => {
+                if !writable_paths.contains(&d) {
+                    writable_paths.push(d.clone());
+                }
+                context_writes.push((d.clone(), TOOL_CACHES_WHY.into()));
+                (Some(d), None)
+            }
+            Err(why) => (None, Some(why)),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (ws, home, deny_paths, writable_paths, context_writes);
+        (None, None)
+    }
 }
 
 /// Why the persistent tool caches are writable (`sandbox explain`).
