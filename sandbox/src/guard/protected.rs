@@ -272,7 +272,9 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
         // `core.hooksPath` (the global one's too) is relative to its worktree.
         let dotgit = enclosing_dotgit(root);
         let worktree = dotgit.as_deref().and_then(Path::parent).unwrap_or(root).to_path_buf();
-        let default_hooks = dotgit.as_deref().filter(|g| g.is_dir()).map(|g| g.join("hooks"));
+        // git's own hooks directory: the common git directory's (a linked worktree's and a
+        // submodule's `.git` file leads to it).
+        let default_hooks = dotgit.as_deref().and_then(gitindex::git_dir).map(|gd| crate::plan::resolve::normalize(&gitindex::common_dir(&gd).join("hooks")));
         let own = dotgit.map(|g| read_git_configs(repo_git_config_files(&g), home)).unwrap_or_default();
         let hooks_dirs: Vec<(PathBuf, String)> = global.hooks_dirs(&worktree).into_iter().chain(own.hooks_dirs(&worktree)).collect();
         for (path, why) in &hooks_dirs {
