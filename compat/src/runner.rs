@@ -443,6 +443,18 @@ fn path_ctx(sh: &Shared, run_dir: &Path, scratch: &Path) -> PathContext {
     c
 }
 
+/// The sandboxed run's paths: the bare run's, and the workspace's persistent tool caches (in
+/// this case's own cache root, `cli-cache`) as the cache, where the bare run's scratch is.
+fn sandbox_path_ctx(sh: &Shared, run_dir: &Path) -> PathContext {
+    let mut c = path_ctx(sh, run_dir, &run_dir.join("scratch"));
+    for e in std::fs::read_dir(run_dir.join("cli-cache/localgpt/sandbox-caches")).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            c.add(&e.path().display().to_string(), "<CACHE>");
+        }
+    }
+    c
+}
+
 fn fresh_run_dir(template: &Path, run_dir: &Path) -> Result<(), RunError> {
     rm_rf(run_dir);
     copy_tree(template, &run_dir.join("ws"))?;
@@ -653,7 +665,7 @@ fn run_command(sh: &Shared, idx: usize, cmd: &Command) -> Vec<CaseRecord> {
         let sbx = sandboxed_run(sh, cmd, &run_dir, level, &substitute(&cmd.run, &outside, &sh.listeners, &token));
         let v = match cmd.expect {
             Expect::Succeed => {
-                let v = judge_succeed(cmd, &bare, &bare_ctx, &sbx, &path_ctx(sh, &run_dir, &run_dir.join("scratch")));
+                let v = judge_succeed(cmd, &bare, &bare_ctx, &sbx, &sandbox_path_ctx(sh, &run_dir));
                 // The workspace is read only when everything else matched.
                 match &bare_tree {
                     Some(bt) if v.outcome == Outcome::Pass => judge_workspace(v, &rules, bt, &workspace_tree(&run_dir, &rules), &sbx.held),
