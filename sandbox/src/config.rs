@@ -802,7 +802,6 @@ fn refuse_inside_protected_name(ws: &Path, w: &Path, rel: &Path, protected: &[St
 /// The workspace's persistent tool caches (Linux, workspace-write mode): a writable grant of the
 /// sandbox's own, with its reason (`explain`); where they cannot be used, why (per-run caches
 /// and a warning).
-#[allow(clippy::ptr_arg)]
 fn grant_tool_caches(
     settings: &SandboxSettings,
     platform: Platform,
@@ -844,7 +843,8 @@ pub const TOOL_CACHES_WHY: &str =
 
 /// The directory below `root` (`~/.cache/localgpt/sandbox-caches`) that holds the persistent
 /// tool caches of the workspace `ws` (canonical), made private to the user where it is absent,
-/// canonical. One per workspace, keyed by its path and its inode: a run can fill only its own
+/// canonical. One per workspace, keyed by its path, device, inode and birth time
+/// (`workspace_ident`): a run can fill only its own
 /// workspace's caches, which is no more than it can already write, so a command in one
 /// repository cannot plant a package that a run in another one installs.
 ///
@@ -873,9 +873,9 @@ pub fn workspace_tool_caches(root: &Path, ws: &Path, deny: &[PathBuf], state: &P
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(format!("create {}: {e}", d.display())),
         _ => Ok(()),
     };
-    if let Err(e) = made(&dir, false) {
+    if made(&dir, false).is_err() {
         made(root, true)?;
-        made(&dir, false).map_err(|_| e)?;
+        made(&dir, false)?;
     }
     // What was there or was made: a directory of this user's, not a link to somewhere else.
     let m = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;

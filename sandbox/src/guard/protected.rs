@@ -379,14 +379,13 @@ fn hint_for(rel: &Path) -> ProtectedKind {
 }
 
 /// Hook managers whose hooks run what a file of the worktree names (so that the file is code the
-/// next `git commit` runs): the text that marks one of their hooks, and those files (a name
-/// ending in `/` is a directory of scripts).
-pub const HOOK_MANAGERS: &[(&str, &str, &[&str])] = &[
-    ("the pre-commit framework", "pre-commit.com", &[".pre-commit-config.yaml", ".pre-commit-config.yml"]),
-    ("the pre-commit framework", "-m pre_commit", &[".pre-commit-config.yaml", ".pre-commit-config.yml"]),
+/// next `git commit` runs): the texts that mark one of their hooks (any one), and those files (a
+/// name ending in `/` is a directory of scripts).
+pub const HOOK_MANAGERS: &[(&str, &[&str], &[&str])] = &[
+    ("the pre-commit framework", &["pre-commit.com", "-m pre_commit"], &[".pre-commit-config.yaml", ".pre-commit-config.yml"]),
     (
         "lefthook",
-        "lefthook",
+        &["lefthook"],
         &[
             "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml", "lefthook.toml", ".lefthook.toml", "lefthook.json",
             ".lefthook.json", "lefthook-local.yml", ".lefthook-local.yml", "lefthook-local.yaml", ".lefthook-local.yaml", ".lefthook/",
@@ -408,8 +407,8 @@ fn hook_manager_files(dirs: &[PathBuf], worktree: &Path) -> Vec<(PathBuf, Protec
             }
             let hook = e.path();
             let Some(text) = crate::files::read_config_bytes(&hook, 256 << 10) else { continue };
-            for (manager, marker, files) in HOOK_MANAGERS {
-                if !text.windows(marker.len()).any(|w| w == marker.as_bytes()) {
+            for (manager, markers, files) in HOOK_MANAGERS {
+                if !markers.iter().any(|m| text.windows(m.len()).any(|w| w == m.as_bytes())) {
                     continue;
                 }
                 for f in *files {
