@@ -191,8 +191,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub quiet: bool,
     /// The command's stdin: `null`, `pipe` (the bytes of this process's stdin, relayed through
-    /// a pipe) or `inherit` (this process's stdin itself: a terminal is handed over, for
-    /// interactive use; its settings are restored afterwards). Default: `null` when stdin is a
+    /// a pipe) or `inherit` (interactive use: on a terminal — stdin and stdout, no --json — the
+    /// command gets a terminal of its own that this one relays; otherwise this process's stdin
+    /// itself is handed over; the settings are restored afterwards). Default: `null` when stdin is a
     /// terminal or with --json, else `pipe`.
     #[arg(long, value_name = "MODE")]
     pub stdin: Option<String>,

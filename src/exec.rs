@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use localgpt_sandbox::run::{HelperStart, OutputSink, RunOptions, StdinMode, Stream};
-use localgpt_sandbox::text::{escape_controls, TerminalFilter};
+use localgpt_sandbox::text::{escape_controls, ScreenFilter, TerminalFilter};
 
 use crate::cli::{resolve_policy, usage, Failure, PendingArgs, RunArgs};
 use crate::render;
@@ -20,28 +20,62 @@ fn install_cancel_handler() {
     localgpt_sandbox::run::set_signal_handlers(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], on_cancel);
 }
 
+/// Does nothing: its signal (`SIGWINCH`) interrupts the runner's wait, which then copies the
+/// new window size to the command's terminal at once.
+extern "C" fn on_resize(_: libc::c_int) {}
+
 fn is_tty(fd: i32) -> bool {
     // SAFETY: isatty only inspects the descriptor.
     unsafe { libc::isatty(fd) == 1 }
 }
 
+/// A filter on the way to a terminal: a command's output ([`TerminalFilter`]), or the screen of
+/// a command with a terminal of its own ([`ScreenFilter`]).
+enum Filter {
+    Text(TerminalFilter),
+    Screen(ScreenFilter),
+}
+
+impl Filter {
+    fn push(&mut self, data: &[u8], out: &mut Vec<u8>) {
+        match self {
+            Filter::Text(f) => f.push(data, out),
+            Filter::Screen(f) => f.push(data, out),
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        match self {
+            Filter::Text(f) => f.finish(out),
+            Filter::Screen(f) => f.finish(out),
+        }
+    }
+}
+
 /// Streams output to our own stdout/stderr; a stream that is a terminal gets the command's
 /// output through a [`TerminalFilter`] (colours and cursor moves pass, anything a terminal
 /// would act on otherwise — clipboard and title writes, reports typed back into its input,
-/// mode switches — is shown instead of interpreted).
+/// mode switches — is shown instead of interpreted), or, when the command has a terminal of
+/// its own, through a [`ScreenFilter`] (what full-screen programs draw passes, the rest is
+/// dropped).
 struct PassThrough {
-    filters: [Option<TerminalFilter>; 2],
+    filters: [Option<Filter>; 2],
     buf: Vec<u8>,
-    /// The last [`STDERR_TAIL`] bytes of stderr, scanned for refused file accesses afterwards.
+    /// The last [`STDERR_TAIL`] bytes of stderr (of the terminal, when the command has one),
+    /// scanned for refused file accesses afterwards.
     tail: Vec<u8>,
+    /// The command has a terminal of its own (all of its output arrives as stdout).
+    screen: bool,
 }
 
 /// How much of the end of the command's stderr is kept for the refusal report.
 const STDERR_TAIL: usize = 64 << 10;
 
 impl PassThrough {
-    fn new() -> Self {
-        PassThrough { filters: [is_tty(1).then(TerminalFilter::new), is_tty(2).then(TerminalFilter::new)], buf: Vec::new(), tail: Vec::new() }
+    fn new(screen: bool) -> Self {
+        let text = |fd| is_tty(fd).then(|| Filter::Text(TerminalFilter::new()));
+        let stdout = if screen { Some(Filter::Screen(ScreenFilter::new())) } else { text(1) };
+        PassThrough { filters: [stdout, text(2)], buf: Vec::new(), tail: Vec::new(), screen }
     }
 
     fn write(stream: Stream, data: &[u8]) {
@@ -66,7 +100,7 @@ impl PassThrough {
 impl OutputSink for PassThrough {
     fn output(&mut self, stream: Stream, data: &[u8]) {
         let i = usize::from(stream == Stream::Stderr);
-        if stream == Stream::Stderr {
+        if stream == Stream::Stderr || self.screen {
             self.tail.extend_from_slice(&data[data.len().saturating_sub(STDERR_TAIL)..]);
             let over = self.tail.len().saturating_sub(STDERR_TAIL);
             self.tail.drain(..over);
@@ -110,6 +144,8 @@ fn stdin_mode(flag: Option<&str>, json: bool) -> Result<StdinMode, Failure> {
     match flag {
         Some("null") => Ok(StdinMode::Null),
         Some("pipe") => Ok(StdinMode::Relay(0)),
+        // A terminal on both sides: the command gets one of its own (Linux).
+        Some("inherit") if cfg!(target_os = "linux") && !json && is_tty(0) && is_tty(1) => Ok(StdinMode::Terminal(0)),
         Some("inherit") => Ok(StdinMode::Inherit),
         Some(other) => Err(usage(format!("--stdin {other:?}: expected null, pipe or inherit"))),
         None if json || is_tty(0) || is_dev_null(0) => Ok(StdinMode::Null),
@@ -156,6 +192,10 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         }
     }
     install_cancel_handler();
+    let screen = matches!(stdin, StdinMode::Terminal(_));
+    if screen {
+        localgpt_sandbox::run::set_signal_handlers(&[libc::SIGWINCH], on_resize);
+    }
     let rules = localgpt_sandbox::why::PathRules::of(&prepared.plan);
     // The DNS stub answers names at Full under an allowlist (the sandbox's own namespace).
     let (network, dns_stub) = (prepared.plan.network, prepared.plan.namespaces().is_some());
@@ -175,7 +215,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
         r
     } else {
-        let mut sink = PassThrough::new();
+        let mut sink = PassThrough::new(screen);
         let r = prepared.run(&argv, &opts, &mut sink);
         sink.finish();
         let mut r = r?;

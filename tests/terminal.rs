@@ -229,3 +229,134 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_eq!(o.stderr.lines().filter(|l| !l.trim().is_empty()).count(), 1 + level_warning_lines(&w), "{}", o.describe());
     assert!(o.stderr.contains("does not exist") && marker.exists(), "{}", o.describe());
 }
+
+impl Pty {
+    fn set_size(&self, rows: u16, cols: u16) {
+        let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+        // SAFETY: TIOCSWINSZ from a local on our master.
+        assert_eq!(unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCSWINSZ, &ws) }, 0);
+    }
+
+    fn type_in(&self, bytes: &[u8]) {
+        // SAFETY: writing a local buffer to our master.
+        assert_eq!(unsafe { libc::write(self.master.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) }, bytes.len() as isize);
+    }
+
+    /// The device number of the slave (what `stat -L -c %t:%T` shows of it, in hex).
+    fn device(&self) -> String {
+        // SAFETY: fstat into a zeroed struct.
+        let st = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            assert_eq!(libc::fstat(self.slave.as_raw_fd(), &mut st), 0);
+            st
+        };
+        format!("{:x}:{:x}", libc::major(st.st_rdev), libc::minor(st.st_rdev))
+    }
+}
+
+/// Text the terminal shows, and what is then done to the terminal.
+type Step<'a> = (&'a str, &'a dyn Fn(&Pty));
+
+/// Runs `cmd` as an interactive user would: a session of its own with the pty as its
+/// controlling terminal (so that a resize signals it), stdin, stdout and stderr. Each step waits
+/// until the terminal has shown its text, then acts on the terminal; returns the exit code and
+/// everything shown.
+fn run_interactive(pty: &Pty, mut cmd: std::process::Command, steps: &[Step<'_>]) -> (Option<i32>, Vec<u8>) {
+    use std::os::unix::process::CommandExt;
+    cmd.stdin(pty.stdio()).stdout(pty.stdio()).stderr(pty.stdio());
+    // SAFETY: async-signal-safe calls in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("spawn");
+    let mut seen = Vec::new();
+    let mut next = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        seen.extend(pty.drain());
+        if let Some((text, act)) = steps.get(next) {
+            if String::from_utf8_lossy(&seen).contains(text) {
+                act(pty);
+                next += 1;
+            }
+        }
+        if let Some(st) = child.try_wait().expect("wait") {
+            std::thread::sleep(Duration::from_millis(50));
+            seen.extend(pty.drain());
+            assert_eq!(next, steps.len(), "ended before the step {next} was reached: {}", String::from_utf8_lossy(&seen));
+            return (st.code(), seen);
+        }
+        assert!(Instant::now() < deadline, "hung: {}", String::from_utf8_lossy(&seen));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `--stdin inherit` on a terminal gives the command a terminal of its own: stdin, stdout and
+/// stderr are a terminal of the caller's window size, which is not the caller's terminal (its
+/// device differs; TIOCSTI is refused); a resize reaches the program; Ctrl-C interrupts the
+/// program in the foreground and the run then ends as the command does; the caller's settings
+/// are restored. Each is seen from outside, on the caller's terminal.
+#[test]
+fn stdin_inherit_on_a_terminal_gives_the_command_a_terminal_of_its_own() {
+    let w = World::new();
+    let program = r#"
+import fcntl, os, signal, termios, time
+signal.signal(signal.SIGWINCH, lambda *a: print("resized to %dx%d" % os.get_terminal_size(0)[::-1], flush=True))
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"x")
+    print("TIOCSTI passed")
+except OSError as e:
+    print("TIOCSTI refused:", e.errno)
+print("READY", flush=True)
+try:
+    time.sleep(30)
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"#;
+    let script = format!(
+        "for f in 0 1 2; do test -t $f && printf 'tty%s ' $f; done; echo; stty size; stat -L -c 'device %t:%T' /proc/self/fd/0; exec /usr/bin/python3 -c {}",
+        sh_quote(program)
+    );
+    let pty = Pty::open();
+    pty.set_size(33, 101);
+    let before = pty.termios();
+    let resize: &dyn Fn(&Pty) = &|p| p.set_size(40, 120);
+    let interrupt: &dyn Fn(&Pty) = &|p| p.type_in(b"\x03");
+    let (code, seen) = run_interactive(&pty, w.sandbox_cmd(&["--quiet", "--stdin", "inherit"], &[&script]), &[("READY", resize), ("resized to 40x120", interrupt)]);
+    let seen = String::from_utf8_lossy(&seen);
+    assert_eq!(code, Some(0), "{seen}");
+    assert!(seen.contains("tty0 tty1 tty2"), "stdin, stdout and stderr are not all a terminal: {seen}");
+    assert!(seen.contains("33 101"), "the window size was not the caller's: {seen}");
+    assert!(!seen.contains(&format!("device {}", pty.device())), "the command was handed the caller's terminal: {seen}");
+    assert!(seen.contains("TIOCSTI refused: 1"), "{seen}");
+    assert!(seen.contains("interrupted") && !seen.contains("not interrupted"), "Ctrl-C did not reach the program: {seen}");
+    assert!(same_termios(&before, &pty.termios()), "terminal settings not restored after the run: {seen}");
+}
+
+/// A command with a terminal of its own draws a screen: the alternate screen, cursor and mouse
+/// modes pass; a clipboard write and a cursor-position request do not reach the caller's
+/// terminal (bare, they do); the mouse mode it left on is switched off after the run.
+#[test]
+fn a_commands_screen_passes_what_draws_and_nothing_else() {
+    let w = World::new();
+    let snippet = r"printf '\033[?1049h\033[?25l\033[?1000hscreen\033]52;c;cHduZWQ=\007\033[6n\033[?25h\033[?1049l done\n'";
+    let pty = Pty::open();
+    let (_, bare) = run_on_pty(&pty, w.bare_cmd(snippet));
+    assert!(bare.windows(5).any(|x| x == b"\x1b]52;") && bare.windows(4).any(|x| x == b"\x1b[6n"), "bare output lacks the sequences: {bare:?}");
+    let pty = Pty::open();
+    let (code, seen) = run_on_pty(&pty, w.sandbox_cmd(&["--quiet", "--stdin", "inherit"], &[snippet]));
+    let text = String::from_utf8_lossy(&seen);
+    assert_eq!(code, Some(0), "{text}");
+    for good in ["\x1b[?1049h\x1b[?25l\x1b[?1000hscreen\x1b[?25h\x1b[?1049l done", "\x1b[?1000l"] {
+        assert!(text.contains(good), "{good:?} did not pass: {text:?}");
+    }
+    for bad in [&b"\x1b]52;"[..], b"\x1b[6n", b"cHduZWQ"] {
+        assert!(!seen.windows(bad.len()).any(|x| x == bad), "{bad:?} reached the terminal: {text:?}");
+    }
+}

@@ -365,3 +365,110 @@ fn fuzz_the_tls_client_hello_reader() {
         }
     }
 }
+
+/// What a terminal's parser (vte, Alacritty's) reads in the screen filter's output: anything but
+/// text, the C0 controls a screen uses and the sequences [`crate::text::screen`] allows is
+/// recorded as a finding.
+#[derive(Default)]
+struct ScreenOracle {
+    findings: Vec<String>,
+    /// Sequences the terminal dispatched (each starts with one ESC in the output).
+    dispatched: usize,
+}
+
+impl vte::Perform for ScreenOracle {
+    fn print(&mut self, c: char) {
+        if c.is_control() {
+            self.findings.push(format!("printed control {c:?}"));
+        }
+    }
+
+    fn execute(&mut self, byte: u8) {
+        if !(0x07..=0x0f).contains(&byte) {
+            self.findings.push(format!("executed {byte:#x}"));
+        }
+    }
+
+    fn hook(&mut self, _: &vte::Params, _: &[u8], _: bool, action: char) {
+        self.findings.push(format!("DCS {action:?}"));
+    }
+
+    fn osc_dispatch(&mut self, params: &[&[u8]], _: bool) {
+        self.findings.push(format!("OSC {:?}", params.first().map(|p| String::from_utf8_lossy(p))));
+    }
+
+    fn csi_dispatch(&mut self, params: &vte::Params, intermediates: &[u8], _: bool, action: char) {
+        self.dispatched += 1;
+        let nums: Vec<u16> = params.iter().map(|p| p[0]).collect();
+        let (marker, inter): (Vec<u8>, Vec<u8>) = intermediates.iter().partition(|b| b"<=>?".contains(b));
+        // Requests that make a terminal answer, whatever their marker.
+        let answers = matches!(action, 'n' | 'c' | 't' | 'x' | 'q' | 'y' | 'i') && inter != b" " || inter.contains(&b'$') || (action == 'u' && !marker.is_empty());
+        let allowed = match (marker.as_slice(), inter.as_slice(), action) {
+            ([], [], 'h' | 'l') => nums.iter().all(|n| *n == 4 || *n == 20),
+            ([], [], a) => "@ABCDEFGHIJKLMPSTXZ`abdefgmrsu".contains(a),
+            (b"?", [], 'h' | 'l' | 'r' | 's') => !nums.contains(&2),
+            (b"?", [], 'J' | 'K') | (b">", [], 'm') | ([], b" ", 'q') | ([], b"!", 'p') => true,
+            _ => false,
+        };
+        if answers || !allowed {
+            self.findings.push(format!("CSI {marker:?} {nums:?} {inter:?} {action:?}"));
+        }
+    }
+
+    fn esc_dispatch(&mut self, intermediates: &[u8], _: bool, byte: u8) {
+        self.dispatched += 1;
+        let ok = match intermediates {
+            [] => b"78=>DEHMNOc".contains(&byte),
+            [b'(' | b')' | b'*' | b'+' | b'-' | b'.' | b'/'] => true,
+            [b'#'] => b"34568".contains(&byte),
+            [b'%'] => byte == b'@' || byte == b'G',
+            _ => false,
+        };
+        if !ok {
+            self.findings.push(format!("ESC {intermediates:?} {:?}", byte as char));
+        }
+    }
+}
+
+/// The screen filter's output as a terminal reads it (differential against vte): only text, the
+/// allowed controls and allowed sequences, each ESC the start of one of them (none split or
+/// swallowed differently), the same output in any chunking, and a fixed point (filtered again,
+/// nothing changes).
+#[test]
+fn fuzz_the_screen_filter_against_a_terminal_parser() {
+    const SEEDS: &[&[u8]] = &[
+        b"\x1b[?1049h\x1b[?1h\x1b=\x1b[1;24r\x1b[H\x1b[2J~\r\n\x1b[7mfile.txt\x1b[m\x1b[24;1H\x1b[?25h\x1b[?1049l",
+        b"top - 10:00\x1b[K\r\n\x1b(B\x1b[m\x1b[39;49m\x1b[1m  PID\x1b[m\x1b[?1000;1006h\x1b[?2004h\x1b[>4;2m",
+        b"\x1b]52;c;ZXZpbA==\x07\x1b]0;t\x1b\\\x1bP+q544e\x1b\\\x1b[6n\x1b[21t\x1b[c\x1bZ\x05\xc2\x9b6n\x9d",
+    ];
+    const FRAGMENTS: &[&[u8]] = &[b"\x1b", b"\x1b[", b"\x1b[?", b"\x1b]", b"\x1bP", b"\x1b\\", b"\x07", b"\x18", b"\x1b(", b"\x1b#", b"\x1b[>", b"\x1b[ ", b";", b"$", b"\xc2\x9b", b"\xe2\x82"];
+    fn run(chunks: &[&[u8]]) -> Vec<u8> {
+        let mut f = crate::text::ScreenFilter::new();
+        let mut out = Vec::new();
+        for c in chunks {
+            f.push(c, &mut out);
+        }
+        f.finish(&mut out);
+        out
+    }
+    let mut rng = Rng::new();
+    for _ in 0..cases(20_000) {
+        let seed = SEEDS[rng.below(SEEDS.len())];
+        let mut b = rng.mutate(seed);
+        for _ in 0..rng.below(4) {
+            let at = rng.below(b.len() + 1);
+            let piece = FRAGMENTS[rng.below(FRAGMENTS.len())];
+            b.splice(at..at, piece.iter().copied());
+        }
+        let out = run(&[&b]);
+        let cut = rng.below(b.len() + 1);
+        let cut2 = rng.below(b.len() + 1).max(cut);
+        assert_eq!(run(&[&b[..cut], &b[cut..cut2], &b[cut2..]]), out, "chunking changed the output of {b:x?}");
+        assert!(std::str::from_utf8(&out).is_ok(), "{b:x?}");
+        let mut oracle = ScreenOracle::default();
+        vte::Parser::new().advance(&mut oracle, &out);
+        assert!(oracle.findings.is_empty(), "{:?} in {:x?} from {b:x?}", oracle.findings, String::from_utf8_lossy(&out));
+        assert_eq!(oracle.dispatched, out.iter().filter(|c| **c == 0x1b).count(), "a sequence split or swallowed: {:x?}", String::from_utf8_lossy(&out));
+        assert_eq!(run(&[&out]), out, "not a fixed point: {b:x?}");
+    }
+}

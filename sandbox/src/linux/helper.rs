@@ -353,9 +353,27 @@ fn fork_child() -> i32 {
     pid
 }
 
+/// The command's process, whose stdin is a pseudo-terminal of its own
+/// ([`crate::run::StdinMode::Terminal`]): a session of its own with that terminal as its
+/// controlling terminal, so that the terminal's signals (Ctrl-C, Ctrl-Z, a resize) reach the
+/// program in its foreground and nothing else (not PID 1, not the supervisor). Before
+/// confinement: seccomp and Landlock have no say in it.
+fn take_terminal() {
+    // SAFETY: plain syscalls on our own process; TIOCSCTTY with 0 never steals a terminal
+    // that is another session's.
+    unsafe {
+        if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+            fail(&format!("make the pseudo-terminal the command's controlling terminal: {}", std::io::Error::last_os_error()));
+        }
+    }
+}
+
 /// Confines the calling process and execs the command; never returns.
 fn exec_confined(plan: &HelperPlan, argv: &[CString]) -> ! {
     crate::timing::stamp("child");
+    if plan.terminal {
+        take_terminal();
+    }
     // SAFETY: keep the report pipe across confinement but close it on exec.
     unsafe { libc::fcntl(REPORT_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
     let applied = match apply_confinement(plan) {

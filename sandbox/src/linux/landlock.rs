@@ -804,6 +804,7 @@ mod tests {
             seatbelt: false,
             seccomp_listener: false,
             proxy_port: None,
+            terminal: false,
             ablated: Vec::new(),
         };
         // Exit status of a child that applies `p` and then runs `check`.

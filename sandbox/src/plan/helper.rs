@@ -35,6 +35,11 @@ pub struct HelperPlan {
     /// network namespace and passes the listening socket to the runner, whose proxy serves it.
     #[serde(default)]
     pub proxy_port: Option<u16>,
+    /// The command's stdin, stdout and stderr are a pseudo-terminal of its own
+    /// ([`crate::run::StdinMode::Terminal`]): its process starts a session and makes it its
+    /// controlling terminal before it confines itself.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminal: bool,
     /// Test-only (cargo feature `ablation`): [`Plan::ablated`], for the cuts the helper makes
     /// (its `setsid`, `close_range`, devpts, `/proc` and `/sys` masks, read-only mounts, the
     /// kill of the tree). Never sent when empty; ignored by a shipped build.
@@ -83,6 +88,7 @@ impl Plan {
             seatbelt: self.macos.is_some(),
             seccomp_listener: self.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.action == crate::linux::seccomp::SeccompDeny::UserNotif)),
             proxy_port: (self.network_allowlist.is_some() && self.namespaces().is_some()).then_some(crate::network::PROXY_PORT),
+            terminal: false,
             ablated: self.ablated.clone(),
         }
     }

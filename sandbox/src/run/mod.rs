@@ -19,6 +19,8 @@ pub mod report;
 pub mod scratch;
 pub mod spawn;
 pub mod supervise;
+#[cfg(target_os = "linux")]
+pub(crate) mod terminal;
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -44,6 +46,11 @@ use spawn::fork_helper;
 use spawn::{spawn_helper, HelperFds};
 use output::StdinRelay;
 use supervise::Supervisor;
+#[cfg(target_os = "linux")]
+use terminal::Pty;
+/// No pseudo-terminals elsewhere ([`StdinMode::Terminal`] is refused there).
+#[cfg(not(target_os = "linux"))]
+enum Pty {}
 
 /// What the command's stdin is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -55,9 +62,19 @@ pub enum StdinMode {
     /// (the CLI's stdin when it is not a terminal): the command gets the bytes, never the
     /// descriptor itself, so it cannot write to it, `ioctl` it or keep it after the run.
     Relay(i32),
-    /// The caller's stdin itself (the CLI's explicit `--stdin inherit`: a terminal is handed
-    /// over read-write; the CLI restores its settings after the run).
+    /// The caller's stdin itself (the CLI's explicit `--stdin inherit` when its stdout is not a
+    /// terminal: a terminal is handed over read-write; the CLI restores its settings after the
+    /// run).
     Inherit,
+    /// A terminal of the command's own (Linux; the CLI's `--stdin inherit` when its stdin and
+    /// stdout are terminals): a pseudo-terminal is the command's stdin, stdout and stderr and
+    /// its controlling terminal, in a session of its own. The runner switches this descriptor of
+    /// the caller's, a terminal, to raw mode and relays what is typed there into it (Ctrl-C
+    /// interrupts the program in the foreground, not the run), copies its window size, and
+    /// delivers the terminal's output as [`Stream::Stdout`] (for a screen: see
+    /// `text::ScreenFilter`); the caller's settings are restored after the run and
+    /// its unread input discarded. The command never holds the caller's terminal.
+    Terminal(i32),
 }
 
 /// How the runner starts the helper (see the `linux::helper` module).
@@ -504,6 +521,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     let me = unsafe { libc::getpid() };
     #[allow(unused_mut)]
     let mut helper_plan = plan.helper_plan(me, cgroup.as_ref().map(RunCgroup::join_files).unwrap_or_default());
+    helper_plan.terminal = matches!(opts.stdin, StdinMode::Terminal(_));
     // Protected workspace paths (Linux): the private copies' staging, and a snapshot of the
     // others to review them in place after the run. (On macOS the profile denies writes to them.)
     #[cfg(target_os = "linux")]
@@ -542,8 +560,15 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     // (Linux, a multithreaded host under `Auto`) in its request, when exec'd in its environment.
     let plan_json = if launch.fork { Vec::new() } else { serde_json::to_vec(&helper_plan).map_err(|e| SandboxError::Plan(e.to_string()))? };
     let (exe, args, fork) = (launch.exe, launch.args, launch.fork);
-    let out = pipe()?;
-    let err = pipe()?;
+    // The helper's stdin (None: inherit ours), the relay that fills it, the command's terminal.
+    let (stdin_fd, relay, pty) = helper_stdin(opts)?;
+    let (out, err) = (pipe()?, pipe()?);
+    // With a terminal of its own, that is the command's stdin, stdout and stderr.
+    let (stdin_fd, out, err) = match &pty {
+        #[cfg(target_os = "linux")]
+        Some(p) => p.streams(out, err).map(|(i, o, e)| (Some(i), o, e))?,
+        _ => (stdin_fd, out, err),
+    };
     // Granted host sockets: held open from now on, and the report channel also carries the
     // seccomp listener.
     #[cfg(target_os = "linux")]
@@ -561,8 +586,6 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     let rep = if rep_socket { fds::socket_channel()? } else { pipe()? };
     #[cfg(not(target_os = "linux"))]
     let (rep, rep_socket) = (pipe()?, false);
-    // The helper's stdin (None: inherit ours), and the relay that fills it.
-    let (stdin_fd, relay) = helper_stdin(opts)?;
     crate::timing::stamp("spawn_helper");
     let fds = HelperFds { stdin: stdin_fd, out: out.write, err: err.write, report: rep.write };
     let spawned = start_helper(&helper_plan, Spawn { exe: &exe, args: &args, env, plan_json: &plan_json, fork }, &fds, opts);
@@ -578,7 +601,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
             return Err(e);
         }
     };
-    let outcome = Supervisor { pid, plan, out: &out, err: &err, rep: &rep, granted: granted.as_ref(), rep_socket, audit: audit.clone(), relay, cgroup: cgroup.as_ref(), opts, start }.run(sink);
+    let outcome = Supervisor { pid, plan, out: &out, err: &err, rep: &rep, granted: granted.as_ref(), rep_socket, audit: audit.clone(), relay, terminal: pty.as_ref(), cgroup: cgroup.as_ref(), opts, start }.run(sink);
     crate::timing::stamp("helper_reaped");
     for fd in [out.read, err.read, rep.read] {
         close(fd);
@@ -644,9 +667,13 @@ fn open_audit<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S]) -> Result<(Opt
     Ok((Some(a), Some(end)))
 }
 
-/// The helper's stdin (None: inherit ours), and, when relaying, the relay whose pipe end the
-/// runner fills.
-fn helper_stdin(opts: &RunOptions) -> Result<(Option<i32>, Option<StdinRelay>), SandboxError> {
+/// What [`helper_stdin`] makes: the helper's stdin, the relay, the command's terminal.
+type HelperStdin = (Option<i32>, Option<StdinRelay>, Option<Pty>);
+
+/// The helper's stdin (None: inherit ours), when relaying the relay whose pipe end the runner
+/// fills, and the command's own terminal ([`StdinMode::Terminal`]).
+fn helper_stdin(opts: &RunOptions) -> Result<HelperStdin, SandboxError> {
+    let relay = |src: i32, write: i32| StdinRelay { src, write, buf: Vec::new(), src_open: true };
     Ok(match opts.stdin {
         StdinMode::Null => {
             // SAFETY: open with a static C string.
@@ -654,15 +681,24 @@ fn helper_stdin(opts: &RunOptions) -> Result<(Option<i32>, Option<StdinRelay>), 
             if fd < 0 {
                 return Err(SandboxError::io("open /dev/null", std::io::Error::last_os_error()));
             }
-            (Some(fd), None)
+            (Some(fd), None, None)
         }
         StdinMode::Relay(src) => {
             let p = pipe()?;
             // SAFETY: making our own pipe end non-blocking.
             unsafe { libc::fcntl(p.write, libc::F_SETFL, libc::O_NONBLOCK) };
-            (Some(p.read), Some(StdinRelay { src, write: p.write, buf: Vec::new(), src_open: true }))
+            (Some(p.read), Some(relay(src, p.write)), None)
         }
-        StdinMode::Inherit => (None, None),
+        StdinMode::Inherit => (None, None, None),
+        #[cfg(target_os = "linux")]
+        StdinMode::Terminal(src) => {
+            // The helper's stdin comes with its stdout and stderr (`Pty::streams`).
+            let pty = Pty::open(src)?;
+            let input = pty.input()?;
+            (None, Some(relay(src, input)), Some(pty))
+        }
+        #[cfg(not(target_os = "linux"))]
+        StdinMode::Terminal(_) => return Err(SandboxError::Policy("a terminal of the command's own (--stdin inherit on a terminal) is built on Linux only".into())),
     })
 }
 

@@ -159,6 +159,9 @@ pub(crate) struct Supervisor<'a> {
     pub(crate) rep_socket: bool,
     pub(crate) audit: Option<std::sync::Arc<crate::audit::Audit>>,
     pub(crate) relay: Option<StdinRelay>,
+    /// The command's own terminal ([`super::StdinMode::Terminal`]): its window size follows the
+    /// caller's.
+    pub(crate) terminal: Option<&'a super::Pty>,
     pub(crate) cgroup: Option<&'a RunCgroup>,
     pub(crate) opts: &'a RunOptions,
     pub(crate) start: Instant,
@@ -286,6 +289,10 @@ impl Pump {
     /// and how many of them (from the buffer's start) are within the cap and go to the sink.
     fn on_output(&mut self, fd: i32, got: isize) -> Option<(Stream, usize)> {
         let s = self.streams.iter_mut().find(|s| s.fd == fd)?;
+        // (A terminal's master is non-blocking: a wake without data is not its end.)
+        if got < 0 && matches!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) {
+            return None;
+        }
         if got <= 0 {
             s.open = false;
             return None;
@@ -409,7 +416,7 @@ impl Supervisor<'_> {
     /// [`SandboxError::NamespacesUnavailable`] when the helper reports that it could not apply
     /// the plan, or ends without reporting it.
     pub(crate) fn run(self, sink: &mut dyn OutputSink) -> Result<(RunResult, Reported), SandboxError> {
-        let Supervisor { pid, plan, out, err, rep, granted, rep_socket, audit, relay, cgroup, opts, start } = self;
+        let Supervisor { pid, plan, out, err, rep, granted, rep_socket, audit, relay, terminal, cgroup, opts, start } = self;
         // SAFETY: pidfd_open on our own child.
         #[cfg(target_os = "linux")]
         let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
@@ -462,6 +469,10 @@ impl Supervisor<'_> {
                     if pump.done() {
                         break;
                     }
+                    #[cfg(target_os = "linux")]
+                    if let Some(t) = terminal.filter(|_| pump.status.is_none()) {
+                        t.sync_size();
+                    }
                     let now = Instant::now();
                     let kill_deadline = if pump.status.is_none() {
                         enforcer.tick();
@@ -473,7 +484,8 @@ impl Supervisor<'_> {
                         break; // something outside our tree holds the pipes; stop reading
                     }
                     let PollSet { mut fds, relay_src, relay_dst } = pump.poll_set();
-                    let wait_ms = pump.wait_ms(now, kill_deadline, deadline, opts.cancel.is_some());
+                    // A cancel flag, and a window size to follow, are polled.
+                    let wait_ms = pump.wait_ms(now, kill_deadline, deadline, opts.cancel.is_some() || terminal.is_some());
                     // SAFETY: fds is a valid array of pollfd.
                     let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms) };
                     if n < 0 {

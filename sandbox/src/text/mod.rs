@@ -8,9 +8,16 @@
 //! title; device-status and title-report requests make the terminal *type* a reply into its
 //! input queue, which the user's shell reads after the run; DECSET modes switch on mouse
 //! reporting or bracketed paste; `ESC c` resets the terminal; SO/SI switch character sets.
+//!
+//! A command that has a terminal of its own (a pseudo-terminal the runner relays) draws a
+//! screen: its output goes through [`screen::ScreenFilter`] instead, which lets the drawing
+//! sequences of full-screen programs through and drops the rest.
 
 use std::ffi::OsStr;
 use std::fmt::Write as _;
+
+pub mod screen;
+pub use screen::ScreenFilter;
 
 /// Unicode format characters that reorder or hide text (bidi overrides and isolates, the
 /// zero-width and invisible operators): a command shown with them can read differently from
@@ -114,6 +121,8 @@ pub struct TerminalFilter {
     state: State,
     /// Bytes of an unfinished escape sequence or UTF-8 character.
     pending: Vec<u8>,
+    /// The last SGR sequence let through left attributes on (reset at the end).
+    sgr: bool,
 }
 
 impl Default for TerminalFilter {
@@ -126,7 +135,7 @@ impl TerminalFilter {
     /// A filter at the start of a stream.
     #[must_use]
     pub fn new() -> Self {
-        TerminalFilter { state: State::Text, pending: Vec::new() }
+        TerminalFilter { state: State::Text, pending: Vec::new(), sgr: false }
     }
 
     fn neutralise_pending(&mut self, out: &mut Vec<u8>) {
@@ -216,6 +225,9 @@ impl TerminalFilter {
                         }
                     } else if SAFE_CSI_FINALS.contains(&b) {
                         self.pending.push(b);
+                        if b == b'm' {
+                            self.sgr = !sgr_resets(&self.pending[2..]);
+                        }
                         out.extend_from_slice(&self.pending);
                         self.pending.clear();
                         self.state = State::Text;
@@ -228,7 +240,9 @@ impl TerminalFilter {
         }
     }
 
-    /// Ends the stream: an unfinished sequence or character is neutralised.
+    /// Ends the stream: an unfinished sequence or character is neutralised, and colours or
+    /// attributes left on are reset (so that what is printed after the command, the sandbox's
+    /// own report, is not concealed, or black on black).
     pub fn finish(&mut self, out: &mut Vec<u8>) {
         match self.state {
             State::Esc | State::Csi => self.neutralise_pending(out),
@@ -243,7 +257,19 @@ impl TerminalFilter {
             self.pending.clear();
             out.extend_from_slice("\u{FFFD}".as_bytes());
         }
+        if std::mem::take(&mut self.sgr) {
+            out.extend_from_slice(SGR_RESET);
+        }
     }
+}
+
+/// What resets every graphic rendition attribute.
+const SGR_RESET: &[u8] = b"\x1b[0m";
+
+/// Whether an SGR sequence (its parameters and final `m`) resets every attribute and sets none
+/// (`CSI m`, `CSI 0 m`, `CSI 0;0 m`).
+fn sgr_resets(body: &[u8]) -> bool {
+    body[..body.len() - 1].split(|b| *b == b';').all(|p| p.iter().all(|b| *b == b'0'))
 }
 
 /// Length of a UTF-8 sequence from its first byte (1 for an invalid lead byte).
