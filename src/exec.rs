@@ -197,6 +197,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         localgpt_sandbox::run::set_signal_handlers(&[libc::SIGWINCH], on_resize);
     }
     let rules = localgpt_sandbox::why::PathRules::of(&prepared.plan);
+    let plan_warnings = prepared.plan.warnings.clone();
     // The DNS stub answers names at Full under an allowlist (the sandbox's own namespace).
     let (network, dns_stub) = (prepared.plan.network, prepared.plan.namespaces().is_some());
     // Where the walk service is to be started after the run: on, not answering now, and a root
@@ -224,6 +225,11 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         r.hints.extend(localgpt_sandbox::why::resolution_hint(&tail, network, dns_stub));
         if !args.quiet {
             eprintln!("{}", render::escape_lines(&render::completion(&r)));
+        }
+        // What the run itself found (the plan's warnings were shown before it; the recovered
+        // runs are in the completion line).
+        for w in r.warnings.iter().filter(|w| !plan_warnings.contains(w) && !r.recovered.contains(w)) {
+            eprintln!("⚠ {}", escape_controls(w));
         }
         if let Some(rev) = r.protected_review.as_ref().filter(|v| !v.pending.is_empty()) {
             eprintln!("⚠ {} change(s) to protected workspace paths were kept for review, not applied:", rev.pending.len());

@@ -735,6 +735,79 @@ fn tool_caches_persist_per_workspace_and_never_reach_the_hosts() {
     }
 }
 
+/// The cargo home (issue 54 item 7): at Full a run that can download (a network other than
+/// `deny`) writes it through a private layer kept for its workspace, and every later run of the
+/// workspace has what it wrote (offline too), while the host's stays unchanged, another
+/// workspace does not see it, a second run of the workspace at the same time gets it read-only
+/// (said in a warning), and a link a run plants in the layer's store does not make a host
+/// directory the next run's upper layer. A run without network and nothing kept gets no layer.
+/// At Standard it stays read-only. Each is checked from outside; bare, the same writes land in
+/// the host's cargo home.
+#[test]
+fn the_cargo_home_gets_a_private_layer_per_workspace() {
+    let name = "the_cargo_home_gets_a_private_layer_per_workspace";
+    let w = World::new();
+    if protection_state(&w, "fs-write-outside") != "enforced" {
+        eprintln!("SKIP {name}: fs-write-outside is not enforced at {}", suite_level(&w));
+        return;
+    }
+    let cache = w.home.join(".cargo/registry/cache");
+    fs::create_dir_all(&cache).unwrap();
+    fs::write(cache.join("host.crate"), "host").unwrap();
+    let write = "echo sandboxed > ~/.cargo/registry/cache/lg.crate && echo sandboxed > ~/.cargo/registry/cache/host.crate && echo WROTE";
+    let unchanged = |o: &Out| {
+        assert_eq!(fs::read_to_string(cache.join("host.crate")).unwrap(), "host", "the host's cargo home changed{}", o.describe());
+        assert!(!cache.join("lg.crate").exists(), "the host's cargo home changed{}", o.describe());
+    };
+    // Without network and with nothing kept: no layer.
+    let o = w.sandboxed(write);
+    unchanged(&o);
+    assert!(!o.stdout.contains("WROTE"), "{}", o.describe());
+    let net = ["--network", "full"];
+    let o = w.sandboxed_with(&net, write);
+    unchanged(&o);
+    let layered = suite_level(&w) == "full";
+    assert_eq!(o.stdout.contains("WROTE"), layered, "{}", o.describe());
+    if layered {
+        // The next run of the workspace sees what this one wrote.
+        let o = w.sandboxed("cat ~/.cargo/registry/cache/lg.crate ~/.cargo/registry/cache/host.crate; echo \"STORE=$(dirname \"$PIP_CACHE_DIR\")/cargo-home\"");
+        assert_ok(&o);
+        assert!(o.stdout.starts_with("sandboxed\nsandboxed\n"), "{}", o.describe());
+        let store = o.stdout.lines().find_map(|l| l.strip_prefix("STORE=")).map(PathBuf::from).unwrap();
+        assert!(store.join("upper/registry/cache/lg.crate").exists(), "{}", o.describe());
+        unchanged(&o);
+        // Another workspace sees the host's.
+        let other = w.root.join("other-ws");
+        fs::create_dir_all(&other).unwrap();
+        let o = w.sandboxed_with(&["--workspace", other.to_str().unwrap()], "cat ~/.cargo/registry/cache/host.crate; test -e ~/.cargo/registry/cache/lg.crate && echo SEEN");
+        assert_eq!(o.stdout, "host", "{}", o.describe());
+        // A run at the same time in the same workspace: read-only, with a warning.
+        let marker = w.ws.join("holding");
+        let mut holder = w.sandbox_cmd(&["--quiet"], &["touch holding; sleep 3"]);
+        let mut holder = holder.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn");
+        let t0 = std::time::Instant::now();
+        while !marker.exists() && t0.elapsed() < std::time::Duration::from_secs(30) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let o = w.sandboxed("echo again > ~/.cargo/registry/cache/lg.crate && echo WROTE");
+        assert!(holder.wait().unwrap().success());
+        assert!(!o.stdout.contains("WROTE") && o.stderr.contains("another run of this workspace"), "{}", o.describe());
+        // A link planted in the store is not followed: read-only again, with a warning.
+        let target = w.root.join("link-target");
+        fs::create_dir_all(&target).unwrap();
+        let o = w.sandboxed(&format!("rm -rf {s}/upper && ln -s {t} {s}/upper && echo PLANTED", s = sh_quote(&store), t = sh_quote(&target)));
+        assert!(o.stdout.contains("PLANTED"), "{}", o.describe());
+        let o = w.sandboxed_with(&net, write);
+        assert!(!o.stdout.contains("WROTE") && o.stderr.contains("no private layer"), "{}", o.describe());
+        assert!(fs::read_dir(&target).unwrap().next().is_none(), "the planted link's target was written{}", o.describe());
+        unchanged(&o);
+    } else {
+        skip(name, &format!("the private layer needs Full (at {} the cargo home stays read-only, checked)", suite_level(&w)));
+    }
+    let b = w.bare(write);
+    assert!(b.stdout.contains("WROTE") && fs::read_to_string(cache.join("host.crate")).unwrap() == "sandboxed\n", "bare, the host's cargo home is writable{}", b.describe());
+}
+
 /// A workspace that is a linked worktree of a repository whose hook is the pre-commit framework's
 /// (installed in the main repository's git directory, outside the workspace): the worktree's
 /// `.pre-commit-config.yaml` is what the user's next `git commit` there runs, so an edit of it is

@@ -839,7 +839,7 @@ fn grant_tool_caches(
 
 /// Why the persistent tool caches are writable (`sandbox explain`).
 pub const TOOL_CACHES_WHY: &str =
-    "this workspace's persistent tool caches (pip, npm, yarn, pnpm, uv, go, XDG_CACHE_HOME): the sandbox's own, kept across runs of this workspace only, never the host's caches";
+    "this workspace's persistent tool caches (pip, npm, yarn, pnpm, uv, go, XDG_CACHE_HOME, the cargo home's layer at Full): the sandbox's own, kept across runs of this workspace only, never the host's caches";
 
 /// The directory below `root` (`~/.cache/localgpt/sandbox-caches`) that holds the persistent
 /// tool caches of the workspace `ws` (canonical), made private to the user where it is absent,
@@ -911,6 +911,11 @@ pub fn workspace_tool_caches(root: &Path, ws: &Path, deny: &[PathBuf], state: &P
 #[cfg(target_os = "linux")]
 const OWNER_SUFFIX: &str = ".ws";
 
+/// The file beside a workspace's cache directory that a run locks while it mounts the private
+/// layers kept in it (see `linux::mounts::Layer`).
+#[cfg(target_os = "linux")]
+pub(crate) const LAYER_LOCK_SUFFIX: &str = ".lock";
+
 /// A workspace directory's identity: device, inode and (where the file system keeps it) birth
 /// time, so that a directory made later at the same path, even on a reused inode, is another one.
 #[cfg(target_os = "linux")]
@@ -943,6 +948,9 @@ fn prune_tool_caches(root: &Path, every: std::time::Duration) {
             let dir = root.join(std::ffi::OsStr::from_bytes(dir_name));
             if crate::guard::fsmeta::remove_tree(&dir).is_ok() || !dir.exists() {
                 let _ = std::fs::remove_file(e.path());
+                let mut lock = dir.into_os_string();
+                lock.push(LAYER_LOCK_SUFFIX);
+                let _ = std::fs::remove_file(lock);
             }
         }
     }

@@ -176,6 +176,16 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
         if landlock.is_some() || (confined && caps.landlock.abi == 0) {
             confine_reads_by_mounts(ns, landlock.as_mut(), policy, config_reads, resolver);
         }
+        // The cargo home's private layer: writable through the overlay, whose writes land in the
+        // workspace's tool caches (the mount is what keeps the host's directory unchanged;
+        // where the layer is not mounted the directory stays a read-only mount).
+        ns.layers = mounts::layers(resolver, policy);
+        if let Some(ll) = landlock.as_mut() {
+            let access = landlock::read_write(ll.handled_abi) & ll.handled_fs;
+            for l in &ns.layers {
+                ll.rules.push(landlock::PathRule { path: l.path.clone(), access, reason: LAYER_WHY.into() });
+            }
+        }
     }
     let seccomp = if level >= SandboxLevel::Minimal {
         // In the sandbox's own network namespace TCP and UDP on lo are the sandbox's own.
@@ -249,6 +259,9 @@ pub fn compile(i: Inputs<'_>) -> Result<LinuxPlan, SandboxError> {
         drop_capabilities: confined && (caps.is_root || full),
     })
 }
+
+/// Why a layered directory is writable (Landlock rule; `sandbox explain`).
+pub const LAYER_WHY: &str = "a private layer over the cargo home, kept for this workspace (read-write: writes land in its tool caches, never in the host's)";
 
 /// Full, where PID 1 makes a private `/dev` (the fresh root is built in it): the command's `/`
 /// becomes a fresh root holding only what the grants name (see [`mounts::FreshRoot`]): the

@@ -283,6 +283,50 @@ pub fn staging_of(staging: &Path, i: usize) -> (PathBuf, PathBuf, PathBuf) {
     (d.join("upper"), d.join("work"), d.join("file"))
 }
 
+/// Mounts the private layer `l` over its directory (see [`crate::linux::mounts::Layer`]): its
+/// store's `upper` and `work` directories are made and opened below the store without following
+/// a link (the store lies in the workspace's tool caches, which earlier runs could write: a link
+/// planted there must not make a host directory the upper layer).
+fn layer(l: &crate::linux::mounts::Layer) -> Result<(), String> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let at = |parent: i32, name: &std::ffi::CStr| -> Result<OwnedFd, String> {
+        // SAFETY: mkdirat/openat relative to a descriptor we hold, with a C string name.
+        unsafe {
+            if libc::mkdirat(parent, name.as_ptr(), 0o700) != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+                return Err(last_err(&format!("mkdir {}", name.to_string_lossy())));
+            }
+            match libc::openat(parent, name.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) {
+                fd if fd < 0 => Err(last_err(&format!("open {} (not a directory, or a link)", name.to_string_lossy()))),
+                fd => Ok(OwnedFd::from_raw_fd(fd)),
+            }
+        }
+    };
+    let parent = l.store.parent().ok_or("no store")?;
+    let name = std::ffi::CString::new(l.store.file_name().ok_or("no store")?.as_encoded_bytes()).map_err(|e| e.to_string())?;
+    let caches = Held::open(parent)?;
+    let store = at(caches.file.as_raw_fd(), &name)?;
+    let (upper, work) = (at(store.as_raw_fd(), c"upper")?, at(store.as_raw_fd(), c"work")?);
+    // `volatile`: no sync of the upper file system when the namespace goes (without it its
+    // unmount syncs the whole home file system, +3 ms per run measured). Overlayfs marks such an
+    // upper directory with `work/work/incompat/volatile`, even after a clean unmount, and
+    // refuses to mount it again while the marker is there: it is a cache, so the marker goes
+    // (after a crash of the host it may hold partly written files; cargo checks every crate's
+    // checksum, and removing `store` starts it afresh).
+    // SAFETY: unlinkat relative to a descriptor we hold, with C string names.
+    unsafe {
+        libc::unlinkat(work.as_raw_fd(), c"work/incompat/volatile/dirty".as_ptr(), 0);
+        libc::unlinkat(work.as_raw_fd(), c"work/incompat/volatile".as_ptr(), libc::AT_REMOVEDIR);
+    }
+    let lower = Held::open(&l.path)?;
+    let opts = format!(
+        "lowerdir=/proc/self/fd/{},upperdir=/proc/self/fd/{},workdir=/proc/self/fd/{},userxattr,volatile",
+        lower.file.as_raw_fd(),
+        upper.as_raw_fd(),
+        work.as_raw_fd()
+    );
+    mount(Some("overlay"), &l.path, Some("overlay"), libc::MS_NOSUID | libc::MS_NODEV, Some(&opts))
+}
+
 /// Makes each protected path private for the run: a directory gets an overlay whose lower layer
 /// is the real directory and whose upper layer is its staging directory (so writes, creations,
 /// deletions and renames inside stay there); a file gets its staged copy bound over it. Either
@@ -506,6 +550,13 @@ pub fn setup_init_namespaces(ns: &NamespacePlan, cut: &[ProtectionId]) -> Result
         private_home(h, &ns.config_overlays)?;
     }
     crate::timing::stamp("init_home");
+    for l in &ns.layers {
+        if let Err(e) = layer(l) {
+            crate::run::report::send(&Report::Warning(SetupWarning::LayerReadOnly {
+                message: format!("{} is read-only for this run: no private layer ({e})", l.path.display()),
+            }));
+        }
+    }
     for m in &ns.masks {
         // Already hidden by a fresh tmpfs, unless a grant bound back into it holds it.
         if ns.tmpfs.iter().any(|t| m.path.starts_with(t)) && !ns.tmpfs_ro_binds.iter().chain(&ns.tmpfs_rw_binds).any(|b| m.path.starts_with(b)) {

@@ -382,6 +382,11 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         Platform::Windows => crate::windows::protections::protections(&plan.decided(), plan.windows.as_ref(), caps),
         Platform::Linux => protections(&plan, caps),
     };
+    // The private layers (Full): writable for the command, the host's directory unchanged.
+    let layered: Vec<PathBuf> = plan.namespaces().map(|n| n.layers.iter().map(|l| l.path.clone()).collect()).unwrap_or_default();
+    for path in layered {
+        plan.access.write.push(AccessRule { path, reason: crate::linux::compile::LAYER_WHY.into() });
+    }
     plan.warnings = plan_warnings(&plan, caps, policy, cargo_root.as_deref());
     Ok(plan)
 }

@@ -50,7 +50,7 @@ use supervise::Supervisor;
 use terminal::Pty;
 /// No pseudo-terminals elsewhere ([`StdinMode::Terminal`] is refused there).
 #[cfg(not(target_os = "linux"))]
-enum Pty {}
+pub(crate) enum Pty {}
 
 /// What the command's stdin is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -522,6 +522,9 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     #[allow(unused_mut)]
     let mut helper_plan = plan.helper_plan(me, cgroup.as_ref().map(RunCgroup::join_files).unwrap_or_default());
     helper_plan.terminal = matches!(opts.stdin, StdinMode::Terminal(_));
+    // The private layers this run mounts, while it holds their locks.
+    #[cfg(target_os = "linux")]
+    let (_layer_locks, layer_warning) = lock_layers(&mut helper_plan);
     // Protected workspace paths (Linux): the private copies' staging, and a snapshot of the
     // others to review them in place after the run. (On macOS the profile denies writes to them.)
     #[cfg(target_os = "linux")]
@@ -625,6 +628,7 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
         r.recovered = recovered.iter().map(crate::linux::protect::Recovered::summary).collect();
         r.warnings.extend(r.recovered.iter().cloned());
         r.warnings.extend(journal_warning);
+        r.warnings.extend(layer_warning);
     }
     #[cfg(target_os = "linux")]
     if staging.is_some() || !snapshot.is_empty() {
@@ -644,6 +648,39 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     crate::timing::stamp("cgroup_removed");
     crate::timing::flush("cli");
     Ok(r)
+}
+
+/// Takes the lock of each of the plan's private layers (`NamespacePlan::layers`; one run of a
+/// workspace mounts its layer at a time, overlayfs leaves two mounts sharing an upper
+/// directory undefined), kept until the run is over: a layer whose lock another run holds, or
+/// that cannot be locked, is left out of this run (its directory stays read-only), with a
+/// warning. The lock file lies beside the workspace's tool caches, where no run writes.
+#[cfg(target_os = "linux")]
+fn lock_layers(helper_plan: &mut crate::plan::HelperPlan) -> (Vec<std::fs::File>, Option<String>) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(ns) = helper_plan.namespaces.as_mut() else { return (Vec::new(), None) };
+    let (mut held, mut left) = (Vec::new(), Vec::new());
+    ns.layers.retain(|l| {
+        let lock = l.store.parent().map(|c| {
+            let mut p = c.as_os_str().to_os_string();
+            p.push(crate::config::LAYER_LOCK_SUFFIX);
+            PathBuf::from(p)
+        });
+        let file = lock.and_then(|p| std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(p).ok());
+        // SAFETY: flock on a descriptor we own.
+        match file.filter(|f| unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(f), libc::LOCK_EX | libc::LOCK_NB) } == 0) {
+            Some(f) => {
+                held.push(f);
+                true
+            }
+            None => {
+                left.push(l.path.display().to_string());
+                false
+            }
+        }
+    });
+    let warning = (!left.is_empty()).then(|| format!("{} read-only for this run: another run of this workspace has its private layer (or its lock could not be taken)", left.join(", ")));
+    (held, warning)
 }
 
 /// Opens the plan's audit log, if any, and writes the run's `start` line; the [`RunEnd`] owes
@@ -787,8 +824,9 @@ fn review_protected(plan: &Plan, protected: &[crate::model::guard::ProtectedPath
     let read_only: Vec<usize> = reported
         .warnings
         .iter()
-        .map(|w| match w {
-            report::SetupWarning::ProtectedReadOnly { index, .. } => *index,
+        .filter_map(|w| match w {
+            report::SetupWarning::ProtectedReadOnly { index, .. } => Some(*index),
+            report::SetupWarning::LayerReadOnly { .. } => None,
         })
         .collect();
     let mut review = match staging {

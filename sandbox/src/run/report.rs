@@ -63,6 +63,12 @@ pub enum SetupWarning {
         /// Why.
         message: String,
     },
+    /// A directory given a private layer (the namespace plan's `layers`) could not get it and
+    /// stays read-only for the run.
+    LayerReadOnly {
+        /// Why.
+        message: String,
+    },
 }
 
 impl SetupWarning {
@@ -70,7 +76,7 @@ impl SetupWarning {
     #[must_use]
     pub fn message(&self) -> &str {
         match self {
-            SetupWarning::ProtectedReadOnly { message, .. } => message,
+            SetupWarning::ProtectedReadOnly { message, .. } | SetupWarning::LayerReadOnly { message } => message,
         }
     }
 }
@@ -136,7 +142,7 @@ impl Report {
         };
         match &mut r {
             Report::SetupFailed { message, .. } => cut(message),
-            Report::Warning(SetupWarning::ProtectedReadOnly { message, .. }) => cut(message),
+            Report::Warning(SetupWarning::ProtectedReadOnly { message, .. } | SetupWarning::LayerReadOnly { message }) => cut(message),
             _ => {}
         }
         let mut line = serde_json::to_string(&r).unwrap_or_else(|_| "{}".into());
