@@ -911,10 +911,14 @@ pub fn workspace_tool_caches(root: &Path, ws: &Path, deny: &[PathBuf], state: &P
 #[cfg(target_os = "linux")]
 const OWNER_SUFFIX: &str = ".ws";
 
-/// The file beside a workspace's cache directory that a run locks while it mounts the private
-/// layers kept in it (see `linux::mounts::Layer`).
+/// The file beside a workspace's cache directory `cache` that a run locks while it mounts the
+/// private layers kept in it (see `linux::mounts::Layer`): where no run writes.
 #[cfg(target_os = "linux")]
-pub(crate) const LAYER_LOCK_SUFFIX: &str = ".lock";
+pub(crate) fn layer_lock(cache: &Path) -> PathBuf {
+    let mut p = cache.as_os_str().to_os_string();
+    p.push(".lock");
+    PathBuf::from(p)
+}
 
 /// A workspace directory's identity: device, inode and (where the file system keeps it) birth
 /// time, so that a directory made later at the same path, even on a reused inode, is another one.
@@ -948,9 +952,7 @@ fn prune_tool_caches(root: &Path, every: std::time::Duration) {
             let dir = root.join(std::ffi::OsStr::from_bytes(dir_name));
             if crate::guard::fsmeta::remove_tree(&dir).is_ok() || !dir.exists() {
                 let _ = std::fs::remove_file(e.path());
-                let mut lock = dir.into_os_string();
-                lock.push(LAYER_LOCK_SUFFIX);
-                let _ = std::fs::remove_file(lock);
+                let _ = std::fs::remove_file(layer_lock(&dir));
             }
         }
     }

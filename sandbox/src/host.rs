@@ -68,6 +68,24 @@ pub fn set_signal_handlers(signals: &[libc::c_int], handler: extern "C" fn(libc:
     }
 }
 
+/// Opens (creating it, mode 0600, never through a symbolic link) the lock file `path` and takes
+/// an exclusive `flock` on it, held until the file is dropped: waiting for it (`wait`), or
+/// failing at once when another process holds it.
+///
+/// # Errors
+/// The open's or the lock's error (`EWOULDBLOCK`: held elsewhere).
+#[cfg(target_os = "linux")]
+pub(crate) fn lock_file(path: &Path, wait: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path)?;
+    let how = if wait { libc::LOCK_EX } else { libc::LOCK_EX | libc::LOCK_NB };
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), how) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(f)
+}
+
 /// Reads a small (proc or sys) file. `std::fs::read_to_string` sizes its buffer from the file's
 /// size, which procfs reports as 0, and then grows it from 32 bytes: ten reads for
 /// /proc/self/mountinfo instead of two. Run start-up reads several of these.

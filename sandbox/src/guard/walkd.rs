@@ -737,14 +737,11 @@ pub fn serve(dir: &Path, warm: &[Request]) -> Result<(), String> {
     }
     let sock = socket_path(dir);
     // One service per socket: the one holding the lock.
-    let mut opts = std::fs::OpenOptions::new();
-    std::os::unix::fs::OpenOptionsExt::custom_flags(opts.create(true).write(true).truncate(false), libc::O_NOFOLLOW | libc::O_CLOEXEC);
-    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-    let lock = opts.open(sock.with_extension("lock")).map_err(|e| format!("lock: {e}"))?;
-    // SAFETY: flock on our descriptor.
-    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Ok(());
-    }
+    let _lock = match crate::host::lock_file(&sock.with_extension("lock"), false) {
+        Ok(l) => l,
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => return Ok(()),
+        Err(e) => return Err(format!("lock: {e}")),
+    };
     // The roots it was asked to walk first, before it listens: meanwhile runs walk in their
     // process.
     let mut svc = Service { dir: dir.to_path_buf(), roots: Vec::new(), seq: 0, watches: 0 };

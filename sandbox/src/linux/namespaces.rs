@@ -318,13 +318,15 @@ fn layer(l: &crate::linux::mounts::Layer) -> Result<(), String> {
         libc::unlinkat(work.as_raw_fd(), c"work/incompat/volatile".as_ptr(), libc::AT_REMOVEDIR);
     }
     let lower = Held::open(&l.path)?;
-    let opts = format!(
-        "lowerdir=/proc/self/fd/{},upperdir=/proc/self/fd/{},workdir=/proc/self/fd/{},userxattr,volatile",
-        lower.file.as_raw_fd(),
-        upper.as_raw_fd(),
-        work.as_raw_fd()
-    );
-    mount(Some("overlay"), &l.path, Some("overlay"), libc::MS_NOSUID | libc::MS_NODEV, Some(&opts))
+    overlay(&l.path, [lower.file.as_raw_fd(), upper.as_raw_fd(), work.as_raw_fd()], ",volatile")
+}
+
+/// Mounts an overlay on `target` from the directories open at `[lower, upper, work]` (named
+/// through `/proc/self/fd`, so no path is looked up again), with user extended attributes (an
+/// unprivileged mount) and `extra` options (`,opt,…`).
+fn overlay(target: &Path, [lower, upper, work]: [i32; 3], extra: &str) -> Result<(), String> {
+    let opts = format!("lowerdir=/proc/self/fd/{lower},upperdir=/proc/self/fd/{upper},workdir=/proc/self/fd/{work},userxattr{extra}");
+    mount(Some("overlay"), target, Some("overlay"), libc::MS_NOSUID | libc::MS_NODEV, Some(&opts))
 }
 
 /// Makes each protected path private for the run: a directory gets an overlay whose lower layer
@@ -349,13 +351,7 @@ fn protect(ns: &NamespacePlan) -> Result<Vec<(PathBuf, bool)>, String> {
             (ProtectedKind::GitDir | ProtectedKind::Dir, Some((upper, work, _))) => {
                 let open = |q: &Path| Held::open(q);
                 let (l, u, w) = (open(&p.path)?, open(&upper)?, open(&work)?);
-                let opts = format!(
-                    "lowerdir=/proc/self/fd/{},upperdir=/proc/self/fd/{},workdir=/proc/self/fd/{},userxattr",
-                    l.file.as_raw_fd(),
-                    u.file.as_raw_fd(),
-                    w.file.as_raw_fd()
-                );
-                match mount(Some("overlay"), &p.path, Some("overlay"), libc::MS_NOSUID | libc::MS_NODEV, Some(&opts)) {
+                match overlay(&p.path, [l.file.as_raw_fd(), u.file.as_raw_fd(), w.file.as_raw_fd()], "") {
                     Ok(()) => out.push((p.path.clone(), true)),
                     Err(e) => {
                         bind(&p.path, &p.path, libc::MS_BIND)?;

@@ -450,15 +450,13 @@ struct ReviewLock {
 
 impl ReviewLock {
     fn take(dir: &Path) -> ReviewLock {
-        use std::os::fd::AsRawFd;
         let locks = crate::host::state_dir().join("locks");
         if crate::guard::fsmeta::create_private_dir(&locks, true).is_err() {
             return ReviewLock { _held: None };
         }
         let hash = path_hash(dir);
-        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(locks.join(format!("{hash:016x}.lock")));
-        // SAFETY: flock on a descriptor this process owns; it blocks until the other review ends.
-        ReviewLock { _held: file.ok().filter(|f| unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0) }
+        // It waits until the other review ends.
+        ReviewLock { _held: crate::host::lock_file(&locks.join(format!("{hash:016x}.lock")), true).ok() }
     }
 }
 

@@ -657,18 +657,11 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
 /// warning. The lock file lies beside the workspace's tool caches, where no run writes.
 #[cfg(target_os = "linux")]
 fn lock_layers(helper_plan: &mut crate::plan::HelperPlan) -> (Vec<std::fs::File>, Option<String>) {
-    use std::os::unix::fs::OpenOptionsExt;
     let Some(ns) = helper_plan.namespaces.as_mut() else { return (Vec::new(), None) };
     let (mut held, mut left) = (Vec::new(), Vec::new());
     ns.layers.retain(|l| {
-        let lock = l.store.parent().map(|c| {
-            let mut p = c.as_os_str().to_os_string();
-            p.push(crate::config::LAYER_LOCK_SUFFIX);
-            PathBuf::from(p)
-        });
-        let file = lock.and_then(|p| std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(p).ok());
-        // SAFETY: flock on a descriptor we own.
-        match file.filter(|f| unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(f), libc::LOCK_EX | libc::LOCK_NB) } == 0) {
+        let lock = l.store.parent().and_then(|cache| crate::host::lock_file(&crate::config::layer_lock(cache), false).ok());
+        match lock {
             Some(f) => {
                 held.push(f);
                 true

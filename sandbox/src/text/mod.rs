@@ -162,44 +162,14 @@ impl TerminalFilter {
 
     /// One byte in the `Text` state (UTF-8 assembled in `pending`).
     fn text_byte(&mut self, b: u8, out: &mut Vec<u8>) {
-        if !self.pending.is_empty() {
-            // Inside a multi-byte character.
-            if b & 0xc0 == 0x80 {
-                self.pending.push(b);
-                let need = utf8_len(self.pending[0]);
-                if self.pending.len() == need {
-                    let bytes = std::mem::take(&mut self.pending);
-                    match std::str::from_utf8(&bytes) {
-                        Ok(s) => {
-                            let c = s.chars().next().unwrap_or('\u{FFFD}');
-                            if c.is_control() {
-                                out.extend_from_slice("\u{FFFD}".as_bytes());
-                            } else {
-                                out.extend_from_slice(&bytes);
-                            }
-                        }
-                        Err(_) => out.extend_from_slice("\u{FFFD}".as_bytes()),
-                    }
-                }
-                return;
-            }
-            self.pending.clear();
-            out.extend_from_slice("\u{FFFD}".as_bytes());
-        }
+        let Some(b) = utf8_byte(&mut self.pending, b, out) else { return };
         match b {
             0x1b => {
                 self.state = State::Esc;
                 self.pending.push(b);
             }
             0x00..=0x1f | 0x7f => Self::control(b, out),
-            0x20..=0x7e => out.push(b),
-            _ => {
-                if utf8_len(b) > 1 {
-                    self.pending.push(b);
-                } else {
-                    out.extend_from_slice("\u{FFFD}".as_bytes());
-                }
-            }
+            _ => out.push(b),
         }
     }
 
@@ -249,13 +219,13 @@ impl TerminalFilter {
             State::Text => {
                 if !self.pending.is_empty() {
                     self.pending.clear();
-                    out.extend_from_slice("\u{FFFD}".as_bytes());
+                    out.extend_from_slice(REPLACEMENT);
                 }
             }
         }
         if !self.pending.is_empty() {
             self.pending.clear();
-            out.extend_from_slice("\u{FFFD}".as_bytes());
+            out.extend_from_slice(REPLACEMENT);
         }
         if std::mem::take(&mut self.sgr) {
             out.extend_from_slice(SGR_RESET);
@@ -270,6 +240,41 @@ const SGR_RESET: &[u8] = b"\x1b[0m";
 /// (`CSI m`, `CSI 0 m`, `CSI 0;0 m`).
 fn sgr_resets(body: &[u8]) -> bool {
     body[..body.len() - 1].split(|b| *b == b';').all(|p| p.iter().all(|b| *b == b'0'))
+}
+
+/// What a character that cannot be shown as it is becomes.
+const REPLACEMENT: &[u8] = "\u{FFFD}".as_bytes();
+
+/// One byte of a command's text, `b`, with the multi-byte UTF-8 character being assembled in
+/// `pending` (empty: none): a continuation byte is taken, and the character, once whole, goes to
+/// `out` — or U+FFFD, for one that is not valid UTF-8 or is a C1 control (U+0080–U+009F: 8-bit
+/// CSI, OSC, DCS…); any other byte first ends an unfinished character as U+FFFD; a lead byte
+/// starts one, a byte that can start none is U+FFFD; an ASCII byte is returned for the caller.
+fn utf8_byte(pending: &mut Vec<u8>, b: u8, out: &mut Vec<u8>) -> Option<u8> {
+    if !pending.is_empty() {
+        if b & 0xc0 == 0x80 {
+            pending.push(b);
+            if pending.len() == utf8_len(pending[0]) {
+                let bytes = std::mem::take(pending);
+                match std::str::from_utf8(&bytes).ok().and_then(|s| s.chars().next()).filter(|c| !c.is_control()) {
+                    Some(_) => out.extend_from_slice(&bytes),
+                    None => out.extend_from_slice(REPLACEMENT),
+                }
+            }
+            return None;
+        }
+        pending.clear();
+        out.extend_from_slice(REPLACEMENT);
+    }
+    if b.is_ascii() {
+        return Some(b);
+    }
+    if utf8_len(b) > 1 {
+        pending.push(b);
+    } else {
+        out.extend_from_slice(REPLACEMENT);
+    }
+    None
 }
 
 /// Length of a UTF-8 sequence from its first byte (1 for an invalid lead byte).

@@ -111,7 +111,7 @@ impl ScreenFilter {
         self.reset();
         if !self.utf8.is_empty() {
             self.utf8.clear();
-            out.extend_from_slice("\u{FFFD}".as_bytes());
+            out.extend_from_slice(super::REPLACEMENT);
         }
         if std::mem::take(&mut self.margins) {
             out.extend_from_slice(b"\x1b7\x1b[r\x1b8");
@@ -266,22 +266,7 @@ impl ScreenFilter {
 
     /// One byte outside any sequence (UTF-8 assembled in `utf8`).
     fn text(&mut self, b: u8, out: &mut Vec<u8>) {
-        if !self.utf8.is_empty() {
-            if b & 0xc0 == 0x80 {
-                self.utf8.push(b);
-                if self.utf8.len() == super::utf8_len(self.utf8[0]) {
-                    let bytes = std::mem::take(&mut self.utf8);
-                    // A C1 control (U+0080–U+009F: 8-bit CSI, OSC, DCS…) is not text.
-                    match std::str::from_utf8(&bytes).ok().and_then(|s| s.chars().next()).filter(|c| !c.is_control()) {
-                        Some(_) => out.extend_from_slice(&bytes),
-                        None => out.extend_from_slice("\u{FFFD}".as_bytes()),
-                    }
-                }
-                return;
-            }
-            self.utf8.clear();
-            out.extend_from_slice("\u{FFFD}".as_bytes());
-        }
+        let Some(b) = super::utf8_byte(&mut self.utf8, b, out) else { return };
         match b {
             0x1b => {
                 self.seq.push(b);
@@ -297,9 +282,7 @@ impl ScreenFilter {
                 out.push(b);
             }
             // The other C0 controls (ENQ makes the terminal type its answerback), and DEL.
-            0x00..=0x1f | 0x7f => {}
-            _ if super::utf8_len(b) > 1 => self.utf8.push(b),
-            _ => out.extend_from_slice("\u{FFFD}".as_bytes()),
+            _ => {}
         }
     }
 }
