@@ -183,6 +183,52 @@ fn commits_from_a_subdirectory_and_a_linked_worktree_land_and_the_repository_sta
     assert!(b.stdout.contains("HOOK-WRITTEN") && repo.join(".git/hooks/pre-commit").exists(), "{}", b.describe());
 }
 
+/// A repository whose hook runs lint-staged (husky 9: `core.hooksPath = .husky/_`, and
+/// `.husky/pre-commit` runs `npx lint-staged`): an agent's ordinary edits of `package.json` — a
+/// dependency added at the top, a package's scripts, a new package made with its own manifest —
+/// land, while a change of a `lint-staged` key (which names what the user's next commit runs) is
+/// pending. Checked from outside: the files' contents and `sandbox pending`; and bare, the same
+/// key change reaches the file.
+#[test]
+fn package_json_edits_land_under_lint_staged_and_its_key_stays_protected() {
+    let name = "package_json_edits_land_under_lint_staged_and_its_key_stays_protected";
+    if which("git").is_none() {
+        skip(name, "git not installed");
+        return;
+    }
+    let w = World::new();
+    let init = w.bare(
+        "git init -q && git config core.hooksPath .husky/_ && mkdir -p .husky/_ packages/a && printf '#!/bin/sh\\nsh .husky/pre-commit\\n' > .husky/_/pre-commit \
+         && echo 'npx lint-staged' > .husky/pre-commit && printf '{\"name\": \"root\", \"lint-staged\": {\"*.js\": \"eslint\"}}\\n' > package.json \
+         && printf '{\"name\": \"a\"}\\n' > packages/a/package.json && echo ok",
+    );
+    assert!(init.stdout.contains("ok"), "{}", init.describe());
+    let edit = "sed -i 's/\"root\"/\"root\", \"dependencies\": {\"left-pad\": \"1.3.0\"}/' package.json \
+                && printf '{\"name\": \"a\", \"scripts\": {\"test\": \"node --test\"}}\\n' > packages/a/package.json \
+                && mkdir -p packages/b && printf '{\"name\": \"b\"}\\n' > packages/b/package.json && echo EDITED";
+    let o = w.sandboxed(edit);
+    assert!(o.stdout.contains("EDITED"), "{}", o.describe());
+    let read = |rel: &str| fs::read_to_string(w.ws.join(rel)).unwrap_or_default();
+    assert!(read("package.json").contains("left-pad") && read("package.json").contains("eslint"), "the dependency did not land: {}\n{}", read("package.json"), o.describe());
+    assert!(read("packages/a/package.json").contains("node --test"), "{}", o.describe());
+    assert!(read("packages/b/package.json").contains("\"b\""), "{}", o.describe());
+    let no_pending = parse_one_json(&run(w.localgpt_cmd(&["sandbox", "pending", "--json"]), "pending"));
+    assert!(!no_pending.to_string().contains("package.json"), "{no_pending}");
+    // The key a hook reads: pending, the file as it was.
+    let before = read("package.json");
+    let key = "sed -i 's/eslint/eslint; touch \\/tmp\\/x/' package.json && printf '{\"name\": \"b\", \"lint-staged\": {\"*\": \"id\"}}\\n' > packages/b/package.json && echo KEYED";
+    let o = w.sandboxed(key);
+    assert!(o.stdout.contains("KEYED"), "{}", o.describe());
+    assert_eq!(read("package.json"), before, "{}", o.describe());
+    assert!(!read("packages/b/package.json").contains("lint-staged"), "{}", o.describe());
+    let pending = parse_one_json(&run(w.localgpt_cmd(&["sandbox", "pending", "--json"]), "pending"));
+    let targets: Vec<String> = pending["pending"].as_array().unwrap().iter().map(|c| c["target"].as_str().unwrap_or("").to_string()).collect();
+    assert!(targets.iter().any(|t| t.ends_with("ws/package.json")) && targets.iter().any(|t| t.ends_with("packages/b/package.json")), "{pending}");
+    // Bare, the key change reaches the file.
+    let b = w.bare(key);
+    assert!(b.stdout.contains("KEYED") && read("package.json").contains("touch"), "{}", b.describe());
+}
+
 /// Four runs in one repository, each staging a file, ending together: every file ends staged in
 /// the real index, or its run kept its index as a pending change and said so (or, at Standard,
 /// where the command writes the real index, its git failed visibly on git's own lock). Nothing is

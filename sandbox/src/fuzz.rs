@@ -151,6 +151,78 @@ fn fuzz_the_config_parser_and_compare_with_git() {
     eprintln!("{compared} mutated configs compared with git");
 }
 
+/// The package.json review's reader ([`crate::guard::jsonkeys`]) against Node's `JSON.parse`
+/// (what lint-staged and husky read the file with): a file it reads must be read by Node too,
+/// with the same values of the keys a hook reads (so that equal here is equal there). One that it
+/// refuses and Node reads is only pending (counted). Without Node, the reader alone.
+#[test]
+fn fuzz_the_package_json_review_against_node() {
+    const SEEDS: &[&[u8]] = &[
+        br#"{"name":"x","version":"1.0.0","scripts":{"test":"jest"},"lint-staged":{"*.{js,ts}":["eslint --fix","prettier -w"]},"husky":{"hooks":{"pre-commit":"lint-staged"}}}"#,
+        b"{\n  \"lint\\u002dstaged\": {\"*\": \"a\\\\b\\\"c\\u00e9\"},\n  \"n\": [1, -0, 1.5e3, 9007199254740993, null, true]\n}\n",
+        br#"{"husky":{"hooks":{}},"husky":{"hooks":{"pre-commit":"x"}},"__proto__":{"lint-staged":{"*":"y"}}}"#,
+    ];
+    const KEYS: [&str; 2] = ["lint-staged", "husky"];
+    let node = ["/usr/bin/node", "/usr/local/bin/node"].into_iter().find(|n| Path::new(n).exists());
+    let mut rng = Rng::new();
+    let dir = crate::test_dir();
+    let mut ours = Vec::new();
+    for i in 0..cases(3_000) {
+        let pick = rng.below(SEEDS.len());
+        let b = rng.mutate(SEEDS[pick]);
+        let got = crate::guard::jsonkeys::read_object(&b).map(|m| KEYS.map(|k| m.get(k).cloned()));
+        if got.is_ok() {
+            // Equal to itself, key by key (nothing in it compares unequal to its own reading).
+            assert_eq!(crate::guard::jsonkeys::keys_kept(Some(&b), Some(&b), &KEYS.map(String::from)), Ok(()));
+        }
+        if node.is_some() {
+            std::fs::write(dir.path().join(i.to_string()), &b).unwrap();
+        }
+        ours.push((b, got));
+    }
+    let Some(node) = node else {
+        eprintln!("no node: the reader alone");
+        return;
+    };
+    // One Node for every case: a line each, the keys' values (JSON.stringify of an array, an
+    // absent key as null) or ERR.
+    let script = format!(
+        "const fs=require('fs');for(let i=0;i<{n};i++){{let o;try{{const p=JSON.parse(fs.readFileSync('{d}/'+i,'utf8'));o=(p!==null&&typeof p==='object'&&!Array.isArray(p))?JSON.stringify([{keys}].map(k=>Object.prototype.hasOwnProperty.call(p,k)?p[k]:null)):'NOTOBJ'}}catch(e){{o='ERR'}}console.log(o)}}",
+        n = ours.len(),
+        d = dir.path().display(),
+        keys = KEYS.map(|k| format!("'{k}'")).join(",")
+    );
+    let out = std::process::Command::new(node).args(["-e", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    assert_eq!(lines.len(), ours.len());
+    // Numbers as Node holds them (doubles): `1` and `1.0` are one value there.
+    fn canon(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Number(n) => n.as_f64().and_then(serde_json::Number::from_f64).map_or(serde_json::Value::Null, serde_json::Value::Number),
+            serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(canon).collect()),
+            serde_json::Value::Object(m) => serde_json::Value::Object(m.iter().map(|(k, v)| (k.clone(), canon(v))).collect()),
+            other => other.clone(),
+        }
+    }
+    let (mut refused_read_by_node, mut read) = (0usize, 0usize);
+    for ((b, got), line) in ours.iter().zip(lines) {
+        match got {
+            Ok(values) => {
+                read += 1;
+                assert!(line != "ERR" && line != "NOTOBJ", "read here, not by Node: {:?}", String::from_utf8_lossy(b));
+                let theirs: Vec<serde_json::Value> = serde_json::from_str(line).unwrap();
+                let mine: Vec<serde_json::Value> = values.iter().map(|v| v.as_ref().map_or(serde_json::Value::Null, canon)).collect();
+                let theirs: Vec<serde_json::Value> = theirs.iter().map(canon).collect();
+                assert_eq!(mine, theirs, "{:?}", String::from_utf8_lossy(b));
+            }
+            Err(_) if line != "ERR" && line != "NOTOBJ" => refused_read_by_node += 1,
+            Err(_) => {}
+        }
+    }
+    eprintln!("{} cases compared with Node: {read} read by both, the same; {refused_read_by_node} refused here that Node reads (pending: duplicates, lone surrogates)", ours.len());
+}
+
 #[test]
 fn fuzz_the_todo_reader() {
     const SEEDS: &[&[u8]] = &[b"pick abc subject\nfixup -C def x\n# exec id\nlabel onto\n", b"exec make\n", b"  reword 123 x\r\nbreak\n"];

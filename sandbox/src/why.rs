@@ -246,7 +246,7 @@ mod tests {
             deny: vec![rule("/home/u/ws/.env", "credential or secret"), rule("/home/u/.ssh", "credential or secret")],
             devices: vec![PathBuf::from("/dev/null")],
         };
-        p.protected = vec![ProtectedPath { path: "/home/u/ws/.git/hooks".into(), kind: ProtectedKind::Dir, absent: false, private: false, reason: "configured".into() }];
+        p.protected = vec![ProtectedPath { path: "/home/u/ws/.git/hooks".into(), kind: ProtectedKind::Dir, absent: false, private: false, reason: "configured".into(), keys: Vec::new() }];
         p.protections = vec![prot(ProtectionId::FsWriteOutside, ProtectionState::Enforced, "landlock", "")];
         p
     }

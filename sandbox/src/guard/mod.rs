@@ -13,7 +13,8 @@
 //! 2. **Review** after the run (`review`): every change the command made to a private copy is
 //!    classified. Only what is proven harmless (git's own data: objects, refs, the index, …; a
 //!    config change whose keys are all on the safe list, read by [`gitconfig`] and checked against
-//!    the host's `git` as the oracle, `gitoracle`) is applied to the real files.
+//!    the host's `git` as the oracle, `gitoracle`; a `package.json` change that leaves the keys a
+//!    hook reads as they were, [`jsonkeys`]) is applied to the real files.
 //! 3. **Pending** changes (`pending`): everything else is kept aside in a store private to the
 //!    user, listed, applied or dropped by `localgpt sandbox pending`; nothing is lost.
 //! 4. **Denied** paths follow their file across renames (`denied`): each run records the inode
@@ -27,6 +28,7 @@
 
 pub mod gitconfig;
 pub mod gitindex;
+pub mod jsonkeys;
 pub mod nested;
 pub mod protected;
 pub mod records;

@@ -186,6 +186,9 @@ pub struct ProtectedSet {
     pub nested_walks: Vec<RootWalk>,
     /// The names the nested walk looked for (the walk after the run looks for the same).
     pub nested_names: Vec<String>,
+    /// Those of them it looked for because a hook manager in force reads them in every
+    /// directory ([`nested_protection`]).
+    pub nested_hook_names: Vec<String>,
     /// What a protected path leads to in a scratch directory (`/tmp`, `/dev/shm`): private for
     /// the run at Full level, the host's (writable, not protected) at Standard.
     pub in_scratch: Vec<Unprotectable>,
@@ -248,6 +251,8 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     // and in the workspace's subdirectories.
     let single: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
     let mut names: Vec<(PathBuf, String)> = Vec::new();
+    // The names the nested walk looks for because a hook manager reads them anywhere.
+    let mut hook_names: Vec<String> = Vec::new();
     // A writable root that is a git directory itself (the git directory of the repository around
     // the workspace, granted so that `git commit` works in a subdirectory or a linked worktree;
     // `--allow-write repo/.git`; a bare repository): protected whole, as a workspace's `.git`
@@ -255,7 +260,7 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     // the review of a git directory covers all of it.
     let git_roots: Vec<PathBuf> = if policy.protected_workspace_paths.iter().any(|n| n.starts_with(".git")) { roots.iter().filter(|r| gitindex::is_git_directory(r)).cloned().collect() } else { Vec::new() };
     for root in &git_roots {
-        p.out.push(ProtectedPath { path: root.clone(), kind: ProtectedKind::GitDir, absent: false, private: false, reason: GIT_ROOT_WHY.into() });
+        p.out.push(ProtectedPath { path: root.clone(), kind: ProtectedKind::GitDir, absent: false, private: false, reason: GIT_ROOT_WHY.into(), keys: Vec::new() });
     }
     for root in &roots {
         if git_roots.contains(root) {
@@ -272,19 +277,23 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
         // `core.hooksPath` (the global one's too) is relative to its worktree.
         let dotgit = enclosing_dotgit(root);
         let worktree = dotgit.as_deref().and_then(Path::parent).unwrap_or(root).to_path_buf();
-        // git's own hooks directory: the common git directory's (a linked worktree's and a
-        // submodule's `.git` file leads to it).
-        let default_hooks = dotgit.as_deref().and_then(gitindex::git_dir).map(|gd| crate::plan::resolve::normalize(&gitindex::common_dir(&gd).join("hooks")));
-        let own = dotgit.map(|g| read_git_configs(repo_git_config_files(&g), home)).unwrap_or_default();
+        let own = dotgit.as_deref().map(|g| read_git_configs(repo_git_config_files(g), home)).unwrap_or_default();
         let hooks_dirs: Vec<(PathBuf, String)> = global.hooks_dirs(&worktree).into_iter().chain(own.hooks_dirs(&worktree)).collect();
         for (path, why) in &hooks_dirs {
             p.protect_hooks_dir(path, why);
         }
         // What a hook manager's hook runs, named in a file of the worktree: protected as the
         // hook is (the hooks in force: the configured directories, else the git directory's).
-        let in_force: Vec<PathBuf> = if hooks_dirs.is_empty() { default_hooks.into_iter().collect() } else { hooks_dirs.into_iter().map(|(d, _)| d).collect() };
-        for (file, kind, why) in hook_manager_files(&in_force, &worktree) {
-            p.protect(&file, kind, &why);
+        let managers = hook_managers_in_force(&hooks_in_force(dotgit.as_deref(), &hooks_dirs));
+        for f in hook_manager_files(&managers, &worktree) {
+            p.protect_hook_file(f);
+        }
+        // What such a hook reads in every directory (lint-staged's configurations): looked for
+        // by the nested walk below.
+        for n in anywhere_names(&managers) {
+            if !single.contains(&n) && !hook_names.iter().any(|h| h == n) {
+                hook_names.push(n.to_string());
+            }
         }
         for t in global.targets.iter().chain(&own.targets) {
             if !names.iter().any(|(q, _)| *q == t.0) {
@@ -307,10 +316,11 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     // Nested copies in each writable root (a repository in a subdirectory, `sub/.vscode`),
     // present at launch, found by a bounded walk, and the submodules git would enter.
     let first_nested = p.out.len();
+    let walk_names: Vec<&str> = single.iter().copied().chain(hook_names.iter().map(String::as_str)).collect();
     let budget = usize::try_from(policy.nested_walk_entries).unwrap_or(usize::MAX);
     let walks: Vec<RootWalk> = roots
         .iter()
-        .map(|root| if git_roots.contains(root) { RootWalk { root: root.clone(), budget, ..RootWalk::default() } } else { nested_protected(&mut p, root, &single, budget) })
+        .map(|root| if git_roots.contains(root) { RootWalk { root: root.clone(), budget, ..RootWalk::default() } } else { nested_protected(&mut p, root, &walk_names, &hook_names, budget) })
         .collect();
     #[cfg(unix)]
     crate::timing::stamp("nested_walked");
@@ -323,8 +333,13 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     for g in &nested_gits {
         let Some(worktree) = g.parent() else { continue };
         let own = read_git_configs(repo_git_config_files(g), home);
-        for (path, why) in global.hooks_dirs(worktree).into_iter().chain(own.hooks_dirs(worktree)) {
-            p.protect_hooks_dir(&path, &why);
+        let hooks_dirs: Vec<(PathBuf, String)> = global.hooks_dirs(worktree).into_iter().chain(own.hooks_dirs(worktree)).collect();
+        for (path, why) in &hooks_dirs {
+            p.protect_hooks_dir(path, why);
+        }
+        // What its hook managers' hooks run, as for the root's repository.
+        for f in hook_manager_files(&hook_managers_in_force(&hooks_in_force(Some(g), &hooks_dirs)), worktree) {
+            p.protect_hook_file(f);
         }
         for t in own.targets {
             if !names.iter().any(|(q, _)| *q == t.0) {
@@ -342,12 +357,23 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let Protector { mut out, bad, in_scratch, records, .. } = p;
     drop_covered(&mut out);
     let git_config_files = included.into_iter().filter(|f| out.iter().any(|q| q.kind == ProtectedKind::GitDir && f.starts_with(&q.path))).collect();
-    let nested_names = single.iter().map(|n| (*n).to_string()).collect();
-    ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, git_config_files, in_scratch, walk_records: records }
+    let nested_names = walk_names.iter().map(|n| (*n).to_string()).collect();
+    ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, nested_hook_names: hook_names, git_config_files, in_scratch, walk_records: records }
 }
 
 /// Why a writable root that is a git directory is protected whole.
 pub const GIT_ROOT_WHY: &str = "a git directory granted writable (the repository around the workspace, so that git add and commit work there): its hooks, config and the files that redirect git run at the user's next git command; git's own data (objects, refs, the index, logs) is applied after the run, the rest kept pending";
+
+/// The hooks directories in force for the repository of `dotgit`: the configured ones
+/// (`core.hooksPath`), else the common git directory's `hooks` (a linked worktree's and a
+/// submodule's `.git` file leads to it).
+fn hooks_in_force(dotgit: Option<&Path>, configured: &[(PathBuf, String)]) -> Vec<PathBuf> {
+    if configured.is_empty() {
+        dotgit.and_then(gitindex::git_dir).map(|gd| crate::plan::resolve::normalize(&gitindex::common_dir(&gd).join("hooks"))).into_iter().collect()
+    } else {
+        configured.iter().map(|(d, _)| d.clone()).collect()
+    }
+}
 
 /// Removes from `out` each path that lies inside another one (covered by it: the outer one is
 /// reviewed whole) and each repeat of a path (the first one stays). Paths sorted component by
@@ -378,46 +404,78 @@ fn hint_for(rel: &Path) -> ProtectedKind {
     }
 }
 
-/// Hook managers whose hooks run what a file of the worktree names (so that the file is code the
-/// next `git commit` runs): the texts that mark one of their hooks (any one), and those files (a
-/// name ending in `/` is a directory of scripts).
-pub const HOOK_MANAGERS: &[(&str, &[&str], &[&str])] = &[
-    ("the pre-commit framework", &["pre-commit.com", "-m pre_commit"], &[".pre-commit-config.yaml", ".pre-commit-config.yml"]),
-    (
-        "lefthook",
-        &["lefthook"],
-        &[
+/// A hook manager whose hooks run what a file of the worktree names (so that the file is code the
+/// next `git commit` runs).
+pub struct HookManager {
+    /// Its name, for the reason shown.
+    pub name: &'static str,
+    /// Texts that mark one of its hooks (any one).
+    pub markers: &'static [&'static str],
+    /// Those files, relative to the worktree (a name ending in `/` is a directory of scripts).
+    pub files: &'static [&'static str],
+    /// The keys of the worktree's `package.json` that it reads too: only those keys are
+    /// protected ([`crate::guard::jsonkeys`]), so that `npm install` still writes the file.
+    pub package_keys: &'static [&'static str],
+    /// It reads its files (and `package.json`'s keys) in every directory of the worktree, not
+    /// only at its top (lint-staged 13 and later: the configuration nearest each staged file).
+    pub anywhere: bool,
+}
+
+/// The hook managers ([`HookManager`]).
+pub const HOOK_MANAGERS: &[HookManager] = &[
+    HookManager { name: "the pre-commit framework", markers: &["pre-commit.com", "-m pre_commit"], files: &[".pre-commit-config.yaml", ".pre-commit-config.yml"], package_keys: &[], anywhere: false },
+    HookManager {
+        name: "lefthook",
+        markers: &["lefthook"],
+        files: &[
             "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml", "lefthook.toml", ".lefthook.toml", "lefthook.json",
             ".lefthook.json", "lefthook-local.yml", ".lefthook-local.yml", "lefthook-local.yaml", ".lefthook-local.yaml", ".lefthook/",
             ".lefthook-local/", ".config/lefthook.yml", ".config/lefthook.yaml",
         ],
-    ),
-    // husky 4's hooks (`husky.sh`, `husky-run`) run what its configuration names.
-    (
-        "husky 4",
-        &["husky.sh", "husky-run", "husky/run.js"],
-        &[".huskyrc", ".huskyrc.json", ".huskyrc.yaml", ".huskyrc.yml", ".huskyrc.js", ".huskyrc.cjs", "husky.config.js", "husky.config.cjs"],
-    ),
+        package_keys: &[],
+        anywhere: false,
+    },
+    // husky 4's hooks (`husky.sh`, `husky-run`) run what its configuration names (cosmiconfig's
+    // places for `husky`).
+    HookManager {
+        name: "husky 4",
+        markers: &["husky.sh", "husky-run", "husky/run.js"],
+        files: &[".huskyrc", ".huskyrc.json", ".huskyrc.yaml", ".huskyrc.yml", ".huskyrc.js", ".huskyrc.cjs", "husky.config.js", "husky.config.cjs"],
+        package_keys: &["husky"],
+        anywhere: false,
+    },
     // A hook that runs lint-staged (husky's `.husky/pre-commit`: `npx lint-staged`) runs the
     // commands its configuration names, for every staged file.
-    (
-        "lint-staged",
-        &["lint-staged"],
-        &[
-            ".lintstagedrc", ".lintstagedrc.json", ".lintstagedrc.yaml", ".lintstagedrc.yml", ".lintstagedrc.js", ".lintstagedrc.mjs",
+    HookManager {
+        name: "lint-staged",
+        markers: &["lint-staged"],
+        files: &[
+            "package.yaml", ".lintstagedrc", ".lintstagedrc.json", ".lintstagedrc.yaml", ".lintstagedrc.yml", ".lintstagedrc.js", ".lintstagedrc.mjs",
             ".lintstagedrc.cjs", ".lintstagedrc.ts", ".lintstagedrc.mts", ".lintstagedrc.cts", "lint-staged.config.js", "lint-staged.config.mjs",
             "lint-staged.config.cjs", "lint-staged.config.ts", "lint-staged.config.mts", "lint-staged.config.cts",
         ],
-    ),
+        package_keys: &["lint-staged"],
+        anywhere: true,
+    },
 ];
 
-/// The files of `worktree` that the hooks in `dirs` run through a hook manager
-/// ([`HOOK_MANAGERS`]): each with its kind and why. Only the hooks git runs are read (the names
-/// of [`GIT_HOOKS`], regular files of at most 256 KiB, never a FIFO). A hooks directory named
-/// `_` is husky's (9: `core.hooksPath = .husky/_`), whose hooks run the user's scripts of the
-/// same names in its parent: those are read too.
-fn hook_manager_files(dirs: &[PathBuf], worktree: &Path) -> Vec<(PathBuf, ProtectedKind, String)> {
-    let mut out: Vec<(PathBuf, ProtectedKind, String)> = Vec::new();
+/// A file of the worktree that a hook runs through a hook manager.
+#[derive(Debug)]
+struct HookFile {
+    path: PathBuf,
+    kind: ProtectedKind,
+    why: String,
+    /// For `package.json`: the keys protected (the whole file otherwise).
+    keys: Vec<String>,
+}
+
+/// The hook managers whose hooks are in force in `dirs`, each with the first of its hooks found
+/// ([`HOOK_MANAGERS`]). Only the hooks git runs are read (the names of [`GIT_HOOKS`], regular
+/// files of at most 256 KiB, never a FIFO). A hooks directory named `_` is husky's (9:
+/// `core.hooksPath = .husky/_`), whose hooks run the user's scripts of the same names in its
+/// parent: those are read too.
+fn hook_managers_in_force(dirs: &[PathBuf]) -> Vec<(&'static HookManager, PathBuf)> {
+    let mut out: Vec<(&'static HookManager, PathBuf)> = Vec::new();
     let husky_scripts = dirs.iter().filter(|d| d.file_name().is_some_and(|n| n == "_")).filter_map(|d| d.parent().map(Path::to_path_buf));
     let dirs: Vec<PathBuf> = dirs.iter().cloned().chain(husky_scripts).collect();
     for dir in &dirs {
@@ -428,24 +486,92 @@ fn hook_manager_files(dirs: &[PathBuf], worktree: &Path) -> Vec<(PathBuf, Protec
             }
             let hook = e.path();
             let Some(text) = crate::files::read_config_bytes(&hook, 256 << 10) else { continue };
-            for (manager, markers, files) in HOOK_MANAGERS {
-                if !markers.iter().any(|m| text.windows(m.len()).any(|w| w == m.as_bytes())) {
-                    continue;
-                }
-                for f in *files {
-                    let (rel, kind) = match f.strip_suffix('/') {
-                        Some(d) => (d, ProtectedKind::Dir),
-                        None => (*f, ProtectedKind::File),
-                    };
-                    let path = worktree.join(rel);
-                    if !out.iter().any(|(q, _, _)| *q == path) {
-                        out.push((path, kind, format!("the hook {} is {manager}'s: it runs what {rel} names", hook.display())));
-                    }
+            for m in HOOK_MANAGERS {
+                if m.markers.iter().any(|k| text.windows(k.len()).any(|w| w == k.as_bytes())) && !out.iter().any(|(q, _)| std::ptr::eq(*q, m)) {
+                    out.push((m, hook.clone()));
                 }
             }
         }
     }
     out
+}
+
+/// The files of `worktree` that the hooks of `managers` run ([`hook_managers_in_force`]).
+fn hook_manager_files(managers: &[(&'static HookManager, PathBuf)], worktree: &Path) -> Vec<HookFile> {
+    let mut out: Vec<HookFile> = Vec::new();
+    for (m, hook) in managers {
+        let manager = m.name;
+        for f in m.files {
+            let (rel, kind) = match f.strip_suffix('/') {
+                Some(d) => (d, ProtectedKind::Dir),
+                None => (*f, ProtectedKind::File),
+            };
+            let path = worktree.join(rel);
+            if !out.iter().any(|q| q.path == path) {
+                out.push(HookFile { path, kind, why: format!("the hook {} is {manager}'s: it runs what {rel} names", hook.display()), keys: Vec::new() });
+            }
+        }
+        if m.package_keys.is_empty() {
+            continue;
+        }
+        let path = worktree.join("package.json");
+        let at = match out.iter().position(|q| q.path == path) {
+            Some(i) => i,
+            None => {
+                out.push(HookFile { path, kind: ProtectedKind::File, why: format!("the hook {} is {manager}'s", hook.display()), keys: Vec::new() });
+                out.len() - 1
+            }
+        };
+        for k in m.package_keys {
+            if !out[at].keys.iter().any(|q| q == k) {
+                out[at].keys.push((*k).to_string());
+            }
+        }
+    }
+    for q in out.iter_mut().filter(|q| !q.keys.is_empty()) {
+        q.why = format!("{}: {}", q.why, keys_why(&q.keys));
+    }
+    out
+}
+
+/// Why a `package.json` is protected by `keys`.
+fn keys_why(keys: &[String]) -> String {
+    let keys = keys.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(" and ");
+    format!("it runs what package.json's {keys} key names (only the keys a hook reads are protected: a change that leaves them as they were is applied)")
+}
+
+/// The names a hook manager in force reads in every directory of the worktree
+/// ([`HookManager::anywhere`]): the nested walk looks for them as for the protected names.
+fn anywhere_names(managers: &[(&'static HookManager, PathBuf)]) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for (m, _) in managers.iter().filter(|(m, _)| m.anywhere) {
+        let names = m.files.iter().copied().filter(|f| !f.contains('/')).chain((!m.package_keys.is_empty()).then_some("package.json"));
+        for n in names {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
+/// How an entry named `name` that the nested walk found (or found made during the run) is
+/// protected: its kind, the keys of a `package.json` protected by its keys, and why. `hook_names`
+/// are the names the walk looks for because a hook manager reads them anywhere
+/// (a name also configured as protected is not among them, and is protected
+/// whole).
+#[must_use]
+pub fn nested_protection(name: &str, dir: bool, hook_names: &[String]) -> (ProtectedKind, Vec<String>, String) {
+    if !dir && hook_names.iter().any(|h| name.eq_ignore_ascii_case(h)) {
+        let managers: Vec<&HookManager> = HOOK_MANAGERS.iter().filter(|m| m.anywhere).collect();
+        let who = format!("a hook runs {}, which reads the configuration nearest each staged file", managers.iter().map(|m| m.name).collect::<Vec<_>>().join(" or "));
+        if name.eq_ignore_ascii_case("package.json") {
+            let keys: Vec<String> = managers.iter().flat_map(|m| m.package_keys.iter().map(|k| (*k).to_string())).collect();
+            return (ProtectedKind::File, keys.clone(), format!("{who}: {}", keys_why(&keys)));
+        }
+        return (ProtectedKind::File, Vec::new(), format!("{who}: it runs what this file names"));
+    }
+    (nested_kind(name, dir), Vec::new(), table_why(Path::new(name)))
 }
 
 /// The hooks git runs from a hooks directory (`githooks(5)`), for a `core.hooksPath` that names
@@ -489,6 +615,23 @@ impl Protector<'_> {
         self.protect_as(path, hint, reason, false);
     }
 
+    /// [`Protector::protect`] for a file a hook manager's hook runs: a `package.json` is protected
+    /// by the keys the hook reads (unless something protects it whole already: the first
+    /// protection of a path stays).
+    fn protect_hook_file(&mut self, f: HookFile) {
+        let first = self.out.len();
+        self.protect(&f.path, f.kind, &f.why);
+        if f.keys.is_empty() {
+            return;
+        }
+        for q in &mut self.out[first..] {
+            // The file itself (where it leads, when a link: the link is protected whole).
+            if q.kind == ProtectedKind::File && !std::fs::symlink_metadata(&q.path).is_ok_and(|m| m.file_type().is_symlink()) {
+                q.keys.clone_from(&f.keys);
+            }
+        }
+    }
+
     /// [`Protector::protect`] for a `core.hooksPath` directory: one that is a writable root
     /// itself (`core.hooksPath = .`) cannot be protected whole, and each hook name in it is.
     fn protect_hooks_dir(&mut self, path: &Path, reason: &str) {
@@ -501,7 +644,7 @@ impl Protector<'_> {
         for (link, _) in &links {
             if self.roots.iter().any(|r| link.starts_with(r) && link != r) && !self.out.iter().any(|q| q.path == *link) {
                 let why = if *link == path { format!("{reason} ({LINK_WHY})") } else { format!("a symbolic link on the way to {}: {reason} ({LINK_WHY})", path.display()) };
-                self.out.push(ProtectedPath { path: link.clone(), kind: ProtectedKind::File, absent: false, private: false, reason: why });
+                self.out.push(ProtectedPath { path: link.clone(), kind: ProtectedKind::File, absent: false, private: false, reason: why, keys: Vec::new() });
             }
         }
         let Some(target) = target else {
@@ -523,7 +666,7 @@ impl Protector<'_> {
             if self.files.contains(&target) {
                 // A writable file a protected link leads to (`.mcp.json -> ~/shared/mcp.json`,
                 // granted with `--allow-write`): a file of its own, reviewed in place.
-                self.out.push(ProtectedPath { path: target, kind: ProtectedKind::File, absent: false, private: false, reason });
+                self.out.push(ProtectedPath { path: target, kind: ProtectedKind::File, absent: false, private: false, reason, keys: Vec::new() });
             } else if let Some(d) = self.scratch.iter().find(|d| target.starts_with(d)) {
                 let why = format!("in {}, which is the host's at Standard level (a private one for the run at Full): {reason}", d.display());
                 self.in_scratch.push(Unprotectable { path: target, why });
@@ -535,9 +678,9 @@ impl Protector<'_> {
         match self.resolver.lstat_kind(&target) {
             Some(FileKind::Dir) => {
                 let kind = if hint == ProtectedKind::GitDir { ProtectedKind::GitDir } else { ProtectedKind::Dir };
-                self.out.push(ProtectedPath { path: target, kind, absent: false, private: false, reason });
+                self.out.push(ProtectedPath { path: target, kind, absent: false, private: false, reason, keys: Vec::new() });
             }
-            Some(FileKind::File) => self.out.push(ProtectedPath { path: target, kind: ProtectedKind::File, absent: false, private: false, reason }),
+            Some(FileKind::File) => self.out.push(ProtectedPath { path: target, kind: ProtectedKind::File, absent: false, private: false, reason, keys: Vec::new() }),
             Some(FileKind::Other) => self.bad.push(Unprotectable { path: target, why: "neither a file nor a directory".into() }),
             None => {
                 // Absent: reviewed in place after the run, if its nearest existing ancestor is a
@@ -547,7 +690,7 @@ impl Protector<'_> {
                 let existing = target.ancestors().skip(1).find(|a| self.resolver.lexists(a));
                 let real_dir = existing.and_then(|e| self.resolver.canonicalize(e).ok().map(|c| (e, c))).is_some_and(|(e, c)| c.kind == FileKind::Dir && c.path.starts_with(&root) && c.path == e);
                 if real_dir {
-                    self.out.push(ProtectedPath { path: target, kind: hint, absent: true, private: false, reason });
+                    self.out.push(ProtectedPath { path: target, kind: hint, absent: true, private: false, reason, keys: Vec::new() });
                 } else if !existing.is_some_and(|e| e.file_name().is_some_and(is_dotgit) && self.resolver.lstat_kind(e) == Some(FileKind::File)) {
                     self.bad.push(Unprotectable { path: target, why: "absent, and its parent is not a directory of the workspace".into() });
                 }
@@ -643,13 +786,14 @@ fn launch_walk(records: Option<&Path>, root: &Path, names: &[&str], budget: usiz
 /// The table's names present in the subdirectories of `root`, a writable root (depth 1 to
 /// [`NESTED_DEPTH`]), each protected as what it is, and the submodules git would enter. A walk
 /// that runs out of its budget is reported (the rest of the root is not looked at).
-fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str], budget: usize) -> RootWalk {
+fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str], hook_names: &[String], budget: usize) -> RootWalk {
     let (NestedWalk { found, repos, stopped, listings, from_records, .. }, service) = launch_walk(p.records.as_deref(), root, names, budget);
     let walk = RootWalk { root: root.to_path_buf(), listings, from_records, budget, stopped: stopped.is_some(), service };
     let first = p.out.len();
-    for (path, _) in found {
-        let n = path.file_name().map(PathBuf::from).unwrap_or_default();
-        p.protect(&path, hint_for(&n), &format!("nested copy: {}", table_why(&n)));
+    for (path, dir) in found {
+        let n = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let (kind, keys, why) = nested_protection(&n, dir, hook_names);
+        p.protect_hook_file(HookFile { path, kind, why: format!("nested copy: {why}"), keys });
     }
     // Only where `.git` is a protected name (the repositories are what it protects).
     if names.contains(&".git") {
@@ -702,7 +846,7 @@ fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str], budget: 
             } else {
                 // Not checked out (or its directory not there): made during the run, it is
                 // taken out.
-                p.out.push(ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason });
+                p.out.push(ProtectedPath { path, kind: ProtectedKind::GitDir, absent: true, private: false, reason, keys: Vec::new() });
             }
         }
     }
@@ -843,11 +987,11 @@ mod tests {
         let fifo = std::ffi::CString::new(hooks.join("pre-push").into_os_string().into_encoded_bytes()).unwrap();
         // SAFETY: mkfifo on a path of our own test directory.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
-        assert!(hook_manager_files(std::slice::from_ref(&hooks), &wt).is_empty());
+        assert!(hook_manager_files(&hook_managers_in_force(std::slice::from_ref(&hooks)), &wt).is_empty());
         std::fs::write(hooks.join("pre-commit"), "#!/usr/bin/env bash\n# File generated by pre-commit: https://pre-commit.com\n").unwrap();
         std::fs::write(hooks.join("commit-msg"), "#!/bin/sh\nlefthook run commit-msg \"$@\"\n").unwrap();
-        let got = hook_manager_files(std::slice::from_ref(&hooks), &wt);
-        let has = |rel: &str, kind: ProtectedKind| got.iter().any(|(p, k, _)| *p == wt.join(rel) && *k == kind);
+        let got = hook_manager_files(&hook_managers_in_force(std::slice::from_ref(&hooks)), &wt);
+        let has = |rel: &str, kind: ProtectedKind| got.iter().any(|f| f.path == wt.join(rel) && f.kind == kind);
         assert!(has(".pre-commit-config.yaml", ProtectedKind::File) && has("lefthook.yml", ProtectedKind::File) && has(".lefthook", ProtectedKind::Dir), "{got:?}");
         assert!(!has(".lintstagedrc.json", ProtectedKind::File) && !has(".huskyrc", ProtectedKind::File), "{got:?}");
         // husky 9: `core.hooksPath = .husky/_`, whose hooks run `.husky/<hook>`, which runs
@@ -856,12 +1000,26 @@ mod tests {
         std::fs::create_dir_all(husky.join("_")).unwrap();
         std::fs::write(husky.join("_/pre-commit"), "#!/usr/bin/env sh\n. \"$(dirname \"$0\")/h\"\n").unwrap();
         std::fs::write(husky.join("pre-commit"), "npx lint-staged\n").unwrap();
-        let got = hook_manager_files(&[husky.join("_")], &wt);
-        let has = |rel: &str| got.iter().any(|(p, k, _)| *p == wt.join(rel) && *k == ProtectedKind::File);
-        assert!(has(".lintstagedrc.json") && has("lint-staged.config.mjs") && !has(".huskyrc"), "{got:?}");
+        let got = hook_manager_files(&hook_managers_in_force(&[husky.join("_")]), &wt);
+        let has = |rel: &str| got.iter().any(|f| f.path == wt.join(rel) && f.kind == ProtectedKind::File);
+        assert!(has(".lintstagedrc.json") && has("lint-staged.config.mjs") && has("package.yaml") && !has(".huskyrc"), "{got:?}");
+        let keys = |got: &[HookFile]| got.iter().find(|f| f.path == wt.join("package.json")).map(|f| f.keys.clone());
+        assert_eq!(keys(&got), Some(vec!["lint-staged".to_string()]), "package.json by its key");
+        assert!(!has_keys(&got, ".lintstagedrc.json"));
         std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\n. \"$(dirname -- \"$0\")/husky.sh\"\n").unwrap();
-        let got = hook_manager_files(&[hooks], &wt);
-        assert!(got.iter().any(|(p, _, _)| *p == wt.join(".huskyrc.json")), "{got:?}");
+        let got = hook_manager_files(&hook_managers_in_force(std::slice::from_ref(&hooks)), &wt);
+        assert!(got.iter().any(|f| f.path == wt.join(".huskyrc.json")), "{got:?}");
+        assert_eq!(keys(&got), Some(vec!["husky".to_string()]));
+        // Both in force: both keys, one entry.
+        let got = hook_manager_files(&hook_managers_in_force(&[hooks, husky.join("_")]), &wt);
+        assert_eq!(keys(&got), Some(vec!["husky".to_string(), "lint-staged".to_string()]));
+        assert_eq!(got.iter().filter(|f| f.path == wt.join("package.json")).count(), 1);
+        assert!(got.iter().any(|f| f.why.contains("\"husky\" and \"lint-staged\" key")), "{got:?}");
+    }
+
+    #[cfg(unix)]
+    fn has_keys(got: &[HookFile], rel: &str) -> bool {
+        got.iter().any(|f| f.path.ends_with(rel) && !f.keys.is_empty())
     }
 
     /// The nested walk's and the submodule search's protected paths alone.
@@ -870,7 +1028,7 @@ mod tests {
         let mut resolver = PathResolver::new();
         let mut p = Protector { resolver: &mut resolver, roots: vec![policy.workspace_path.clone()], files: Vec::new(), scratch: Vec::new(), records: None, out: Vec::new(), bad: Vec::new(), in_scratch: Vec::new() };
         let names: Vec<&str> = policy.protected_workspace_paths.iter().map(String::as_str).filter(|n| !n.contains('/')).collect();
-        nested_protected(&mut p, &policy.workspace_path, &names, NESTED_ENTRIES);
+        nested_protected(&mut p, &policy.workspace_path, &names, &[], NESTED_ENTRIES);
         (p.out, p.bad)
     }
 
@@ -1005,6 +1163,56 @@ mod tests {
         std::fs::write(ws.join("node_modules/m/.git/index"), "DIRC junk").unwrap();
         let (_, bad) = nested(&policy);
         assert!(bad.iter().any(|b| b.path == ws.join("node_modules/m/.git/index") && b.why.starts_with(INDEX_UNREAD)), "{bad:?}");
+    }
+
+    /// lint-staged in force (husky 9's `.husky/pre-commit` runs it): the root's package.json by
+    /// its key, its configuration files whole, and the same names in every subdirectory the
+    /// nested walk reaches (a monorepo's packages); a `package.json` the user configured as
+    /// protected stays protected whole.
+    #[cfg(unix)]
+    #[test]
+    fn lint_staged_configurations_are_protected_in_every_directory() {
+        let d = crate::test_dir();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let (home, ws) = (root.join("home"), root.join("ws"));
+        for dir in [".git/hooks", ".husky/_", "packages/a/src", "node_modules/x", "home"] {
+            std::fs::create_dir_all(if dir == "home" { home.clone() } else { ws.join(dir) }).unwrap();
+        }
+        std::fs::write(ws.join(".git/config"), "[core]\n\thooksPath = .husky/_\n").unwrap();
+        std::fs::write(ws.join(".husky/_/pre-commit"), "#!/bin/sh\n. \"$(dirname \"$0\")/h\"\n").unwrap();
+        std::fs::write(ws.join(".husky/pre-commit"), "npx lint-staged\n").unwrap();
+        for f in ["package.json", "packages/a/package.json", "packages/a/src/.lintstagedrc.json", "node_modules/x/package.json"] {
+            std::fs::write(ws.join(f), "{}").unwrap();
+        }
+        let s = SandboxSettings { home: Some(home), ..Default::default() };
+        let policy = build_sandbox_policy(&ws, &s).unwrap();
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        let got = |rel: &str| set.paths.iter().find(|x| x.path == ws.join(rel)).map(|x| (x.kind, x.keys.clone()));
+        let key = vec!["lint-staged".to_string()];
+        assert_eq!(got("package.json"), Some((ProtectedKind::File, key.clone())));
+        assert_eq!(got("packages/a/package.json"), Some((ProtectedKind::File, key.clone())));
+        assert_eq!(got("packages/a/src/.lintstagedrc.json"), Some((ProtectedKind::File, Vec::new())));
+        assert_eq!(got(".lintstagedrc.json").map(|g| g.1), Some(Vec::new()), "absent at the top: whole");
+        assert_eq!(got("node_modules/x/package.json"), None, "the walk skips dependency trees");
+        assert!(set.nested_hook_names.iter().any(|n| n == "package.json") && set.nested_names.iter().any(|n| n == ".lintstagedrc.json"));
+        // After the run, one made during it is protected the same way.
+        assert_eq!(nested_protection("package.json", false, &set.nested_hook_names).1, key);
+        assert_eq!(nested_protection(".lintstagedrc.json", false, &set.nested_hook_names).0, ProtectedKind::File);
+        assert_eq!(nested_protection("package.json", false, &[]).1, Vec::<String>::new(), "not a hook's name: whole");
+        // Configured as protected: whole, at the top and nested (the walk's own name).
+        let mut policy = policy;
+        policy.protected_workspace_paths.push("package.json".into());
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        let got = |rel: &str| set.paths.iter().find(|x| x.path == ws.join(rel)).map(|x| (x.kind, x.keys.clone()));
+        assert_eq!(got("package.json"), Some((ProtectedKind::File, Vec::new())));
+        assert_eq!(got("packages/a/package.json"), Some((ProtectedKind::File, Vec::new())));
+        assert!(!set.nested_hook_names.iter().any(|n| n == "package.json"));
+        // No hook runs lint-staged: none of it.
+        std::fs::write(ws.join(".husky/pre-commit"), "npm test\n").unwrap();
+        policy.protected_workspace_paths.pop();
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        assert!(!set.paths.iter().any(|x| x.path.ends_with("package.json") || x.path.ends_with(".lintstagedrc.json")));
+        assert!(set.nested_hook_names.is_empty());
     }
 
     #[cfg(unix)]

@@ -933,6 +933,26 @@ fn file_why(p: &ProtectedPath) -> String {
     }
 }
 
+/// For a file protected by its keys ([`ProtectedPath::keys`]): whether the change from `old` to
+/// `new` leaves them as they were ([`crate::guard::jsonkeys`]); `None` for a file protected
+/// whole. A version that is not a regular file read whole, or one with another hard link after
+/// the run, is refused.
+fn keys_review(p: &ProtectedPath, old: Option<&State>, new: Option<&State>) -> Option<Result<(), String>> {
+    if p.keys.is_empty() {
+        return None;
+    }
+    fn bytes(s: Option<&State>, after: bool) -> Result<Option<&[u8]>, String> {
+        let when = if after { "after the run" } else { "before the run" };
+        match s {
+            None => Ok(None),
+            Some(State::File(_, _, true)) if after => Err(format!("{when} it has another hard link")),
+            Some(State::File(_, Some(c), _)) => Ok(Some(c.as_slice())),
+            Some(_) => Err(format!("{when} it is not a regular file read whole")),
+        }
+    }
+    Some(bytes(old, false).and_then(|o| bytes(new, true).and_then(|n| crate::guard::jsonkeys::keys_kept(o, n, &p.keys))))
+}
+
 /// Whether a file's content is worth keeping for the review (it can run code, or be compared).
 fn worth_keeping(kind: ProtectedKind, rel: &Path) -> bool {
     match kind {
@@ -975,7 +995,7 @@ impl Snap {
     /// The snapshot of a path absent at launch (`path` made during the run, of `kind`): everything
     /// found there after the run is new.
     fn absent(path: PathBuf, kind: ProtectedKind, reason: String) -> Snap {
-        Snap { p: ProtectedPath { path, kind, absent: true, private: false, reason }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new(), settled: Vec::new() }
+        Snap { p: ProtectedPath { path, kind, absent: true, private: false, reason, keys: Vec::new() }, entries: Vec::new(), file: None, id: None, dirs: Vec::new(), ctimes: Vec::new(), settled: Vec::new() }
     }
 }
 
@@ -1299,7 +1319,13 @@ impl Reviewer<'_> {
             }
             let new = now.map(|m| state_of(&p.path, &m, true, &mut usize::MAX.clone()));
             if new != snap.file {
-                self.take_back(&p.path, snap.file.as_ref(), new.as_ref(), &file_why(p));
+                let why = match keys_review(p, snap.file.as_ref(), new.as_ref()) {
+                    // Protected by its keys, which are as they were: applied.
+                    Some(Ok(())) => return,
+                    Some(Err(e)) => format!("{}: {e}", file_why(p)),
+                    None => file_why(p),
+                };
+                self.take_back(&p.path, snap.file.as_ref(), new.as_ref(), &why);
             }
             return;
         }
@@ -1481,7 +1507,7 @@ fn after_walk_in_service(plan: &crate::plan::Plan, w: &crate::guard::protected::
 /// both walks read is then recorded for the next launch walk ([`crate::guard::nested`]), so that
 /// nothing this run made counts against the next launch walk's budget either.
 pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut ProtectedReview) {
-    use crate::guard::protected::{nested_kind, root_name, walk_nested, Known};
+    use crate::guard::protected::{nested_protection, root_name, walk_nested, Known};
     let ws = &plan.workspace;
     // The names the launch walk looked for (the table's, or the configured ones): not the
     // workspace's other protected paths (a link's target, `core.hooksPath`'s directory), which
@@ -1548,9 +1574,9 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
             continue;
         }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let kind = nested_kind(&name, is_dir);
-        let reason = format!("created during the run: {}", crate::guard::protected::table_why(Path::new(&name)));
-        let snap = Snap::absent(path, kind, reason);
+        let (kind, keys, why) = nested_protection(&name, is_dir, &plan.nested_hook_names);
+        let mut snap = Snap::absent(path, kind, format!("created during the run: {why}"));
+        snap.p.keys = keys;
         r.in_place(&snap);
         if kind == ProtectedKind::Dir {
             let _ = std::fs::remove_dir(&snap.p.path);

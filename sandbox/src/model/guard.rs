@@ -34,6 +34,12 @@ pub struct ProtectedPath {
     pub private: bool,
     /// Why it is protected (`configured`, `core.hooksPath = …`).
     pub reason: String,
+    /// A JSON file of which only these top-level keys are protected (a `package.json` whose
+    /// `lint-staged` or `husky` key a hook runs; [`crate::guard::jsonkeys`]): a change that
+    /// leaves each of them as it was, in a file read strictly (no duplicate keys), is applied;
+    /// any other change is pending. Empty: the whole file (or directory) is protected.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
 }
 
 /// A protected name that cannot be protected, and why (reported as a degradation).

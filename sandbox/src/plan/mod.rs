@@ -85,6 +85,10 @@ pub struct Plan {
     /// The protected names the launch walk looked for in subdirectories (not serialised).
     #[serde(skip)]
     pub nested_names: Vec<String>,
+    /// Those of them looked for because a hook manager reads them in every directory
+    /// (lint-staged's configurations; see [`protected::nested_protection`]; not serialised).
+    #[serde(skip)]
+    pub nested_hook_names: Vec<String>,
     /// Where the nested walks' records are kept, when no command of the run can write there
     /// (see [`crate::guard::nested`]; runner only, not serialised).
     #[serde(skip)]
@@ -306,7 +310,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     crate::timing::stamp("plan_configs");
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
-    let protected::ProtectedSet { paths: mut protected, mut unprotectable, nested_walks, nested_names, git_config_files, in_scratch, walk_records } =
+    let protected::ProtectedSet { paths: mut protected, mut unprotectable, nested_walks, nested_names, nested_hook_names, git_config_files, in_scratch, walk_records } =
         if confined && policy.mode == SandboxMode::WorkspaceWrite && !(crate::ablation::is(&ctx.ablate, ProtectionId::WorkspacePersistence) || crate::ablation::is(&ctx.ablate, ProtectionId::WorkspacePersistenceLive)) {
             protected::protected_paths(&mut resolver, policy)
         } else {
@@ -361,6 +365,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         unprotectable,
         nested_walks,
         nested_names,
+        nested_hook_names,
         walk_records,
         git_config_files,
         configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),

@@ -389,7 +389,8 @@ fn workspace_persistence(plan: &Plan, caps: &Capabilities, tree_killed: bool) ->
     let rel = |p: &Path| p.strip_prefix(&plan.workspace).unwrap_or(p).display().to_string();
     let private: Vec<String> = plan.protected.iter().filter(|p| p.private).map(|p| rel(&p.path)).collect();
     let in_place: Vec<String> = plan.protected.iter().filter(|p| !p.private).map(|p| {
-        if p.absent { format!("{} (absent)", rel(&p.path)) } else { rel(&p.path) }
+        let keys = if p.keys.is_empty() { String::new() } else { format!(" (its {} key only)", p.keys.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(" and ")) };
+        if p.absent { format!("{}{keys} (absent)", rel(&p.path)) } else { format!("{}{keys}", rel(&p.path)) }
     }).collect();
     let present_in_place: Vec<String> = plan.protected.iter().filter(|p| !p.private && !p.absent).map(|p| rel(&p.path)).collect();
     let bad = plan.unprotectable.iter().map(|u| format!("{} ({})", rel(&u.path), u.why)).collect::<Vec<_>>().join("; ");
