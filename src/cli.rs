@@ -42,7 +42,7 @@ pub enum SandboxCmd {
     Test(TestArgs),
     /// List the changes to protected workspace paths that runs kept for review; apply or drop one.
     Pending(PendingArgs),
-    /// The walk service (started by `run` where LOCALGPT_SANDBOX_WALK_SERVICE=1).
+    /// The walk service (started by `run` unless LOCALGPT_SANDBOX_WALK_SERVICE=0).
     #[command(hide = true)]
     WalkService(WalkServiceArgs),
 }

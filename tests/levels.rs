@@ -406,7 +406,7 @@ fn walk_service_watches(w: &World) -> Option<(i32, usize)> {
     Some((cred.pid, n))
 }
 
-/// With the walk service on (`LOCALGPT_SANDBOX_WALK_SERVICE=1`), a run in a workspace of a few
+/// With the walk service on (the default; set here all the same), a run in a workspace of a few
 /// hundred directories is answered by the service (it watches them: checked in its fdinfo), and
 /// what the host changes between runs and the command during one is seen as without it: a
 /// repository the host makes deep in the tree after the service watched it is protected in the

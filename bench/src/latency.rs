@@ -591,9 +591,10 @@ fn run(o: &Opts) -> Result<bool, String> {
     let big = root.join("repo200k");
     make_big_repo(&big)?;
     let big_s = big.to_string_lossy().into_owned();
-    // The walk service (`guard::walkd`, opt-in) for every run of the bench: in the empty
-    // workspace it is not asked (a small root is walked in the process), in the large ones it is.
-    // It leaves soon after the bench.
+    // The walk service (`guard::walkd`, on by default; set here so that a caller's
+    // LOCALGPT_SANDBOX_WALK_SERVICE=0 does not change what is measured) for every run of the
+    // bench: in the empty workspace it is not asked (a small root is walked in the process), in
+    // the large ones it is. It leaves soon after the bench.
     // SAFETY: single-threaded here (no variant has run yet).
     unsafe {
         std::env::set_var("LOCALGPT_SANDBOX_WALK_SERVICE", "1");

@@ -26,10 +26,10 @@
 //! answer) is the walk done in the process, as without a service; a service that fails between
 //! a launch and its review makes the review walk the whole root.
 //!
-//! It is on where `LOCALGPT_SANDBOX_WALK_SERVICE=1` (the CLI starts it after a run that did not
-//! find one), for roots whose records show more than about a hundred directories ([`MIN_RECORD`]:
-//! below, the walk in the process is cheaper than a round trip), and leaves after ten minutes
-//! without a request.
+//! It is on unless `LOCALGPT_SANDBOX_WALK_SERVICE=0` (the CLI starts it after a run that walked
+//! more than [`MIN_DIRS`] directories and did not find one), for roots whose records show more
+//! than about a hundred directories ([`MIN_RECORD`]: below, the walk in the process is cheaper
+//! than a round trip), and leaves after ten minutes without a request.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use super::nested::{walk_nested, Known, Listing, NestedWalk, WalkCache};
 
-/// The variable that turns the service on (`1`).
+/// The variable that turns the service off (`0`; on otherwise).
 pub const ENV: &str = "LOCALGPT_SANDBOX_WALK_SERVICE";
 
 /// The smallest record file (bytes) of a root for which the service is asked: below, about a
@@ -76,10 +76,10 @@ const MAX_MESSAGE: u64 = 64 << 20;
 /// The wire's version (part of the socket's name, with the walk's rules).
 const PROTOCOL: &[u8] = b"localgpt-walkd 1";
 
-/// Whether the service is on for this process ([`ENV`]).
+/// Whether the service is on for this process: unless [`ENV`] is `0`.
 #[must_use]
 pub fn enabled() -> bool {
-    std::env::var_os(ENV).is_some_and(|v| v == "1")
+    std::env::var_os(ENV).is_none_or(|v| v != "0")
 }
 
 /// The socket of the service for this version and these walk rules, in the records' directory.
@@ -330,12 +330,20 @@ pub fn start(dir: &Path, exe: &Path, warm: &[Request]) -> Result<(), String> {
     for r in warm {
         cmd.arg("--warm").arg(hex(&r.encode()));
     }
-    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    // A process that outlives the run holds nothing of its caller's: no standard stream (a
+    // caller reading the CLI's output to its end would wait for the service to leave), no other
+    // inherited descriptor (a pipe a script passed down without close-on-exec), no working
+    // directory in the workspace.
+    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).current_dir("/");
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    // SAFETY: setsid is async-signal-safe; it only detaches the child from the terminal.
+    // SAFETY: setsid and close_range are async-signal-safe system calls; they only detach the
+    // child from the terminal and mark its descriptors above the standard ones close-on-exec
+    // (CLOSE_RANGE_CLOEXEC, 5.11: the exec closes them; the standard library's own error pipe
+    // is close-on-exec already; an older kernel refuses the flag and they stay, as before).
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
             libc::setsid();
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
             Ok(())
         });
     }

@@ -399,7 +399,15 @@ fn workspace_persistence(plan: &Plan, caps: &Capabilities, tree_killed: bool) ->
     let review = if plan.nested_walks.is_empty() {
         review.to_string()
     } else if plan.walk_records.is_some() {
-        format!("{review}; the walk that looks for them remembers across runs what it read, so that no run can push a name out of the next run's reach")
+        #[cfg(target_os = "linux")]
+        let service = if crate::guard::walkd::enabled() {
+            "; in a large workspace a process of the user's keeps that walk warm with the kernel's change reports (the walk service; LOCALGPT_SANDBOX_WALK_SERVICE=0 turns it off)"
+        } else {
+            "; the walk service is off (LOCALGPT_SANDBOX_WALK_SERVICE=0): every run looks at every recorded directory"
+        };
+        #[cfg(not(target_os = "linux"))]
+        let service = "";
+        format!("{review}; the walk that looks for them remembers across runs what it read, so that no run can push a name out of the next run's reach{service}")
     } else {
         format!("{review}; the walk that looks for them keeps no records (where they would be, this run could write them, or that directory is not private to this user), so its budget counts every directory again")
     };
