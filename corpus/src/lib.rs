@@ -295,6 +295,10 @@ pub enum Check {
     /// Nothing was written to the world's pseudo-terminal (a terminal of the user's, outside
     /// the sandbox): its master side reads nothing.
     TtyOutputEmpty,
+    /// What reached the world's pseudo-terminal (the user's screen, in a `terminal` vector)
+    /// never holds this text: a sequence a terminal acts on beyond drawing (it answers as typed
+    /// input, writes the clipboard, changes its title).
+    TtyOutputLacks(String),
     /// The world's SysV shared memory, message queue and semaphore are unchanged.
     SysvUnchanged,
     /// The file under /proc/sys is unchanged (restored after the bare run).
@@ -433,6 +437,12 @@ pub struct Vector {
     /// Run the command under the victim process (an unsandboxed ancestor the probe attacks).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub victim: bool,
+    /// Run as on the user's terminal: the standard streams of the run (of `sandbox run`, with
+    /// `--stdin inherit` and without `--json`, so that the command gets a terminal of its own
+    /// that the runner relays through its screen filter; of the command itself, bare) are the
+    /// world's pseudo-terminal, whose other side the harness reads as the user's screen.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminal: bool,
     /// Family (filled in from the file).
     #[serde(default, skip_deserializing)]
     pub family: String,

@@ -688,12 +688,13 @@ impl Suite {
         let timeout = v.timeout.unwrap_or(DEFAULT_TIMEOUT);
         // `sandbox run` at `l` in this world, then the command's own arguments.
         let ws_arg = w.ws.display().to_string();
+        // A `terminal` vector's run is as on the user's terminal: the command gets a terminal of
+        // its own (`--stdin inherit`), and there is no JSON result to read (what it printed is
+        // on the world's pty).
+        let result_flags: Vec<String> = if v.terminal { vec!["--stdin".into(), "inherit".into()] } else { vec!["--json".into()] };
         let sandboxed = |l: &str| -> Vec<String> {
-            vec![
-                self.bin.display().to_string(),
-                "sandbox".into(),
-                "run".into(),
-                "--json".into(),
+            [self.bin.display().to_string(), "sandbox".into(), "run".into()].into_iter().chain(result_flags.iter().cloned()).chain([
+
                 "--level".into(),
                 l.into(),
                 "--workspace".into(),
@@ -703,7 +704,7 @@ impl Suite {
                 "--timeout".into(),
                 timeout.to_string(),
                 "--".into(),
-            ]
+            ]).collect()
         };
         let mut argv: Vec<String> = match level {
             None => cmd,
@@ -744,7 +745,7 @@ impl Suite {
         for (k, val) in &v.env {
             env.push((k.clone(), w.subst(val)));
         }
-        let mut fds: Vec<(i32, OwnedFd)> = Vec::new();
+        let mut fds: Vec<(i32, OwnedFd)> = if v.terminal { w.pty_stdio()? } else { Vec::new() };
         for f in &v.fds {
             let fd = match f.kind {
                 FdKind::TcpSocket => w.connect_tcp().map(OwnedFd::from).map_err(|e| format!("connect: {e}"))?,
@@ -852,6 +853,18 @@ impl Suite {
         let mut run_table = None;
         let mut timed_out = false;
         let (stdout, stderr) = match level {
+            // Bare, or on the user's terminal: what reached it (the banner says the level).
+            _ if v.terminal => {
+                let screen = w.pty_output();
+                if let Some(l) = level {
+                    let want = if l == "auto" { self.status_level.as_deref().unwrap_or(l) } else { l };
+                    let shown = String::from_utf8_lossy(&screen);
+                    if !shown.contains(&format!("Level: {want}")) {
+                        return Err(format!("asked for level {l}, the run's banner on the terminal does not say it: {}", shown.chars().take(600).collect::<String>()));
+                    }
+                }
+                (screen, Vec::new())
+            }
             None => (out.stdout.clone(), out.stderr.clone()),
             Some(l) => {
                 let j: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
@@ -1057,6 +1070,11 @@ impl Suite {
             Check::TtyOutputEmpty => {
                 let got = w.pty_output();
                 some(!got.is_empty(), format!("{} byte(s) written to the user's terminal: {:?}", got.len(), String::from_utf8_lossy(&got)))
+            }
+            Check::TtyOutputLacks(text) => {
+                let got = w.pty_output();
+                let t = w.subst(text);
+                some(got.windows(t.len().max(1)).any(|x| x == t.as_bytes()), format!("{t:?} reached the user's terminal"))
             }
             Check::TtyInputEmpty => {
                 let got = w.pty_input();

@@ -9,7 +9,7 @@ use std::fs;
 use std::io::Read;
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -230,6 +230,8 @@ pub struct World {
     accepted: Vec<Box<dyn ReadStream>>,
     /// Pseudo-terminal (master, slave) when the vector uses `{pty}`.
     pub pty: Option<(OwnedFd, OwnedFd)>,
+    /// Everything read from the pty's master so far ([`World::pty_output`]).
+    pty_seen: Vec<u8>,
     /// SysV objects when the vector uses them.
     pub sysv: Option<Sysv>,
     /// Kernel key id when the vector uses `{key_desc}`.
@@ -459,6 +461,7 @@ impl World {
             abstract_dgram,
             accepted: Vec::new(),
             pty: None,
+            pty_seen: Vec::new(),
             sysv: None,
             key: None,
             host_files: Vec::new(),
@@ -480,7 +483,8 @@ impl World {
             w.host_globs.push(PathBuf::from(dir));
         }
         let text = serde_json::to_string(v).unwrap_or_default();
-        if text.contains("{pty}") || v.check.contains(&localgpt_corpus::Check::TtyInputEmpty) || v.check.contains(&localgpt_corpus::Check::TtyOutputEmpty) {
+        let tty_check = v.check.iter().any(|c| matches!(c, localgpt_corpus::Check::TtyInputEmpty | localgpt_corpus::Check::TtyOutputEmpty | localgpt_corpus::Check::TtyOutputLacks(_)));
+        if text.contains("{pty}") || tty_check || v.terminal {
             w.make_pty()?;
         }
         if text.contains("{shm_id}") || text.contains("{msg_id}") || text.contains("{sem_id}") {
@@ -563,15 +567,36 @@ impl World {
     }
 
     /// Bytes written to the pty's terminal side (what the user's terminal would show), read
-    /// from its (non-blocking) master.
+    /// from its (non-blocking) master: everything since the world was made (each call reads
+    /// what is new, and keeps it for the next).
     #[must_use]
-    pub fn pty_output(&self) -> Vec<u8> {
-        let mut out = Vec::new();
+    pub fn pty_output(&mut self) -> Vec<u8> {
         if let Some((m, _)) = &self.pty {
             // (A failed dup panics: an empty answer would read as "nothing reached the terminal".)
-            drain(&mut std::fs::File::from(m.try_clone().expect("dup the pty master")), &mut out);
+            drain(&mut std::fs::File::from(m.try_clone().expect("dup the pty master")), &mut self.pty_seen);
         }
-        out
+        self.pty_seen.clone()
+    }
+
+    /// The pty's terminal side, three times: the standard streams of a `terminal` vector's run
+    /// (opened again, blocking: the harness's own descriptor is non-blocking, a flag its
+    /// duplicates would share).
+    ///
+    /// # Errors
+    /// The world has no pty, or it cannot be opened.
+    pub fn pty_stdio(&self) -> Result<Vec<(i32, OwnedFd)>, String> {
+        let path = self.vars.get("pty").filter(|_| self.pty.is_some()).ok_or("the world has no pty")?;
+        (0..3)
+            .map(|fd| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .custom_flags(libc::O_NOCTTY)
+                    .open(path)
+                    .map(|f| (fd, OwnedFd::from(f)))
+                    .map_err(|e| format!("open {path}: {e}"))
+            })
+            .collect()
     }
 
     /// Bytes waiting in the pty's input queue (what TIOCSTI would have injected), read from its

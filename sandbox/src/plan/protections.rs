@@ -300,7 +300,7 @@ fn process_rows(plan: &Plan, caps: &Capabilities, f: &Facts<'_>, v: &mut Vec<Pro
     });
     v.push(prot(ProtectionId::SyscallAbi, Enforced, "seccomp (arch check, x32 deny)", "i386 int 0x80 kills the process; x32 syscalls fail"));
     v.push(prot(ProtectionId::IoUring, Enforced, "seccomp", "io_uring_setup/enter/register fail"));
-    v.push(prot(ProtectionId::TtyInjection, Enforced, "seccomp + setsid", "TIOCSTI and TIOCLINUX fail; the command has no controlling terminal"));
+    v.push(prot(ProtectionId::TtyInjection, Enforced, "seccomp + setsid", "TIOCSTI and TIOCLINUX fail; the command has no controlling terminal, or (`--stdin inherit` on a terminal) one of its own that the runner relays: the user's terminal is never its controlling terminal, and what the CLI shows there passes its screen filter (sequences a terminal answers as typed input, OSC, DCS and C1 controls are dropped)"));
     v.push(match ns {
         Some(n) if n.private_dev => prot(ProtectionId::OtherTerminals, Enforced, "private devpts instance", "the user's own terminals under /dev/pts are not visible"),
         _ => prot(ProtectionId::OtherTerminals, Degraded, "none",
