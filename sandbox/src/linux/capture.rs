@@ -35,6 +35,8 @@ const BLOCK_SIZE: u32 = 1 << 17;
 const MAX_NAMES: usize = 60_000;
 /// Connections recorded and not yet accepted by the proxy, per run.
 const MAX_FLOWS: usize = 4096;
+/// Names whose first DNS answer is recorded, per run; beyond, answers go on but are not listed.
+const MAX_ANSWERED: usize = 1024;
 
 /// One run's capture state, shared by the broker, the DNS stub and the proxy.
 #[derive(Default)]
@@ -43,6 +45,9 @@ pub(crate) struct Capture {
     names: Mutex<Vec<String>>,
     /// The command's local (loopback) port → the destination it asked for.
     flows: Mutex<HashMap<u16, SocketAddr>>,
+    /// The names the DNS stub answered (over UDP or TCP), lower case: the first answer for each
+    /// is recorded, repeats are not.
+    answered: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Capture {
@@ -80,6 +85,16 @@ impl Capture {
         matches!(ip.to_canonical(), IpAddr::V4(v4) if (BLOCK..BLOCK + BLOCK_SIZE).contains(&u32::from(v4)))
     }
 
+    /// Runs `record` if this is the stub's first answer for `name` in the run (and fewer than
+    /// [`MAX_ANSWERED`] names were recorded).
+    pub(crate) fn first_answer(&self, name: &str, record: impl FnOnce()) {
+        let mut seen = self.answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seen.len() < MAX_ANSWERED && seen.insert(name.to_ascii_lowercase()) {
+            drop(seen);
+            record();
+        }
+    }
+
     /// Records that the connection from local port `port` the runner is about to make was asked
     /// for `dest`; `false` when too many are waiting (the connect is then refused).
     pub(crate) fn expect(&self, port: u16, dest: SocketAddr) -> bool {
@@ -97,12 +112,21 @@ impl Capture {
     }
 }
 
-/// Whether a `connect` to `ip` from the sandbox is captured: anything but loopback and the
-/// unspecified address (the sandbox's own listeners, reached as asked).
+/// The DNS port. A TCP `connect` to it is captured whatever the address (the host's resolver on
+/// loopback, `127.0.0.53`, at Standard too) and answered by the DNS stub over TCP
+/// ([`super::dns::serve_tcp`]): from the allowlist alone, never forwarded. At Standard, where
+/// the command has no UDP, the C library's resolver is told to ask over TCP (`RES_OPTIONS=use-vc`),
+/// so that a tool resolving a name itself (Node's `fetch`) gets the stub's address for an
+/// allowed name, which is then captured as above.
+pub(crate) const DNS_PORT: u16 = 53;
+
+/// Whether a `connect` to `ip`:`port` from the sandbox is captured: anything but loopback and
+/// the unspecified address (the sandbox's own listeners, reached as asked), and the DNS port at
+/// any address.
 #[must_use]
-pub(crate) fn captured(ip: IpAddr) -> bool {
+pub(crate) fn captured(ip: IpAddr, port: u16) -> bool {
     let ip = ip.to_canonical();
-    !ip.is_loopback() && !ip.is_unspecified()
+    port == DNS_PORT || (!ip.is_loopback() && !ip.is_unspecified())
 }
 
 #[cfg(test)]
@@ -144,10 +168,11 @@ mod tests {
     #[test]
     fn loopback_is_reached_as_asked_and_the_rest_is_captured() {
         for ip in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1", "0.0.0.0", "::"] {
-            assert!(!captured(ip.parse().unwrap()), "{ip}");
+            assert!(!captured(ip.parse().unwrap(), 8080), "{ip}");
+            assert!(captured(ip.parse().unwrap(), DNS_PORT), "{ip}: DNS over TCP is the stub's");
         }
         for ip in ["198.18.0.1", "93.184.216.34", "10.0.0.1", "::ffff:1.2.3.4", "2001:db8::1", "169.254.169.254"] {
-            assert!(captured(ip.parse().unwrap()), "{ip}");
+            assert!(captured(ip.parse().unwrap(), 443), "{ip}");
         }
     }
 }

@@ -129,9 +129,62 @@ fn question(b: &[u8]) -> Option<Question> {
 /// Names recorded per run; beyond this, answers go on but are not listed.
 const MAX_NAMES: usize = 1024;
 
+/// The largest query read over TCP (a question is at most 255 bytes of name: anything longer
+/// than this is not one standard query).
+const MAX_TCP_QUERY: usize = 1024;
+
+/// Queries answered on one TCP connection (glibc asks for `A` and `AAAA` on one).
+const MAX_TCP_QUERIES: usize = 64;
+
+/// Answers queries on `c`, a connection the broker captured to the DNS port
+/// ([`super::capture::DNS_PORT`]): each a two-byte length and a message (RFC 1035 4.2.2),
+/// answered as over UDP ([`reply`]), until the client closes it, is silent for ten seconds, or
+/// sends what is not a query of at most [`MAX_TCP_QUERY`] bytes.
+pub(crate) fn serve_tcp(mut c: std::net::TcpStream, allow: &Allowlist, capture: &Capture, events: &crate::linux::netlog::Events) {
+    use std::io::{Read, Write};
+    let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+    let _ = c.set_write_timeout(Some(std::time::Duration::from_secs(10)));
+    let mut buf = [0u8; MAX_TCP_QUERY];
+    for _ in 0..MAX_TCP_QUERIES {
+        let mut len = [0u8; 2];
+        if c.read_exact(&mut len).is_err() {
+            return;
+        }
+        let len = usize::from(u16::from_be_bytes(len));
+        if len > buf.len() || c.read_exact(&mut buf[..len]).is_err() {
+            return;
+        }
+        let start = Instant::now();
+        let (out, asked) = reply(&buf[..len], allow, Some(capture));
+        if let Some(out) = out {
+            let Ok(n) = u16::try_from(out.len()) else { return };
+            let mut framed = n.to_be_bytes().to_vec();
+            framed.extend_from_slice(&out);
+            if c.write_all(&framed).is_err() {
+                return;
+            }
+        }
+        if let Some((q, v)) = asked {
+            capture.first_answer(&q.name, || record_answer(events, q.name.clone(), v, Some(capture), start));
+        }
+    }
+}
+
+/// Records the stub's answer to a question for `name` in the run's network record.
+fn record_answer(events: &crate::linux::netlog::Events, name: String, v: crate::network::Verdict, capture: Option<&Capture>, start: Instant) {
+    let allowed = v.allowed();
+    let rule = match answer_for(&name, capture) {
+        _ if !allowed => v.rule,
+        Ipv4Addr::LOCALHOST => format!("{}; answered 127.0.0.1, the proxy's address", v.rule),
+        a => format!("{}; answered {a}, captured to the proxy", v.rule),
+    };
+    let ev = NetEvent { via: "dns".into(), host: name, port: 0, address: None, allowed, rule, refusal: v.refusal, bytes_up: 0, bytes_down: 0, duration_ms: 0 };
+    crate::linux::netlog::record(events, ev, start);
+}
+
 /// Answers queries on `sock` (PID 1's UDP socket) until `stop` (a pipe's read end) reports
 /// hang-up.
-pub(crate) fn serve(sock: OwnedFd, allow: &Allowlist, capture: Option<&Capture>, events: &crate::linux::proxy::Events, stop: i32) {
+pub(crate) fn serve(sock: OwnedFd, allow: &Allowlist, capture: Option<&Capture>, events: &crate::linux::netlog::Events, stop: i32) {
     let mut seen: HashSet<String> = HashSet::new();
     let mut buf = [0u8; 1500];
     while crate::linux::wait_or_stop(sock.as_raw_fd(), stop).is_some() {
@@ -148,16 +201,10 @@ pub(crate) fn serve(sock: OwnedFd, allow: &Allowlist, capture: Option<&Capture>,
             unsafe { libc::sendto(sock.as_raw_fd(), out.as_ptr().cast(), out.len(), libc::MSG_DONTWAIT, std::ptr::addr_of!(from).cast(), from_len) };
         }
         if let Some((q, v)) = asked {
-            let key = q.name.to_ascii_lowercase();
-            if seen.len() < MAX_NAMES && seen.insert(key) {
-                let allowed = v.allowed();
-                let rule = match answer_for(&q.name, capture) {
-                    _ if !allowed => v.rule,
-                    Ipv4Addr::LOCALHOST => format!("{}; answered 127.0.0.1, the proxy's address", v.rule),
-                    a => format!("{}; answered {a}, captured to the proxy", v.rule),
-                };
-                let ev = NetEvent { via: "dns".into(), host: q.name, port: 0, address: None, allowed, rule, refusal: v.refusal, bytes_up: 0, bytes_down: 0, duration_ms: 0 };
-                crate::linux::proxy::record(events, ev, start);
+            match capture {
+                Some(k) => k.first_answer(&q.name, || record_answer(events, q.name.clone(), v, capture, start)),
+                None if seen.len() < MAX_NAMES && seen.insert(q.name.to_ascii_lowercase()) => record_answer(events, q.name, v, None, start),
+                None => {}
             }
         }
     }
@@ -247,5 +294,44 @@ mod tests {
         let n = chaos.len();
         chaos[n - 1] = 3; // CH
         assert_eq!(rcode(&reply(&chaos, &allow(), None).0.unwrap()), REFUSED);
+    }
+
+    /// Over TCP (a connection the broker captured to port 53): each query framed by its length,
+    /// answered as over UDP with the capture block's addresses, the first answer per name
+    /// recorded once; a length beyond a query's ends the connection.
+    #[test]
+    fn queries_over_tcp_are_answered_by_length_and_recorded_once() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let list = std::sync::Arc::default();
+        let events = crate::linux::netlog::Events::new(&list, None, &std::sync::Arc::default());
+        let capture = Capture::default();
+        let t = std::thread::spawn(move || serve_tcp(s, &allow(), &capture, &events));
+        let framed = |m: Vec<u8>| [u16::try_from(m.len()).unwrap().to_be_bytes().to_vec(), m].concat();
+        let read_reply = |c: &mut std::net::TcpStream| {
+            let mut len = [0u8; 2];
+            c.read_exact(&mut len).unwrap();
+            let mut r = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            c.read_exact(&mut r).unwrap();
+            r
+        };
+        // A and AAAA on one connection, written in one piece (as glibc does).
+        c.write_all(&[framed(query(1, "pkg.example.com", TYPE_A)), framed(query(2, "pkg.example.com", 28))].concat()).unwrap();
+        let a = read_reply(&mut c);
+        assert_eq!((rcode(&a), &a[a.len() - 4..]), (NOERROR, &[198, 18, 0, 1][..]));
+        let aaaa = read_reply(&mut c);
+        assert_eq!((rcode(&aaaa), u16::from_be_bytes([aaaa[6], aaaa[7]])), (NOERROR, 0));
+        c.write_all(&framed(query(3, "evil.example.com", TYPE_A))).unwrap();
+        assert_eq!(rcode(&read_reply(&mut c)), REFUSED);
+        // Not a query: the connection ends.
+        c.write_all(&[0xff, 0xff]).unwrap();
+        t.join().unwrap();
+        let mut rest = Vec::new();
+        assert_eq!(c.read_to_end(&mut rest).unwrap_or(0), 0);
+        let list = list.lock().unwrap();
+        let names: Vec<(&str, bool)> = list.iter().map(|e: &NetEvent| (e.host.as_str(), e.allowed)).collect();
+        assert_eq!(names, [("pkg.example.com", true), ("evil.example.com", false)]);
     }
 }

@@ -34,6 +34,8 @@ pub(crate) mod dns;
 #[cfg(target_os = "linux")]
 pub(crate) mod capture;
 #[cfg(target_os = "linux")]
+pub(crate) mod netlog;
+#[cfg(target_os = "linux")]
 pub(crate) mod rulesets;
 #[cfg(target_os = "linux")]
 pub(crate) mod zygote;

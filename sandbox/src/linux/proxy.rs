@@ -17,38 +17,12 @@
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::linux::capture::Capture;
+use crate::linux::netlog::{record, Events};
 use crate::network::{Allowlist, NetEvent, Refusal};
-
-/// The decisions of one run, shared by the proxy's threads, and the audit log they also go to.
-#[derive(Clone)]
-pub(crate) struct Events {
-    pub(crate) list: Arc<Mutex<Vec<NetEvent>>>,
-    pub(crate) audit: Option<Arc<crate::audit::Audit>>,
-    /// Connections of this run whose thread has not finished (and recorded) yet: the runner
-    /// waits for them, bounded, before it reads `list` ([`Events::settle`]).
-    pub(crate) inflight: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl Events {
-    /// The decisions of one run (`list`), going to `audit` too.
-    pub(crate) fn new(list: &Arc<Mutex<Vec<NetEvent>>>, audit: Option<&Arc<crate::audit::Audit>>, inflight: &Arc<std::sync::atomic::AtomicUsize>) -> Events {
-        Events { list: Arc::clone(list), audit: audit.cloned(), inflight: Arc::clone(inflight) }
-    }
-
-    /// Waits until every connection of the run has been recorded, at most `limit` (once the
-    /// command's tree is gone its connections close, so their threads end at once; a decision
-    /// still open after that is not in the result, as the field's documentation says).
-    pub(crate) fn settle(inflight: &std::sync::atomic::AtomicUsize, limit: Duration) {
-        let until = Instant::now() + limit;
-        while inflight.load(std::sync::atomic::Ordering::SeqCst) > 0 && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-}
 
 /// Whether `fd` is a listening TCP socket (PID 1's proxy socket, told apart from the seccomp
 /// listener that may come on the same channel).
@@ -77,13 +51,15 @@ pub(crate) fn serve(listener: OwnedFd, allow: Arc<Allowlist>, events: Events, st
             let flow = capture.as_ref().filter(|_| peer.ip().is_loopback()).and_then(|k| k.take(peer.port()).map(|dest| (dest, k.name_of(dest.ip()))));
             // At most MAX_CONNECTIONS at once (each is a thread of the runner): beyond that a
             // connection is closed at once, as by a full backlog.
-            let (a, e) = (Arc::clone(&allow), events.clone());
+            let (a, e, k) = (Arc::clone(&allow), events.clone(), capture.clone());
             events.inflight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let spawned = crate::linux::spawn_bounded(&OPEN, MAX_CONNECTIONS, "lg-proxy", 256 << 10, move || {
                 let _ = c.set_nonblocking(false);
-                match flow {
-                    Some((dest, name)) => transparent(c, &a, &e, dest, name),
-                    None => handle(c, &a, &e),
+                match (flow, k) {
+                    // DNS over TCP: the stub's answers, never a tunnel.
+                    (Some((dest, _)), Some(k)) if dest.port() == crate::linux::capture::DNS_PORT => crate::linux::dns::serve_tcp(c, &a, &k, &e),
+                    (Some((dest, name)), _) => transparent(c, &a, &e, dest, name),
+                    (None, _) => handle(c, &a, &e),
                 }
                 e.inflight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             });
@@ -97,8 +73,6 @@ pub(crate) fn serve(listener: OwnedFd, allow: Arc<Allowlist>, events: Events, st
 /// Connections the proxy serves at once (every run of this process together).
 const MAX_CONNECTIONS: usize = 512;
 static OPEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-/// Decisions kept per run (the rest are counted in a last event).
-const MAX_EVENTS: usize = 10_000;
 
 /// What the client asked for.
 #[derive(Debug)]
@@ -320,19 +294,6 @@ fn opening_name(buf: &[u8], port: u16) -> Named {
                 _ => Named::Nothing("more than one Host header".into()),
             }
         }
-    }
-}
-
-pub(crate) fn record(events: &Events, mut ev: NetEvent, start: Instant) {
-    ev.duration_ms = start.elapsed().as_millis() as u64;
-    if let Some(a) = &events.audit {
-        a.event("network", serde_json::to_value(&ev).unwrap_or_default());
-    }
-    let mut v = events.list.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if v.len() < MAX_EVENTS {
-        v.push(ev);
-    } else if v.len() == MAX_EVENTS {
-        v.push(NetEvent { via: "-".into(), host: "-".into(), port: 0, address: None, allowed: false, rule: format!("more than {MAX_EVENTS} decisions: the rest are not listed"), refusal: None, bytes_up: 0, bytes_down: 0, duration_ms: 0 });
     }
 }
 

@@ -565,7 +565,7 @@ enum Target {
 /// outside loopback): the run's capture state, its proxy and the destination asked for.
 fn captured_target(granted: &Granted, req: &libc::seccomp_notif, addr: &[u8]) -> Option<Target> {
     let (capture, proxy) = granted.capture.as_ref()?;
-    let (ip, port) = inet_addr(addr).filter(|&(ip, _)| req.data.nr == libc::SYS_connect as i32 && super::capture::captured(ip))?;
+    let (ip, port) = inet_addr(addr).filter(|&(ip, port)| req.data.nr == libc::SYS_connect as i32 && super::capture::captured(ip, port))?;
     Some(Target::Captured { capture: Arc::clone(capture), proxy: *proxy, dest: std::net::SocketAddr::new(ip, port) })
 }
 

@@ -596,6 +596,15 @@ fn plan_env(policy: &SandboxPolicy, ctx: &RunContext, level: SandboxLevel, full:
         if !env.vars.iter().any(|(k, _)| k == "PIP_RETRIES") {
             env.vars.push(("PIP_RETRIES".into(), "1".into()));
         }
+        // Without the sandbox's own network namespace the command has no UDP: the C library's
+        // resolver asks over TCP instead (`use-vc`), which the broker captures to the DNS stub
+        // (`linux::capture::DNS_PORT`), so that a tool resolving a name itself (Node's `fetch`)
+        // gets the stub's answer. The command's own options are kept before it.
+        if !full {
+            let v = env.vars.iter().find(|(k, _)| k == "RES_OPTIONS").map_or_else(|| "use-vc".to_string(), |(_, v)| format!("{v} use-vc"));
+            env.vars.retain(|(k, _)| k != "RES_OPTIONS");
+            env.vars.push(("RES_OPTIONS".into(), v));
+        }
     }
     // A variable that names a granted socket (`SSH_AUTH_SOCK`) is kept: the grant says the
     // command may use it.

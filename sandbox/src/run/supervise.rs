@@ -356,7 +356,7 @@ struct Services<'scope> {
     dns: Option<std::thread::ScopedJoinHandle<'scope, ()>>,
     /// PID 1's sock_diag socket (the sandbox's network namespace): the broker's, once it starts.
     ns_diag: Option<std::os::fd::OwnedFd>,
-    events: crate::linux::proxy::Events,
+    events: crate::linux::netlog::Events,
     stop: i32,
 }
 
@@ -403,7 +403,7 @@ impl<'scope> Services<'scope> {
             let _ = t.join();
         }
         close(self.stop);
-        crate::linux::proxy::Events::settle(&self.events.inflight, Duration::from_secs(2));
+        crate::linux::netlog::Events::settle(&self.events.inflight, Duration::from_secs(2));
     }
 }
 
@@ -457,7 +457,7 @@ impl Supervisor<'_> {
         std::thread::scope(|scope| {
             let mut watchdog: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
             #[cfg(target_os = "linux")]
-            let mut services = Services { broker: None, proxy: None, dns: None, ns_diag: None, events: crate::linux::proxy::Events::new(&events, audit.as_ref(), &std::sync::Arc::default()), stop: broker_stop.read };
+            let mut services = Services { broker: None, proxy: None, dns: None, ns_diag: None, events: crate::linux::netlog::Events::new(&events, audit.as_ref(), &std::sync::Arc::default()), stop: broker_stop.read };
             // The allowlist in the host's network namespace: the runner's own proxy socket on the
             // host's loopback, served from the start.
             #[cfg(target_os = "linux")]
