@@ -187,8 +187,8 @@ pub fn refusals_in(stderr: &str, plan: &PathRules, host: impl Fn(&Path) -> Optio
 /// What a command's failed name lookups mean in this sandbox, and how to allow them: a hint when
 /// `stderr` shows a lookup that failed (`Temporary failure in name resolution`, `EAI_AGAIN`,
 /// `Could not resolve host`, …) under `network`, with `dns_stub` where the sandbox answers names
-/// itself (Full level under an allowlist: its refusals are reported as network events, with
-/// their own hint). `None` where there is nothing to say (an open network, no such line).
+/// itself (under an allowlist at Full, and at Standard where the runner answers `connect`: its
+/// refusals are reported as network events, with their own hint). `None` where there is nothing to say (an open network, no such line).
 #[must_use]
 pub fn resolution_hint(stderr: &str, network: crate::policy::NetworkPolicy, dns_stub: bool) -> Option<String> {
     use crate::policy::NetworkPolicy;
