@@ -202,7 +202,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     // The sandbox answers names itself: at Full (its own network namespace) and, under the
     // allowlist, wherever the runner answers `connect` (Standard: over TCP, `RES_OPTIONS=use-vc`).
     let network = prepared.plan.network;
-    let dns_stub = prepared.plan.namespaces().is_some() || (network == localgpt_sandbox::policy::NetworkPolicy::Allowlist && prepared.plan.helper_plan(1, Vec::new()).seccomp_listener);
+    let dns_stub = prepared.plan.namespaces().is_some() || (network == localgpt_sandbox::policy::NetworkPolicy::Allowlist && prepared.plan.seccomp_listener());
     // Where the walk service is to be started after the run: on, not answering now, and a root
     // large enough to be worth asking it about walked here.
     #[cfg(target_os = "linux")]

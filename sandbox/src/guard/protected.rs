@@ -514,7 +514,7 @@ fn hook_manager_files(managers: &[(&'static HookManager, PathBuf)], worktree: &P
         if m.package_keys.is_empty() {
             continue;
         }
-        let path = worktree.join("package.json");
+        let path = worktree.join(PACKAGE_JSON);
         let at = match out.iter().position(|q| q.path == path) {
             Some(i) => i,
             None => {
@@ -534,6 +534,9 @@ fn hook_manager_files(managers: &[(&'static HookManager, PathBuf)], worktree: &P
     out
 }
 
+/// The npm manifest whose keys a hook manager may read ([`HookManager::package_keys`]).
+const PACKAGE_JSON: &str = "package.json";
+
 /// Why a `package.json` is protected by `keys`.
 fn keys_why(keys: &[String]) -> String {
     let keys = keys.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(" and ");
@@ -545,7 +548,7 @@ fn keys_why(keys: &[String]) -> String {
 fn anywhere_names(managers: &[(&'static HookManager, PathBuf)]) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = Vec::new();
     for (m, _) in managers.iter().filter(|(m, _)| m.anywhere) {
-        let names = m.files.iter().copied().filter(|f| !f.contains('/')).chain((!m.package_keys.is_empty()).then_some("package.json"));
+        let names = m.files.iter().copied().filter(|f| !f.contains('/')).chain((!m.package_keys.is_empty()).then_some(PACKAGE_JSON));
         for n in names {
             if !out.contains(&n) {
                 out.push(n);
@@ -565,7 +568,7 @@ pub fn nested_protection(name: &str, dir: bool, hook_names: &[String]) -> (Prote
     if !dir && hook_names.iter().any(|h| name.eq_ignore_ascii_case(h)) {
         let managers: Vec<&HookManager> = HOOK_MANAGERS.iter().filter(|m| m.anywhere).collect();
         let who = format!("a hook runs {}, which reads the configuration nearest each staged file", managers.iter().map(|m| m.name).collect::<Vec<_>>().join(" or "));
-        if name.eq_ignore_ascii_case("package.json") {
+        if name.eq_ignore_ascii_case(PACKAGE_JSON) {
             let keys: Vec<String> = managers.iter().flat_map(|m| m.package_keys.iter().map(|k| (*k).to_string())).collect();
             return (ProtectedKind::File, keys.clone(), format!("{who}: {}", keys_why(&keys)));
         }

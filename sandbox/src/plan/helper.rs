@@ -72,6 +72,13 @@ impl Plan {
         })
     }
 
+    /// Whether the helper's seccomp filter sends calls to the runner (a rule answers by
+    /// user notification): the runner then serves them (sockets, the DNS stub at Standard).
+    #[must_use]
+    pub fn seccomp_listener(&self) -> bool {
+        self.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.action == crate::linux::seccomp::SeccompDeny::UserNotif))
+    }
+
     /// The part of the plan the helper applies.
     #[must_use]
     pub fn helper_plan(&self, parent_pid: i32, cgroup_procs: Vec<PathBuf>) -> HelperPlan {
@@ -86,7 +93,7 @@ impl Plan {
             drop_capabilities: self.drop_capabilities(),
             confine: self.level > SandboxLevel::None,
             seatbelt: self.macos.is_some(),
-            seccomp_listener: self.seccomp().is_some_and(|s| s.rules.iter().any(|r| r.action == crate::linux::seccomp::SeccompDeny::UserNotif)),
+            seccomp_listener: self.seccomp_listener(),
             proxy_port: (self.network_allowlist.is_some() && self.namespaces().is_some()).then_some(crate::network::PROXY_PORT),
             terminal: false,
             ablated: self.ablated.clone(),

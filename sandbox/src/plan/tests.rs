@@ -94,7 +94,8 @@ fn a_granted_unix_socket_is_in_the_plan_and_nothing_else_opens() {
     let p = make_plan(&pol, &caps(7, false), &ctx).unwrap();
     assert_eq!(p.unix_sockets, vec![UnixSocketGrant::new(&sock, &sock)]);
     assert!(p.env.vars.iter().any(|(k, v)| k == "SSH_AUTH_SOCK" && Path::new(v) == sock), "{:?}", p.env.vars);
-    assert!(p.helper_plan(1, Vec::new()).seccomp_listener);
+    assert!(p.seccomp_listener());
+    assert_eq!(p.helper_plan(1, Vec::new()).seccomp_listener, p.seccomp_listener(), "the helper loads the listener the plan says");
     let row = p.protections.iter().find(|x| x.id == ProtectionId::UnixSocketsOutside).unwrap();
     assert_eq!(row.state, ProtectionState::Enforced);
     assert!(row.detail.contains("and the granted /run/user/1000/ssh-agent.sock"), "{row:?}");
@@ -104,13 +105,13 @@ fn a_granted_unix_socket_is_in_the_plan_and_nothing_else_opens() {
     assert!(!make_plan(&pol, &caps(7, false), &other).unwrap().env.vars.iter().any(|(k, _)| k == "SSH_AUTH_SOCK"));
     // No grant: the runner still answers connect and listen (the sandbox's own servers).
     let plain = make_plan(&policy(SandboxMode::WorkspaceWrite, &home, &ws), &caps(7, false), &ctx).unwrap();
-    assert!(plain.helper_plan(1, Vec::new()).seccomp_listener && plain.unix_sockets.is_empty());
+    assert!(plain.seccomp_listener() && plain.unix_sockets.is_empty());
     assert!(!plain.env.vars.iter().any(|(k, _)| k == "SSH_AUTH_SOCK"));
     // Where the runner cannot answer: no listener, and a grant is an error naming why.
     let mut old = caps(7, false);
     old.seccomp_broker = Some(Feature { available: false, detail: "needs pidfd_getfd (Linux 5.6): ENOSYS".into() });
     let p = make_plan(&policy(SandboxMode::WorkspaceWrite, &home, &ws), &old, &ctx).unwrap();
-    assert!(!p.helper_plan(1, Vec::new()).seccomp_listener);
+    assert!(!p.seccomp_listener());
     assert!(p.seccomp().unwrap().rules.iter().any(|r| r.syscall == "listen" && r.action == crate::linux::seccomp::SeccompDeny::Eperm));
     let e = make_plan(&pol, &old, &ctx).unwrap_err().to_string();
     assert!(e.contains("--allow-unix-socket") && e.contains("pidfd_getfd"), "{e}");
