@@ -260,6 +260,27 @@ fn fuzz_the_worktree_gitdir_reader() {
     }
 }
 
+/// `git ls-files -z` output as the review reads it (`guard::gitoracle::parse_listed`; the
+/// names in it are the command's): a mutated listing is refused, or reads as paths strictly
+/// inside the worktree, each once.
+#[cfg(unix)]
+#[test]
+fn fuzz_the_listed_paths_reader() {
+    const SEEDS: &[&[u8]] = &[b"package.json\0a/b/.lintstagedrc.json\0", b"build/x/lint-staged.config.js\0", b"a\0"];
+    let w = Path::new("/w/t");
+    let mut rng = Rng::new();
+    for _ in 0..cases(50_000) {
+        let pick = rng.below(SEEDS.len());
+        let b = rng.mutate(SEEDS[pick]);
+        if let Ok(files) = crate::guard::gitoracle::parse_listed(w, &b) {
+            for (i, f) in files.iter().enumerate() {
+                assert!(f.starts_with(w) && f != w && crate::plan::resolve::normalize(f) == *f, "{f:?} from {:?}", String::from_utf8_lossy(&b));
+                assert!(!files[..i].contains(f), "{f:?} twice");
+            }
+        }
+    }
+}
+
 /// The walk service's wire (`guard::walkd`): a mutated request or answer decodes to nothing, or
 /// to one that encodes back to exactly those bytes (no two readings of one message), its paths
 /// absolute and without a NUL.

@@ -97,26 +97,97 @@ pub fn config_list(content: &[u8]) -> Result<ConfigList, String> {
 }
 
 fn list_with(git: &Path, content: &[u8]) -> Result<ConfigList, String> {
-    let mut child = Command::new(git)
-        .args(["config", "--file", "-", "--no-includes", "--null", "--list"])
-        .env_clear()
-        .env("HOME", "/nonexistent")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_DIR", "/nonexistent")
-        .env("LC_ALL", "C")
-        .current_dir("/")
-        .stdin(Stdio::piped())
+    let out = run(git, &["config", "--file", "-", "--no-includes", "--null", "--list"].map(std::ffi::OsString::from), None, Some(content))?;
+    parse_null_list(&out)
+}
+
+/// The pathspec magic that matches `name` in every directory, whatever its case: a superset of
+/// lint-staged's own `:(glob)**/name`.
+fn anywhere_pathspec(name: &str) -> String {
+    format!(":(glob,icase)**/{name}")
+}
+
+/// The files named one of `names` (in any directory, any case) that git lists in the worktree
+/// `worktree`: tracked, or untracked and not ignored by a `.gitignore` — what lint-staged 13
+/// and later look for their configurations with (`git ls-files --cached --others
+/// --exclude-standard -- ':(glob)**/NAME'`), and a superset of it. The host's git is the oracle
+/// of which files git shows (issue 55): the nested walk stops at its depth and skips `build/`,
+/// `dist/`, `vendor/`…, and lint-staged does not.
+///
+/// It runs as [`config_list`]'s git does (no system or global config, no `GIT_*` variable) in
+/// the worktree, with what could run code or hide a file turned off: `core.fsmonitor` (a
+/// program), the index's untracked cache (data the command could have written), the
+/// repository's exclude file and `core.excludesFile` (only `.gitignore` files exclude here: a
+/// file git would show to lint-staged is never left out). Reading runs nothing.
+///
+/// # Errors
+/// A message when no trusted git is found, git refuses (not a repository, a broken index: its
+/// own message), a path it lists is not in the worktree, or it does not answer within its bounds.
+pub fn listed_files(worktree: &Path, names: &[&str]) -> Result<Vec<PathBuf>, String> {
+    let git = trusted_git().ok_or("no trusted git on PATH to list them with")?;
+    let mut args: Vec<std::ffi::OsString> = ["-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false", "-c", "safe.directory=*", "--no-optional-locks", "--work-tree=."]
+        .iter()
+        .chain(&["ls-files", "-z", "--full-name", "--cached", "--others", "--exclude-per-directory=.gitignore", "--"])
+        .map(std::ffi::OsString::from)
+        .collect();
+    args.extend(names.iter().map(|n| anywhere_pathspec(n).into()));
+    let out = run(git, &args, Some(worktree), None)?;
+    parse_listed(worktree, &out)
+}
+
+/// `git ls-files -z` output: NUL-terminated paths relative to `worktree`, each joined to it
+/// (duplicates, an unmerged file's stages, once).
+///
+/// # Errors
+/// A message when the output is not that: a path not NUL-terminated, empty, absolute, or one
+/// with a `..` or `.` component.
+pub fn parse_listed(worktree: &Path, out: &[u8]) -> Result<Vec<PathBuf>, String> {
+    if out.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(body) = out.strip_suffix(b"\0") else { return Err("git's list is not NUL-terminated".into()) };
+    let mut files: Vec<PathBuf> = Vec::new();
+    for rel in body.split(|b| *b == 0) {
+        #[cfg(unix)]
+        let rel = Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(rel));
+        #[cfg(not(unix))]
+        let rel = Path::new(std::str::from_utf8(rel).map_err(|_| "git listed a path that is not UTF-8".to_string())?);
+        if rel.as_os_str().is_empty() || !rel.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+            return Err(format!("git listed a path that is not in the worktree: {}", rel.display()));
+        }
+        let path = worktree.join(rel);
+        if !files.contains(&path) {
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
+
+/// Runs the host's `git` with `args`, an empty environment and no system or global config, in
+/// `cwd` (else `/`, outside any repository), `stdin` fed to it; returns what it wrote to stdout.
+fn run(git: &Path, args: &[std::ffi::OsString], cwd: Option<&Path>, stdin: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    let mut cmd = Command::new(git);
+    cmd.args(args).env_clear().env("HOME", "/nonexistent").env("GIT_CONFIG_NOSYSTEM", "1").env("GIT_CONFIG_GLOBAL", "/dev/null").env("LC_ALL", "C");
+    match cwd {
+        Some(d) => cmd.current_dir(d),
+        None => cmd.env("GIT_DIR", "/nonexistent").current_dir("/"),
+    };
+    let mut child = cmd
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("could not run {}: {e}", git.display()))?;
     // The input is written from a thread: git may answer (an error) before reading it all.
-    let mut stdin = child.stdin.take().ok_or("no stdin")?;
-    let input = content.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
+    let writer = match (stdin, child.stdin.take()) {
+        (Some(content), Some(mut pipe)) => {
+            let input = content.to_vec();
+            Some(std::thread::spawn(move || {
+                let _ = pipe.write_all(&input);
+            }))
+        }
+        _ => None,
+    };
     let mut stdout = child.stdout.take().ok_or("no stdout")?;
     let mut stderr = child.stderr.take().ok_or("no stderr")?;
     let err_reader = std::thread::spawn(move || {
@@ -130,10 +201,16 @@ fn list_with(git: &Path, content: &[u8]) -> Result<ConfigList, String> {
         let r = (&mut stdout).take(MAX_OUTPUT as u64 + 1).read_to_end(&mut out);
         r.map(|_| out)
     });
+    // Polled from 50 µs, doubling to 2 ms: git answers most lists in a few milliseconds, and a
+    // run asks it twice where lint-staged is in force.
+    let mut pause = Duration::from_micros(50);
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break s,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+            Ok(None) if Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(2));
+            }
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -141,7 +218,9 @@ fn list_with(git: &Path, content: &[u8]) -> Result<ConfigList, String> {
             }
         }
     };
-    let _ = writer.join();
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
     let out = reader.join().map_err(|_| "reader failed")?.map_err(|e| e.to_string())?;
     let err = err_reader.join().unwrap_or_default();
     if out.len() > MAX_OUTPUT {
@@ -151,7 +230,7 @@ fn list_with(git: &Path, content: &[u8]) -> Result<ConfigList, String> {
         let msg = String::from_utf8_lossy(&err);
         return Err(format!("git refuses it: {}", msg.trim().trim_start_matches("fatal: ")));
     }
-    parse_null_list(&out)
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -164,6 +243,50 @@ mod tests {
         assert_eq!(parse_null_list(b"a.b\n1\0c.d.e\0x.y\n\n\0").unwrap(), vec![("a.b".into(), Some("1".into())), ("c.d.e".into(), None), ("x.y".into(), Some("\n".into()))]);
         assert!(parse_null_list(b"a.b\n1").is_err());
         assert!(parse_null_list(b"a.b\n\xff\0").is_err());
+    }
+
+    #[test]
+    fn a_listing_reads_back_inside_the_worktree_or_is_refused() {
+        let w = Path::new("/w");
+        assert_eq!(parse_listed(w, b"").unwrap(), Vec::<PathBuf>::new());
+        assert_eq!(parse_listed(w, b"a/package.json\0b/.lintstagedrc\0a/package.json\0").unwrap(), vec![w.join("a/package.json"), w.join("b/.lintstagedrc")]);
+        for bad in [&b"a/package.json"[..], b"\0", b"a\0\0", b"/etc/x\0", b"a/../x\0", b"./x\0", b".."] {
+            assert!(parse_listed(w, bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    /// What lint-staged would find and more: tracked and untracked files at any depth and in
+    /// `build/`, any case; not what a `.gitignore` hides; what the repository's exclude file
+    /// hides is listed (the command could have written it); `core.fsmonitor` does not run.
+    #[test]
+    fn git_lists_configurations_anywhere_but_where_gitignore_hides_them() {
+        let Some(_) = trusted_git() else {
+            eprintln!("skipped: no trusted git on PATH");
+            return;
+        };
+        let d = crate::test_dir();
+        let r = std::fs::canonicalize(d.path()).unwrap();
+        let git = |args: &[&str]| assert!(Command::new("git").current_dir(&r).args(args).env("GIT_CONFIG_NOSYSTEM", "1").env("GIT_CONFIG_GLOBAL", "/dev/null").status().unwrap().success(), "{args:?}");
+        git(&["init", "-q"]);
+        let files = ["package.json", "a/b/c/d/e/f/.lintstagedrc.json", "build/package.json", "gen/package.json", "excluded/.lintstagedrc", "x/.LintStagedRC.JSON", "x/not.lintstagedrc.json", "tracked/deep/er/still/lint-staged.config.js"];
+        for f in files {
+            std::fs::create_dir_all(r.join(f).parent().unwrap()).unwrap();
+            std::fs::write(r.join(f), "{}").unwrap();
+        }
+        git(&["add", "tracked"]);
+        std::fs::write(r.join(".gitignore"), "gen/\n").unwrap();
+        std::fs::write(r.join(".git/info/exclude"), "excluded/\n").unwrap();
+        let marker = r.join("fsmonitor-ran");
+        git(&["config", "core.fsmonitor", &format!("touch {}", marker.display())]);
+        let mut got = listed_files(&r, &["package.json", ".lintstagedrc.json", ".lintstagedrc", "lint-staged.config.js"]).unwrap();
+        got.sort();
+        let mut want: Vec<PathBuf> = ["package.json", "a/b/c/d/e/f/.lintstagedrc.json", "build/package.json", "excluded/.lintstagedrc", "x/.LintStagedRC.JSON", "tracked/deep/er/still/lint-staged.config.js"].iter().map(|f| r.join(f)).collect();
+        want.sort();
+        assert_eq!(got, want);
+        assert!(!marker.exists(), "core.fsmonitor ran");
+        assert!(listed_files(&r.join("a"), &["package.json"]).is_ok(), "a subdirectory of the worktree lists too");
+        let not_repo = crate::test_dir();
+        assert!(listed_files(not_repo.path(), &["package.json"]).is_err());
     }
 
     #[test]

@@ -198,6 +198,66 @@ pub struct ProtectedSet {
     /// Where the nested walks' records are kept ([`super::nested`]), when no command of the run
     /// can write there; `None`: the walks neither read nor keep any.
     pub walk_records: Option<PathBuf>,
+    /// The worktrees whose hooks run a tool that reads its configuration in every directory
+    /// git lists (lint-staged): git was asked for those files at launch, and is asked again
+    /// after the run.
+    pub git_listings: Vec<GitListing>,
+}
+
+/// A worktree (of the workspace's repository, or of a nested one) whose hooks in force run a
+/// hook manager that reads its configuration wherever git lists one ([`HookManager::anywhere`]:
+/// lint-staged): the host's git lists those files (`gitoracle::listed_files`), at any
+/// depth and in the directories the nested walk skips. Each one inside `root` is protected at
+/// launch; after the run, each one git lists that was not is reviewed as made during the run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GitListing {
+    /// The worktree git lists (where the repository's `.git` is).
+    pub worktree: PathBuf,
+    /// The writable root the files are protected in (the worktree, or the part of it that is
+    /// writable: a workspace that is a subdirectory of the repository).
+    pub root: PathBuf,
+    /// The names the hook manager reads (the configured protected names, protected whole
+    /// anyway, left out).
+    pub names: Vec<String>,
+}
+
+/// What starts the reason a [`GitListing`]'s worktree is reported unprotectable: git could not
+/// list the files.
+pub const LISTING_FAILED: &str = "git could not list the lint-staged configurations in this worktree";
+
+/// Every file under `root` named one of `names` (any case), at any depth, in every directory
+/// but a `.git` (links are not followed): what the review takes when git could not list a
+/// [`GitListing`] after the run, so that a listing made to fail (a tree too large to list in
+/// time, a `.gitignore` git cannot read) leaves nothing unreviewed. Its cost follows the tree;
+/// it runs only then.
+#[must_use]
+pub fn files_named_anywhere(root: &Path, names: &[String]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut queue = vec![root.to_path_buf()];
+    while let Some(dir) = queue.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir {
+                if name != ".git" {
+                    queue.push(e.path());
+                }
+            } else if names.iter().any(|n| name.to_string_lossy().eq_ignore_ascii_case(n)) {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// The files of `l` that git lists inside its root.
+///
+/// # Errors
+/// `gitoracle::listed_files`'s.
+pub fn git_listed(l: &GitListing) -> Result<Vec<PathBuf>, String> {
+    let names: Vec<&str> = l.names.iter().map(String::as_str).collect();
+    Ok(super::gitoracle::listed_files(&l.worktree, &names)?.into_iter().filter(|f| f.starts_with(&l.root)).collect())
 }
 
 /// The protected paths of `policy`'s workspace and of every other writable root (workspace-write
@@ -253,6 +313,8 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let mut names: Vec<(PathBuf, String)> = Vec::new();
     // The names the nested walk looks for because a hook manager reads them anywhere.
     let mut hook_names: Vec<String> = Vec::new();
+    // The worktrees in which git lists what a hook manager reads anywhere (lint-staged).
+    let mut listings: Vec<GitListing> = Vec::new();
     // A writable root that is a git directory itself (the git directory of the repository around
     // the workspace, granted so that `git commit` works in a subdirectory or a linked worktree;
     // `--allow-write repo/.git`; a bare repository): protected whole, as a workspace's `.git`
@@ -295,6 +357,8 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
                 hook_names.push(n.to_string());
             }
         }
+        // ... and git lists, wherever the walk does not go.
+        listings.extend(dotgit.as_ref().and_then(|_| git_listing(&worktree, root, &managers, &single)));
         for t in global.targets.iter().chain(&own.targets) {
             if !names.iter().any(|(q, _)| *q == t.0) {
                 names.push(t.clone());
@@ -331,21 +395,17 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     // targets are the workspace's already.)
     let nested_gits: Vec<PathBuf> = p.out[first_nested..].iter().filter(|q| !q.absent && q.path.file_name().is_some_and(is_dotgit)).map(|q| q.path.clone()).collect();
     for g in &nested_gits {
-        let Some(worktree) = g.parent() else { continue };
-        let own = read_git_configs(repo_git_config_files(g), home);
-        let hooks_dirs: Vec<(PathBuf, String)> = global.hooks_dirs(worktree).into_iter().chain(own.hooks_dirs(worktree)).collect();
-        for (path, why) in &hooks_dirs {
-            p.protect_hooks_dir(path, why);
-        }
-        // What its hook managers' hooks run, as for the root's repository.
-        for f in hook_manager_files(&hook_managers_in_force(&hooks_in_force(Some(g), &hooks_dirs)), worktree) {
-            p.protect_hook_file(f);
-        }
+        let Some(own) = p.protect_nested_repo(g, &global, home, &single, &mut listings) else { continue };
         for t in own.targets {
             if !names.iter().any(|(q, _)| *q == t.0) {
                 names.push(t);
             }
         }
+    }
+    // What a hook manager reads wherever git lists it (lint-staged's configurations), beyond
+    // the walk's reach: git is the oracle ([`Protector::protect_listed`]).
+    for l in &listings {
+        p.protect_listed(l);
     }
     // The files git's configuration includes, `init.templateDir`, a config file's link target.
     for (path, why) in &names {
@@ -358,7 +418,7 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     drop_covered(&mut out);
     let git_config_files = included.into_iter().filter(|f| out.iter().any(|q| q.kind == ProtectedKind::GitDir && f.starts_with(&q.path))).collect();
     let nested_names = walk_names.iter().map(|n| (*n).to_string()).collect();
-    ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, nested_hook_names: hook_names, git_config_files, in_scratch, walk_records: records }
+    ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, nested_hook_names: hook_names, git_config_files, in_scratch, walk_records: records, git_listings: listings }
 }
 
 /// Why a writable root that is a git directory is protected whole.
@@ -543,6 +603,14 @@ fn keys_why(keys: &[String]) -> String {
     format!("it runs what package.json's {keys} key names (only the keys a hook reads are protected: a change that leaves them as they were is applied)")
 }
 
+/// The [`GitListing`] of `worktree` (its writable part `root`) when a hook manager in force
+/// there reads its configuration anywhere (the names configured as protected, `single`, are
+/// protected whole by the walk and left out).
+fn git_listing(worktree: &Path, root: &Path, managers: &[(&'static HookManager, PathBuf)], single: &[&str]) -> Option<GitListing> {
+    let names: Vec<String> = anywhere_names(managers).into_iter().filter(|n| !single.contains(n)).map(str::to_string).collect();
+    (!names.is_empty()).then(|| GitListing { worktree: worktree.to_path_buf(), root: root.to_path_buf(), names })
+}
+
 /// The names a hook manager in force reads in every directory of the worktree
 /// ([`HookManager::anywhere`]): the nested walk looks for them as for the protected names.
 fn anywhere_names(managers: &[(&'static HookManager, PathBuf)]) -> Vec<&'static str> {
@@ -632,6 +700,45 @@ impl Protector<'_> {
             if q.kind == ProtectedKind::File && !std::fs::symlink_metadata(&q.path).is_ok_and(|m| m.file_type().is_symlink()) {
                 q.keys.clone_from(&f.keys);
             }
+        }
+    }
+
+    /// A nested repository's (or submodule's) `.git` `g`: its hooks directories, what its hook
+    /// managers' hooks run, as for the root's repository, and the [`GitListing`] of its
+    /// worktree when one of them reads its configuration anywhere. Returns its configuration
+    /// (whose targets the caller protects), `None` for a `.git` without a parent.
+    fn protect_nested_repo(&mut self, g: &Path, global: &GitConfigRefs, home: Option<&Path>, single: &[&str], listings: &mut Vec<GitListing>) -> Option<GitConfigRefs> {
+        let worktree = g.parent()?;
+        let own = read_git_configs(repo_git_config_files(g), home);
+        let hooks_dirs: Vec<(PathBuf, String)> = global.hooks_dirs(worktree).into_iter().chain(own.hooks_dirs(worktree)).collect();
+        for (path, why) in &hooks_dirs {
+            self.protect_hooks_dir(path, why);
+        }
+        let managers = hook_managers_in_force(&hooks_in_force(Some(g), &hooks_dirs));
+        for f in hook_manager_files(&managers, worktree) {
+            self.protect_hook_file(f);
+        }
+        let root = self.roots.iter().find(|r| worktree.starts_with(r)).cloned();
+        listings.extend(root.and_then(|root| git_listing(worktree, &root, &managers, single)));
+        Some(own)
+    }
+
+    /// What git lists for `l` ([`git_listed`]) that is not protected yet, protected as the
+    /// nested walk's finds are; a worktree git cannot list is reported.
+    fn protect_listed(&mut self, l: &GitListing) {
+        match git_listed(l) {
+            Ok(files) => {
+                for f in files {
+                    // Protected already (inside a directory protected whole, too).
+                    if self.out.iter().any(|q| f.starts_with(&q.path)) {
+                        continue;
+                    }
+                    let n = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    let (kind, keys, why) = nested_protection(&n, false, &l.names);
+                    self.protect_hook_file(HookFile { path: f, kind, why: format!("git lists it: {why}"), keys });
+                }
+            }
+            Err(e) => self.bad.push(Unprotectable { path: l.worktree.clone(), why: format!("{LISTING_FAILED} ({e}): those deeper than the nested walk goes, or in the directories it skips, are not protected") }),
         }
     }
 
@@ -1166,6 +1273,61 @@ mod tests {
         std::fs::write(ws.join("node_modules/m/.git/index"), "DIRC junk").unwrap();
         let (_, bad) = nested(&policy);
         assert!(bad.iter().any(|b| b.path == ws.join("node_modules/m/.git/index") && b.why.starts_with(INDEX_UNREAD)), "{bad:?}");
+    }
+
+    #[test]
+    fn the_fallback_finds_the_names_at_any_depth_but_not_in_a_git_directory() {
+        let d = crate::test_dir();
+        let r = d.path();
+        for f in ["a/b/c/d/e/f/PACKAGE.json", "build/.lintstagedrc", ".git/package.json", "x/other.json"] {
+            std::fs::create_dir_all(r.join(f).parent().unwrap()).unwrap();
+            std::fs::write(r.join(f), "{}").unwrap();
+        }
+        let mut got = files_named_anywhere(r, &["package.json".into(), ".lintstagedrc".into()]);
+        got.sort();
+        assert_eq!(got, vec![r.join("a/b/c/d/e/f/PACKAGE.json"), r.join("build/.lintstagedrc")]);
+    }
+
+    /// lint-staged finds its configurations with `git ls-files`, at any depth and in `build/`:
+    /// what git lists beyond the nested walk's reach is protected too (git itself lists it),
+    /// not what `.gitignore` hides; the worktree is listed again after the run.
+    #[cfg(unix)]
+    #[test]
+    fn lint_staged_configurations_git_lists_are_protected_beyond_the_walk() {
+        if super::super::gitoracle::trusted_git().is_none() {
+            eprintln!("skipped: no trusted git on PATH");
+            return;
+        }
+        let d = crate::test_dir();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let (home, ws) = (root.join("home"), root.join("ws"));
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        assert!(std::process::Command::new("git").args(["init", "-q"]).current_dir(&ws).env("GIT_CONFIG_GLOBAL", "/dev/null").status().unwrap().success());
+        std::fs::create_dir_all(ws.join(".husky/_")).unwrap();
+        std::fs::write(ws.join(".git/config"), "[core]\n\trepositoryformatversion = 0\n\thooksPath = .husky/_\n").unwrap();
+        std::fs::write(ws.join(".husky/_/pre-commit"), "#!/bin/sh\n. \"$(dirname \"$0\")/h\"\n").unwrap();
+        std::fs::write(ws.join(".husky/pre-commit"), "npx lint-staged\n").unwrap();
+        std::fs::write(ws.join(".gitignore"), "node_modules/\n").unwrap();
+        for f in ["a/b/c/d/e/.lintstagedrc.json", "build/package.json", "node_modules/x/package.json"] {
+            std::fs::create_dir_all(ws.join(f).parent().unwrap()).unwrap();
+            std::fs::write(ws.join(f), "{}").unwrap();
+        }
+        let s = SandboxSettings { home: Some(home), ..Default::default() };
+        let policy = build_sandbox_policy(&ws, &s).unwrap();
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        let got = |rel: &str| set.paths.iter().find(|x| x.path == ws.join(rel)).map(|x| (x.kind, x.keys.clone()));
+        assert_eq!(got("a/b/c/d/e/.lintstagedrc.json"), Some((ProtectedKind::File, Vec::new())));
+        assert_eq!(got("build/package.json"), Some((ProtectedKind::File, vec!["lint-staged".to_string()])));
+        assert_eq!(got("node_modules/x/package.json"), None, "hidden by .gitignore: lint-staged does not read it");
+        assert!(set.unprotectable.is_empty(), "{:?}", set.unprotectable);
+        assert_eq!(set.git_listings.len(), 1);
+        assert_eq!((set.git_listings[0].worktree.as_path(), set.git_listings[0].root.as_path()), (ws.as_path(), ws.as_path()));
+        assert!(set.git_listings[0].names.iter().any(|n| n == "package.json"));
+        // A worktree git cannot list (here: not a repository git reads) is reported.
+        std::fs::write(ws.join(".git/HEAD"), "garbage\n").unwrap();
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        assert!(set.unprotectable.iter().any(|u| u.why.starts_with(LISTING_FAILED)), "{:?}", set.unprotectable);
     }
 
     /// lint-staged in force (husky 9's `.husky/pre-commit` runs it): the root's package.json by

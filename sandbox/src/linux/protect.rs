@@ -1566,15 +1566,37 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
             }
         }
     }
+    // What git lists now where a hook manager reads its configuration anywhere (lint-staged),
+    // beyond the walk's reach: each one that was not protected at launch (made during the run,
+    // or shown to git by a change to a `.gitignore`) is reviewed as made during the run.
+    let mut found: Vec<(PathBuf, bool, &[String])> = found.into_iter().map(|(p, d)| (p, d, plan.nested_hook_names.as_slice())).collect();
+    // One git could not list (made to fail, perhaps) has every file of those names in its root
+    // reviewed so, whatever git would show.
+    for l in &plan.git_listings {
+        let files = crate::guard::protected::git_listed(l).unwrap_or_else(|e| {
+            out.notes.push(format!(
+                "{} after the run ({e}): every file of their names in {} that was not protected at launch was reviewed as made during the run",
+                crate::guard::protected::LISTING_FAILED.replace("this worktree", &root_name(&l.worktree, ws)),
+                root_name(&l.root, ws)
+            ));
+            crate::guard::protected::files_named_anywhere(&l.root, &l.names)
+        });
+        for f in files {
+            if !found.iter().any(|(p, _, _)| *p == f) {
+                found.push((f, false, l.names.as_slice()));
+            }
+        }
+    }
     let roots = writable_roots(plan);
     let mut r = Reviewer { ws, roots: &roots, start, out: std::mem::take(out), recreated: Vec::new(), includes: &[], gitdirs: Vec::new() };
-    for (path, is_dir) in found {
-        // Reviewed already: at its own path, or where a protected directory moved to.
-        if plan.protected.iter().any(|p| p.path == path) || plan.unprotectable.iter().any(|u| u.path == path) || r.out.reviewed.contains(&path) {
+    for (path, is_dir, hook_names) in found {
+        // Reviewed already: at its own path (or inside a directory protected whole), or where a
+        // protected directory moved to.
+        if plan.protected.iter().any(|p| path.starts_with(&p.path)) || plan.unprotectable.iter().any(|u| u.path == path) || r.out.reviewed.contains(&path) {
             continue;
         }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let (kind, keys, why) = nested_protection(&name, is_dir, &plan.nested_hook_names);
+        let (kind, keys, why) = nested_protection(&name, is_dir, hook_names);
         let mut snap = Snap::absent(path, kind, format!("created during the run: {why}"));
         snap.p.keys = keys;
         r.in_place(&snap);

@@ -89,6 +89,11 @@ pub struct Plan {
     /// (lint-staged's configurations; see [`protected::nested_protection`]; not serialised).
     #[serde(skip)]
     pub nested_hook_names: Vec<String>,
+    /// The worktrees in which git lists what a hook manager reads in every directory
+    /// (lint-staged's configurations; [`protected::GitListing`]; not serialised): asked again
+    /// after the run.
+    #[serde(skip)]
+    pub git_listings: Vec<protected::GitListing>,
     /// Where the nested walks' records are kept, when no command of the run can write there
     /// (see [`crate::guard::nested`]; runner only, not serialised).
     #[serde(skip)]
@@ -310,7 +315,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     crate::timing::stamp("plan_configs");
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
-    let protected::ProtectedSet { paths: mut protected, mut unprotectable, nested_walks, nested_names, nested_hook_names, git_config_files, in_scratch, walk_records } =
+    let protected::ProtectedSet { paths: mut protected, mut unprotectable, nested_walks, nested_names, nested_hook_names, git_config_files, in_scratch, walk_records, git_listings } =
         if confined && policy.mode == SandboxMode::WorkspaceWrite && !(crate::ablation::is(&ctx.ablate, ProtectionId::WorkspacePersistence) || crate::ablation::is(&ctx.ablate, ProtectionId::WorkspacePersistenceLive)) {
             protected::protected_paths(&mut resolver, policy)
         } else {
@@ -366,6 +371,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         nested_walks,
         nested_names,
         nested_hook_names,
+        git_listings,
         walk_records,
         git_config_files,
         configs: scrubbed.iter().map(|c| (c.path.clone(), c.removed.clone())).collect(),
