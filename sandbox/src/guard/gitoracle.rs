@@ -147,6 +147,8 @@ pub fn parse_listed(worktree: &Path, out: &[u8]) -> Result<Vec<PathBuf>, String>
     }
     let Some(body) = out.strip_suffix(b"\0") else { return Err("git's list is not NUL-terminated".into()) };
     let mut files: Vec<PathBuf> = Vec::new();
+    // A set beside the list: the names are the command's, and it can make many of them.
+    let mut seen: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
     for rel in body.split(|b| *b == 0) {
         #[cfg(unix)]
         let rel = Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(rel));
@@ -156,7 +158,7 @@ pub fn parse_listed(worktree: &Path, out: &[u8]) -> Result<Vec<PathBuf>, String>
             return Err(format!("git listed a path that is not in the worktree: {}", rel.display()));
         }
         let path = worktree.join(rel);
-        if !files.contains(&path) {
+        if seen.insert(path.clone()) {
             files.push(path);
         }
     }

@@ -1570,6 +1570,8 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
     // beyond the walk's reach: each one that was not protected at launch (made during the run,
     // or shown to git by a change to a `.gitignore`) is reviewed as made during the run.
     let mut found: Vec<(PathBuf, bool, &[String])> = found.into_iter().map(|(p, d)| (p, d, plan.nested_hook_names.as_slice())).collect();
+    // (A set beside the list: git may list as many files as the command made.)
+    let mut seen: std::collections::HashSet<PathBuf> = found.iter().map(|(p, _, _)| p.clone()).collect();
     // One git could not list (made to fail, perhaps) has every file of those names in its root
     // reviewed so, whatever git would show.
     for l in &plan.git_listings {
@@ -1582,7 +1584,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
             crate::guard::protected::files_named_anywhere(&l.root, &l.names)
         });
         for f in files {
-            if !found.iter().any(|(p, _, _)| *p == f) {
+            if seen.insert(f.clone()) {
                 found.push((f, false, l.names.as_slice()));
             }
         }
