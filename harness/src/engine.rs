@@ -878,7 +878,9 @@ impl Suite {
                 // `auto` runs at the level `status` reports.
                 let want = if l == "auto" { self.status_level.as_deref().unwrap_or(l) } else { l };
                 if got != want {
-                    return Err(format!("asked for level {l}, the run reports level {got}"));
+                    // No level: the CLI's own error object (`{"error", "exit_code"}`): say what it was.
+                    let why = j.get("error").and_then(|x| x.as_str()).map(|e| format!(" (the CLI failed, exit {:?}: {e})", out.code)).unwrap_or_default();
+                    return Err(format!("asked for level {l}, the run reports level {got}{why}"));
                 }
                 run_table = Some(table(j.get("protections").unwrap_or(&serde_json::Value::Null)));
                 timed_out = j.get("timed_out").and_then(serde_json::Value::as_bool) == Some(true);
