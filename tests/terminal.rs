@@ -297,7 +297,7 @@ fn run_interactive(pty: &Pty, mut cmd: std::process::Command, steps: &[Step<'_>]
 }
 
 /// `--stdin inherit` on a terminal gives the command a terminal of its own: stdin, stdout and
-/// stderr are a terminal of the caller's window size, which is not the caller's terminal (its
+/// stderr are a terminal of the caller's window size with a name (`tty`), which is not the caller's terminal (its
 /// device differs; TIOCSTI is refused); a resize reaches the program; Ctrl-C interrupts the
 /// program in the foreground and the run then ends as the command does; the caller's settings
 /// are restored. Each is seen from outside, on the caller's terminal.
@@ -320,7 +320,7 @@ except KeyboardInterrupt:
     print("interrupted", flush=True)
 "#;
     let script = format!(
-        "for f in 0 1 2; do test -t $f && printf 'tty%s ' $f; done; echo; stty size; stat -L -c 'device %t:%T' /proc/self/fd/0; exec /usr/bin/python3 -c {}",
+        "for f in 0 1 2; do test -t $f && printf 'tty%s ' $f; done; echo; tty >/dev/null && echo has-a-name; stty size; stat -L -c 'device %t:%T' /proc/self/fd/0; exec /usr/bin/python3 -c {}",
         sh_quote(program)
     );
     let pty = Pty::open();
@@ -332,6 +332,7 @@ except KeyboardInterrupt:
     let seen = String::from_utf8_lossy(&seen);
     assert_eq!(code, Some(0), "{seen}");
     assert!(seen.contains("tty0 tty1 tty2"), "stdin, stdout and stderr are not all a terminal: {seen}");
+    assert!(seen.contains("has-a-name"), "the terminal has no name (`tty` says it is not a terminal): {seen}");
     assert!(seen.contains("33 101"), "the window size was not the caller's: {seen}");
     assert!(!seen.contains(&format!("device {}", pty.device())), "the command was handed the caller's terminal: {seen}");
     assert!(seen.contains("TIOCSTI refused: 1"), "{seen}");

@@ -213,7 +213,7 @@ pub fn run_namespace_init(plan: &HelperPlan, argv: &[CString]) -> ! {
 /// PID 1's start, whichever way it was created: the mount, net, IPC and UTS namespaces and the
 /// mounts, then the fork of the command (which never returns here). Returns the command's pid.
 fn start_init(plan: &HelperPlan, ns: &crate::linux::mounts::NamespacePlan, argv: &[CString]) -> i32 {
-    if let Err(e) = namespaces::setup_init_namespaces(ns, &plan.ablated) {
+    if let Err(e) = namespaces::setup_init_namespaces(ns, &plan.ablated, plan.terminal) {
         fail(&e);
     }
     crate::timing::stamp("init_namespaces");

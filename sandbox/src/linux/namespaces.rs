@@ -234,10 +234,22 @@ fn empty_file(p: &Path) -> Result<(), String> {
 /// Replaces `/dev` with a tmpfs holding only the plan's device nodes (bound from the host through
 /// descriptors opened before the host's `/dev` is covered), a private devpts, `/dev/shm` and the
 /// usual links; then makes the new `/dev` itself read-only.
-fn private_dev(ns: &NamespacePlan, cut: &[ProtectionId]) -> Result<(), String> {
+///
+/// With `console` (the command's own terminal, [`crate::run::StdinMode::Terminal`]) our stdin, the
+/// run's pseudo-terminal, is bound at [`crate::plan::CONSOLE`], as container managers do: the terminal
+/// belongs to the host's devpts, which is not mounted here, so without a name under `/dev` the
+/// C library's `ttyname` (and `tty`) finds none. It gives the command no terminal it does not
+/// hold already: the run's own, whose master only the runner holds.
+fn private_dev(ns: &NamespacePlan, cut: &[ProtectionId], console: bool) -> Result<(), String> {
     let held = ns.dev_nodes.iter().map(|n| Held::open(n)).collect::<Result<Vec<_>, _>>()?;
     // (An ablation build without `other-terminals` keeps the host's devpts, the user's terminals.)
     let host_pts = if crate::ablation::is(cut, ProtectionId::OtherTerminals) { Some(Held::open(Path::new("/dev/pts"))?) } else { None };
+    let terminal = console.then(|| {
+        terminal_by_path().inspect_err(|e| {
+            crate::run::report::send(&Report::Warning(SetupWarning::TerminalUnnamed { message: format!("the command's terminal has no name under /dev (`tty` says it is none): {e}") }));
+        })
+    });
+    let terminal = terminal.and_then(Result::ok);
     let dev = Path::new("/dev");
     let size = 64 * 1024 + ns.config_overlays.iter().map(|o| o.content.len() + 4096).sum::<usize>();
     mount(Some("tmpfs"), dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some(&format!("mode=0755,size={size}")))?;
@@ -259,11 +271,36 @@ fn private_dev(ns: &NamespacePlan, cut: &[ProtectionId]) -> Result<(), String> {
         Some(h) => h.bind_back(libc::MS_BIND | libc::MS_REC)?,
         None => mount(Some("devpts"), Path::new("/dev/pts"), Some("devpts"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("newinstance,ptmxmode=0666,mode=0620"))?,
     }
+    if let Some(t) = &terminal {
+        use std::os::fd::AsRawFd;
+        let console = Path::new(crate::plan::CONSOLE);
+        empty_file(console)?;
+        mount(Some(&format!("/proc/self/fd/{}", t.file.as_raw_fd())), console, None, libc::MS_BIND, None)?;
+    }
     for (link, target) in [("/dev/ptmx", "pts/ptmx"), ("/dev/fd", "/proc/self/fd"), ("/dev/stdin", "/proc/self/fd/0"),
         ("/dev/stdout", "/proc/self/fd/1"), ("/dev/stderr", "/proc/self/fd/2")] {
         std::os::unix::fs::symlink(target, link).map_err(|e| format!("symlink {link}: {e}"))?;
     }
     set_readonly(dev)
+}
+
+/// Our stdin, the command's terminal, opened again by the path its descriptor names (a terminal
+/// of the host's devpts, still mounted at this point): a descriptor opened before the mount
+/// namespace was made cannot be bound in it. The object found must be the very one we hold.
+fn terminal_by_path() -> Result<Held, String> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: isatty and fstat on our own descriptor, into a zeroed struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::isatty(0) } != 1 || unsafe { libc::fstat(0, &mut st) } != 0 {
+        return Err("stdin is not a terminal".into());
+    }
+    let path = std::fs::read_link("/proc/self/fd/0").map_err(|e| format!("read its name: {e}"))?;
+    let held = Held::open(&path)?;
+    let meta = held.file.metadata().map_err(|e| format!("stat {}: {e}", path.display()))?;
+    if (meta.dev(), meta.ino(), meta.rdev()) != (st.st_dev, st.st_ino, st.st_rdev) {
+        return Err(format!("{} is another file", path.display()));
+    }
+    Ok(held)
 }
 
 /// `mount --bind src target` with `flags`, paths passed as bytes (not text).
@@ -485,10 +522,11 @@ pub fn loopback_udp(port: u16) -> std::io::Result<std::os::fd::OwnedFd> {
 
 /// Init (PID 1): unshare mount, network, IPC and UTS namespaces and set up the mounts. `cut`:
 /// the ablation build's cuts ([`crate::plan::HelperPlan::ablated`]; nothing in a shipped build).
+/// `terminal`: our stdin is the command's own terminal ([`crate::plan::HelperPlan::terminal`]).
 ///
 /// # Errors
 /// The failing step; the caller must not run the command.
-pub fn setup_init_namespaces(ns: &NamespacePlan, cut: &[ProtectionId]) -> Result<(), String> {
+pub fn setup_init_namespaces(ns: &NamespacePlan, cut: &[ProtectionId], terminal: bool) -> Result<(), String> {
     // `network = "full"` keeps the host's network namespace; every other one is the sandbox's,
     // made on a second thread while this one builds the mounts (see `network_namespace`).
     let net = (!ns.host_network).then(network_namespace);
@@ -517,7 +555,7 @@ pub fn setup_init_namespaces(ns: &NamespacePlan, cut: &[ProtectionId]) -> Result
     }
     crate::timing::stamp("init_readonly");
     if ns.private_dev {
-        private_dev(ns, cut)?;
+        private_dev(ns, cut, terminal)?;
     }
     crate::timing::stamp("init_dev");
     // Hold the grants a tmpfs is about to cover, then bind them back inside it (the writable

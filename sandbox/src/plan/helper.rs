@@ -100,3 +100,23 @@ impl Plan {
         }
     }
 }
+
+/// Where the command's own terminal is named in a private `/dev` (Full): the host's devpts, which
+/// it belongs to, is not mounted there.
+pub const CONSOLE: &str = "/dev/console";
+
+impl HelperPlan {
+    /// The command's stdin, stdout and stderr are a terminal of its own
+    /// ([`crate::run::StdinMode::Terminal`]). In a private `/dev` the terminal is bound at
+    /// [`CONSOLE`], and Landlock lets the command open it by that name as it opens `/dev/tty`
+    /// (programs open the name `ttyname` gives: `GPG_TTY`, pinentry). It is the run's own
+    /// terminal, which the command holds already; no other device is reachable by that name.
+    pub fn with_terminal(&mut self) {
+        use crate::linux::landlock::fs;
+        self.terminal = true;
+        if let (Some(ll), true) = (self.landlock.as_mut(), self.namespaces.as_ref().is_some_and(|n| n.private_dev)) {
+            let access = (fs::READ_FILE | fs::WRITE_FILE | fs::IOCTL_DEV) & ll.fs;
+            ll.rules.push((PathBuf::from(CONSOLE), access));
+        }
+    }
+}

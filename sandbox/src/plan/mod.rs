@@ -10,7 +10,7 @@ mod protections;
 pub use protections::{kernel_at_least, protections};
 use protections::why_minimal;
 mod helper;
-pub use helper::{HelperLandlock, HelperPlan};
+pub use helper::{HelperLandlock, HelperPlan, CONSOLE};
 mod sockets;
 pub use sockets::UnixSocketGrant;
 use sockets::SOCKET_VARS;

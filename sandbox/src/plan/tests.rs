@@ -702,3 +702,27 @@ fn plans_match_the_golden_files() {
     }
     assert!(differ.is_empty(), "plans differ from tests/golden/plans (GOLDEN_UPDATE=1 rewrites them once the change is meant): {differ:?}");
 }
+
+#[test]
+fn a_terminal_of_its_own_is_named_in_a_private_dev_and_nothing_else_opens() {
+    use crate::linux::landlock::fs;
+    let (_d, home, ws) = world();
+    let mut c = caps(7, false);
+    c.user_namespaces = Some(Feature { available: true, detail: String::new() });
+    let p = make_plan(&policy(SandboxMode::WorkspaceWrite, &home, &ws), &c, &RunContext::default()).unwrap();
+    let plain = p.helper_plan(1, Vec::new());
+    assert!(!plain.terminal && !plain.landlock.as_ref().unwrap().rules.iter().any(|(r, _)| r == Path::new(CONSOLE)));
+    let mut h = plain.clone();
+    h.with_terminal();
+    assert!(h.terminal);
+    let added: Vec<_> = h.landlock.as_ref().unwrap().rules.iter().filter(|r| !plain.landlock.as_ref().unwrap().rules.contains(r)).collect();
+    let handled = h.landlock.as_ref().unwrap().fs;
+    assert_eq!(added, [&(PathBuf::from(CONSOLE), (fs::READ_FILE | fs::WRITE_FILE | fs::IOCTL_DEV) & handled)], "one rule, for the terminal only");
+    assert!(handled & fs::WRITE_FILE != 0);
+    // Without a private /dev (Standard) the terminal keeps its host name: no rule.
+    let std = make_plan(&policy(SandboxMode::WorkspaceWrite, &home, &ws), &caps(7, false), &RunContext::default()).unwrap();
+    let mut h = std.helper_plan(1, Vec::new());
+    let before = h.landlock.clone();
+    h.with_terminal();
+    assert!(h.terminal && h.landlock == before);
+}

@@ -521,7 +521,9 @@ pub fn run_plan<S: AsRef<std::ffi::OsStr>>(plan: &Plan, argv: &[S], opts: &RunOp
     let me = unsafe { libc::getpid() };
     #[allow(unused_mut)]
     let mut helper_plan = plan.helper_plan(me, cgroup.as_ref().map(RunCgroup::join_files).unwrap_or_default());
-    helper_plan.terminal = matches!(opts.stdin, StdinMode::Terminal(_));
+    if matches!(opts.stdin, StdinMode::Terminal(_)) {
+        helper_plan.with_terminal();
+    }
     // The private layers this run mounts, while it holds their locks.
     #[cfg(target_os = "linux")]
     let (_layer_locks, layer_warning) = lock_layers(&mut helper_plan);
@@ -819,7 +821,7 @@ fn review_protected(plan: &Plan, protected: &[crate::model::guard::ProtectedPath
         .iter()
         .filter_map(|w| match w {
             report::SetupWarning::ProtectedReadOnly { index, .. } => Some(*index),
-            report::SetupWarning::LayerReadOnly { .. } => None,
+            report::SetupWarning::LayerReadOnly { .. } | report::SetupWarning::TerminalUnnamed { .. } => None,
         })
         .collect();
     let mut review = match staging {

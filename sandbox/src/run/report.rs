@@ -69,6 +69,12 @@ pub enum SetupWarning {
         /// Why.
         message: String,
     },
+    /// The command's own terminal ([`crate::run::StdinMode::Terminal`]) could not be given a
+    /// name under `/dev` (it works, but `tty` says it is none).
+    TerminalUnnamed {
+        /// Why.
+        message: String,
+    },
 }
 
 impl SetupWarning {
@@ -76,7 +82,7 @@ impl SetupWarning {
     #[must_use]
     pub fn message(&self) -> &str {
         match self {
-            SetupWarning::ProtectedReadOnly { message, .. } | SetupWarning::LayerReadOnly { message } => message,
+            SetupWarning::ProtectedReadOnly { message, .. } | SetupWarning::LayerReadOnly { message } | SetupWarning::TerminalUnnamed { message } => message,
         }
     }
 }
@@ -142,7 +148,7 @@ impl Report {
         };
         match &mut r {
             Report::SetupFailed { message, .. } => cut(message),
-            Report::Warning(SetupWarning::ProtectedReadOnly { message, .. } | SetupWarning::LayerReadOnly { message }) => cut(message),
+            Report::Warning(SetupWarning::ProtectedReadOnly { message, .. } | SetupWarning::LayerReadOnly { message } | SetupWarning::TerminalUnnamed { message }) => cut(message),
             _ => {}
         }
         let mut line = serde_json::to_string(&r).unwrap_or_else(|_| "{}".into());
