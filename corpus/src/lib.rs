@@ -147,6 +147,10 @@ pub enum WorldKind {
     /// repository): the home's files (`.bashrc`, `.profile`, the credentials) are in it, and it
     /// is a repository.
     HomeWorkspace,
+    /// A plain directory (no repository) in the host's `/tmp`, one level down:
+    /// `/tmp/<token>-tmpws/ws` (an agent's scratch clone). Its parent is in a scratch directory,
+    /// which every level below Full shares with the host; removed with the world.
+    TmpWorkspace,
 }
 
 /// The attempt itself.

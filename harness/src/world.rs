@@ -183,7 +183,7 @@ fn make_workspace(ws: &Path, outside: &Path, kind: localgpt_corpus::WorldKind) -
             fs::write(wt.join("HEAD"), "ref: refs/heads/wt\n")?;
             fs::write(ws.join(".git"), format!("gitdir: {}\n", wt.display()))?;
         }
-        WorldKind::NoGit => {}
+        WorldKind::NoGit | WorldKind::TmpWorkspace => {}
         WorldKind::Submodule => {
             make_git_dir(&ws.join(".git"), &format!("{config}[submodule \"sub\"]\n\turl = ../sub.git\n\tactive = true\n"))?;
             make_git_dir(&ws.join(".git/modules/sub"), &format!("{config}\tworktree = ../../../sub\n"))?;
@@ -321,7 +321,9 @@ impl World {
             return Err(format!("world root {} is under /tmp or /dev/shm, which the sandbox may write", root.display()));
         }
         let token = root.file_name().map(|n| n.to_string_lossy().trim_start_matches("lgw-").to_string()).unwrap_or_default();
-        let ws = root.join("ws");
+        // (A workspace in the host's /tmp lies outside the root, which never is: removed on drop.)
+        let tmp_parent = (v.world == localgpt_corpus::WorldKind::TmpWorkspace).then(|| PathBuf::from(format!("/tmp/{token}-tmpws")));
+        let ws = tmp_parent.as_ref().map_or_else(|| root.join("ws"), |p| p.join("ws"));
         let outside = root.join("outside");
         let home = if v.world == localgpt_corpus::WorldKind::HomeWorkspace { ws.clone() } else { root.join("home") };
         let xdg = root.join("xdg");
@@ -464,7 +466,7 @@ impl World {
             pty_seen: Vec::new(),
             sysv: None,
             key: None,
-            host_files: Vec::new(),
+            host_files: tmp_parent.into_iter().collect(),
             host_globs: Vec::new(),
             children: Vec::new(),
             agent: None,

@@ -192,6 +192,11 @@ pub struct ProtectedSet {
     /// What a protected path leads to in a scratch directory (`/tmp`, `/dev/shm`): private for
     /// the run at Full level, the host's (writable, not protected) at Standard.
     pub in_scratch: Vec<Unprotectable>,
+    /// Where a repository made in a scratch directory above a writable root (`/tmp/x/.git` for
+    /// the workspace `/tmp/x/ws`) would be found by the host's git run in that root: the host's
+    /// at Standard level, where the command can make one ([`scratch_ancestors`]). Private for
+    /// the run at Full: the planner protects them below Full only.
+    pub scratch_ancestors: Vec<ProtectedPath>,
     /// The files git's configuration includes that lie inside a protected git directory: the
     /// review reads them key by key, as the repository's `config`.
     pub git_config_files: Vec<PathBuf>,
@@ -414,11 +419,56 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let mut included: Vec<PathBuf> = names.into_iter().map(|(q, _)| q).collect();
     included.sort();
     included.dedup();
+    let scratch_ancestors = scratch_ancestors(p.resolver, &roots, &p.scratch);
     let Protector { mut out, bad, in_scratch, records, .. } = p;
     drop_covered(&mut out);
     let git_config_files = included.into_iter().filter(|f| out.iter().any(|q| q.kind == ProtectedKind::GitDir && f.starts_with(&q.path))).collect();
     let nested_names = walk_names.iter().map(|n| (*n).to_string()).collect();
-    ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, nested_hook_names: hook_names, git_config_files, in_scratch, walk_records: records, git_listings: listings }
+    ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, nested_hook_names: hook_names, git_config_files, in_scratch, scratch_ancestors, walk_records: records, git_listings: listings }
+}
+
+/// Why a repository in a scratch directory above a writable root is reviewed ([`scratch_ancestors`]).
+pub const SCRATCH_ANCESTOR_WHY: &str = "in a scratch directory above a writable root (the host's at Standard level): a repository made here is the one the host's git finds from that root (git status in the workspace would run its fsmonitor, its hooks); reviewed as a new repository after the run";
+
+/// The repositories a command could make where the host's git, run in a writable root, would
+/// find them: in each directory above the root that lies in a scratch directory (`/tmp`,
+/// `/dev/shm`, which every level below Full shares with the host). Git looks for a repository
+/// upward from where it runs and stops at the first one, so for a root that is no repository of
+/// its own (or whose own one the command removes) a `.git` made in `/tmp/x` becomes the
+/// repository of `/tmp/x/ws`, and a `HEAD` beside `objects/` and `refs/` makes `/tmp/x` one
+/// itself (a bare repository). Each such directory gets its `.git` and `HEAD` protected (as
+/// absent paths: what the run makes there is reviewed as a new repository, or kept pending);
+/// one that holds a `HEAD` already also gets `config`, `commondir` and `hooks`, git's other
+/// code-running files of a bare repository. An existing `.git` is the repository around the
+/// root, which the root's own protections cover already.
+fn scratch_ancestors(resolver: &mut PathResolver, roots: &[PathBuf], scratch: &[PathBuf]) -> Vec<ProtectedPath> {
+    let mut out: Vec<ProtectedPath> = Vec::new();
+    for root in roots {
+        for a in root.ancestors().skip(1).filter(|a| scratch.iter().any(|s| a.starts_with(s))) {
+            if resolver.lexists(&a.join(".git")) {
+                continue;
+            }
+            let head = resolver.lstat_kind(&a.join("HEAD"));
+            let mut names = vec![(".git", ProtectedKind::GitDir), ("HEAD", ProtectedKind::File)];
+            if head.is_some() {
+                names.extend([("config", ProtectedKind::File), ("commondir", ProtectedKind::File), ("hooks", ProtectedKind::Dir)]);
+            }
+            for (n, kind) in names {
+                let path = a.join(n);
+                if out.iter().any(|q| q.path == path) {
+                    continue;
+                }
+                let present = resolver.lstat_kind(&path);
+                let kind = match present {
+                    Some(FileKind::Dir) if kind != ProtectedKind::File => kind,
+                    Some(FileKind::File) => ProtectedKind::File,
+                    _ => kind,
+                };
+                out.push(ProtectedPath { path, kind, absent: present.is_none(), private: false, reason: SCRATCH_ANCESTOR_WHY.into(), keys: Vec::new() });
+            }
+        }
+    }
+    out
 }
 
 /// Why a writable root that is a git directory is protected whole.
@@ -1378,6 +1428,46 @@ mod tests {
         let set = protected_paths(&mut PathResolver::new(), &policy);
         assert!(!set.paths.iter().any(|x| x.path.ends_with("package.json") || x.path.ends_with(".lintstagedrc.json")));
         assert!(set.nested_hook_names.is_empty());
+    }
+
+    /// A workspace in `/tmp` that is no repository: where git run in it would find one the
+    /// command made (a `.git`, or a `HEAD` that makes the directory a bare repository) in each
+    /// directory above it in the scratch directory, as absent paths; none elsewhere. A
+    /// directory holding a `HEAD` already gets git's other code-running files too, and one
+    /// holding a `.git` (the repository around the workspace) none.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn repositories_above_a_workspace_in_a_scratch_directory_are_where_the_review_looks() {
+        let d = tempfile::tempdir_in("/tmp").unwrap();
+        let top = std::fs::canonicalize(d.path()).unwrap();
+        let (ws, home) = (top.join("a/ws"), top.join("home"));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(top.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let s = SandboxSettings { home: Some(home), ..Default::default() };
+        let policy = build_sandbox_policy(&ws, &s).unwrap();
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        let got = |p: &Path| set.scratch_ancestors.iter().find(|x| x.path == p).map(|x| (x.kind, x.absent, x.reason == SCRATCH_ANCESTOR_WHY));
+        assert_eq!(got(&top.join("a/.git")), Some((ProtectedKind::GitDir, true, true)));
+        assert_eq!(got(&top.join("a/HEAD")), Some((ProtectedKind::File, true, true)));
+        assert_eq!(got(&top.join("a/config")), None, "no HEAD in a/: a .git or a HEAD is what makes a repository there");
+        assert_eq!(got(&top.join("HEAD")), Some((ProtectedKind::File, false, true)));
+        for n in ["config", "commondir"] {
+            assert_eq!(got(&top.join(n)), Some((ProtectedKind::File, true, true)), "{n}");
+        }
+        assert_eq!(got(&top.join("hooks")), Some((ProtectedKind::Dir, true, true)));
+        assert!(set.scratch_ancestors.iter().all(|x| x.path.starts_with("/tmp") && !x.path.starts_with(&ws)), "{:?}", set.scratch_ancestors);
+        assert!(!set.paths.iter().any(|x| x.reason == SCRATCH_ANCESTOR_WHY), "the planner adds them below Full only");
+        // The repository around the workspace: its own protections, nothing here for it.
+        std::fs::create_dir_all(top.join("a/.git")).unwrap();
+        let set = protected_paths(&mut PathResolver::new(), &policy);
+        assert!(!set.scratch_ancestors.iter().any(|x| x.path.starts_with(top.join("a"))), "{:?}", set.scratch_ancestors);
+        // A workspace outside the scratch directories: nothing.
+        let v = crate::test_dir();
+        let ws = std::fs::canonicalize(v.path()).unwrap().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let policy = build_sandbox_policy(&ws, &SandboxSettings { home: Some(top.join("home")), ..Default::default() }).unwrap();
+        assert!(protected_paths(&mut PathResolver::new(), &policy).scratch_ancestors.is_empty());
     }
 
     #[cfg(unix)]

@@ -289,9 +289,11 @@ fn private_dev(ns: &NamespacePlan, cut: &[ProtectionId], console: bool) -> Resul
 /// namespace was made cannot be bound in it. The object found must be the very one we hold.
 fn terminal_by_path() -> Result<Held, String> {
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: isatty and fstat on our own descriptor, into a zeroed struct.
+    // SAFETY: a zeroed plain struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::isatty(0) } != 1 || unsafe { libc::fstat(0, &mut st) } != 0 {
+    // SAFETY: isatty and fstat on our own descriptor, into that struct.
+    let (tty, stat) = unsafe { (libc::isatty(0), libc::fstat(0, &mut st)) };
+    if tty != 1 || stat != 0 {
         return Err("stdin is not a terminal".into());
     }
     let path = std::fs::read_link("/proc/self/fd/0").map_err(|e| format!("read its name: {e}"))?;

@@ -315,7 +315,7 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
     crate::timing::stamp("plan_configs");
     // Protected workspace paths: private copies at Full for the ones that exist (where the
     // kernel has overlay mounts in a user namespace), a review in place after the run otherwise.
-    let protected::ProtectedSet { paths: mut protected, mut unprotectable, nested_walks, nested_names, nested_hook_names, git_config_files, in_scratch, walk_records, git_listings } =
+    let protected::ProtectedSet { paths: mut protected, mut unprotectable, nested_walks, nested_names, nested_hook_names, git_config_files, in_scratch, scratch_ancestors, walk_records, git_listings } =
         if confined && policy.mode == SandboxMode::WorkspaceWrite && !(crate::ablation::is(&ctx.ablate, ProtectionId::WorkspacePersistence) || crate::ablation::is(&ctx.ablate, ProtectionId::WorkspacePersistenceLive)) {
             protected::protected_paths(&mut resolver, policy)
         } else {
@@ -323,8 +323,11 @@ pub(crate) fn make_plan_at(policy: &SandboxPolicy, caps: &Capabilities, ctx: &Ru
         };
     // What a protected path leads to in `/tmp` or `/dev/shm`: the host's, writable, below Full
     // (a private one for the run at Full).
+    // ... and where a repository the command makes there would be found by the host's git run
+    // in a writable root (reviewed after the run).
     if level != SandboxLevel::Full {
         unprotectable.extend(in_scratch);
+        protected.extend(scratch_ancestors);
     }
     // Overlays in a user namespace from 5.11. Where overlayfs is not loaded (the sandbox cannot
     // load its module) the mount fails and the path is bound read-only for the run instead: the
