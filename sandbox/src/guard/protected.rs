@@ -778,14 +778,19 @@ impl Protector<'_> {
     fn protect_listed(&mut self, l: &GitListing) {
         match git_listed(l) {
             Ok(files) => {
+                // Protected already (inside a directory protected whole, too): looked up by each
+                // ancestor of a listed file, not by comparing every file with every protected
+                // path (the names git lists are the repository's, any number of them).
+                let mut protected: std::collections::HashSet<PathBuf> = self.out.iter().map(|q| q.path.clone()).collect();
                 for f in files {
-                    // Protected already (inside a directory protected whole, too).
-                    if self.out.iter().any(|q| f.starts_with(&q.path)) {
+                    if f.ancestors().any(|a| protected.contains(a)) {
                         continue;
                     }
                     let n = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                     let (kind, keys, why) = nested_protection(&n, false, &l.names);
+                    let before = self.out.len();
                     self.protect_hook_file(HookFile { path: f, kind, why: format!("git lists it: {why}"), keys });
+                    protected.extend(self.out[before..].iter().map(|q| q.path.clone()));
                 }
             }
             Err(e) => self.bad.push(Unprotectable { path: l.worktree.clone(), why: format!("{LISTING_FAILED} ({e}): those deeper than the nested walk goes, or in the directories it skips, are not protected") }),
