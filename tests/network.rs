@@ -293,6 +293,67 @@ public class Fetch {
 }
 "#;
 
+/// A Go HTTP client that ignores the proxy variables: `go-fetch URL [HOST]` prints the body.
+const FETCH_GO: &str = r#"package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+)
+
+func main() {
+	c := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	req, err := http.NewRequest("GET", os.Args[1], nil)
+	if err != nil {
+		fmt.Println("go-error", err)
+		return
+	}
+	if len(os.Args) > 2 {
+		req.Host = os.Args[2]
+	}
+	r, err := c.Do(req)
+	if err != nil {
+		fmt.Println("go-failed", err)
+		return
+	}
+	b, _ := io.ReadAll(r.Body)
+	fmt.Println(string(b))
+}
+"#;
+
+/// Builds `go-fetch-cgo` and `go-fetch-static` ([`FETCH_GO`]) into `dir`, bare; `Ok(false)` where
+/// go is not installed. The build cache is per user in the temporary directory (the pure-Go
+/// build compiles the `net` package again: a few seconds the first time).
+fn go_fetchers(dir: &std::path::Path) -> Result<bool, String> {
+    let Some(go) = which("go") else { return Ok(false) };
+    let src = dir.join("gofetch");
+    std::fs::create_dir_all(&src).map_err(|e| e.to_string())?;
+    std::fs::write(src.join("main.go"), FETCH_GO).map_err(|e| e.to_string())?;
+    std::fs::write(src.join("go.mod"), "module gofetch\n\ngo 1.19\n").map_err(|e| e.to_string())?;
+    // SAFETY: getuid cannot fail.
+    let cache = std::env::temp_dir().join(format!("localgpt-tests-go-cache-{}", unsafe { libc::getuid() }));
+    for (out, cgo) in [("go-fetch-cgo", "1"), ("go-fetch-static", "0")] {
+        let o = std::process::Command::new(&go)
+            .args(["build", "-o"])
+            .arg(dir.join(out))
+            .arg(".")
+            .current_dir(&src)
+            .env("CGO_ENABLED", cgo)
+            .env("GOCACHE", &cache)
+            .env("HOME", &cache)
+            .env("GOFLAGS", "-mod=mod")
+            .env("GOTOOLCHAIN", "local")
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !o.status.success() {
+            return Err(format!("go build ({out}): {}", String::from_utf8_lossy(&o.stderr)));
+        }
+    }
+    Ok(true)
+}
+
 /// Tools that ignore the proxy variables (a JVM, Go or Rust client without proxy support, a
 /// client on a worker thread) are captured: their connect reaches the proxy, which judges it as a
 /// tunnel to the name behind the address (the DNS stub's own address for it, Full) or to the
@@ -345,6 +406,27 @@ fn clients_that_ignore_the_proxy_variables_are_captured_and_judged() {
         allowed.push("/java");
     } else {
         eprintln!("SKIP {name} (JVM part): no JDK (java and javac) installed");
+    }
+    // Go clients that ignore the proxy variables (`Transport{Proxy: nil}`), built here bare: one
+    // linked with the C library (Go's default where a C compiler is installed) and one pure-Go
+    // static binary (`CGO_ENABLED=0`, as most released Go tools are), which resolves names with
+    // Go's own resolver.
+    match go_fetchers(&w.ws) {
+        Ok(true) => {
+            script += &format!("; ./go-fetch-cgo http://localhost.:{p}/go-cgo; ./go-fetch-static http://203.0.113.7:{p}/go-static localhost:{p}; ./go-fetch-static http://localhost.:{p}/go-static-by-name; ./go-fetch-cgo http://other.invalid:{p}/go-denied; ./go-fetch-static http://203.0.113.7:{p}/go-denied other.invalid:{p}; true");
+            allowed.extend(["/go-cgo", "/go-static"]);
+            // Go's own resolver asks the nameserver of /etc/resolv.conf over UDP, or over TCP only
+            // where that file says `options use-vc`: the sandbox's file at Full; at Standard the
+            // host's, and the command has no UDP there (the C library is told `use-vc` by
+            // RES_OPTIONS, which Go's own resolver does not read). So a pure-Go client resolves
+            // names itself at Full only (documented in docs/network.md); by address, and with
+            // the proxy variables (Go's default transport), it works at every level.
+            if suite_level(&w) == "full" {
+                allowed.push("/go-static-by-name");
+            }
+        }
+        Ok(false) => eprintln!("SKIP {name} (Go part): go is not installed"),
+        Err(e) => panic!("building the Go clients: {e}"),
     }
     let o = allowlisted(&w, &["--allow-domain", "localhost", "--json"], &script);
     let v = parse_one_json(&o);
