@@ -197,6 +197,52 @@ fn a_tls_tunnel_whose_server_name_differs_from_the_connect_host_is_refused() {
 /// the client sends first names the requested host — a TLS server name, or the Host of an HTTP
 /// request —, unless the domain is in `allow_opaque_tunnels`. Judged at the upstream: a refused
 /// tunnel reaches nothing.
+/// Requests another parser could read differently (a second Host hidden behind a bare LF, two
+/// Hosts, a folded line, Content-Length with Transfer-Encoding) are refused with a 400, sent to
+/// the proxy and sent past it (captured); judged at the upstream, which none of them reaches,
+/// while the same request written plainly does, both ways.
+#[test]
+fn a_request_other_parsers_could_read_differently_reaches_no_upstream() {
+    let name = "a_request_other_parsers_could_read_differently_reaches_no_upstream";
+    let w = World::new();
+    if !full_or_skip(name, &w) {
+        return;
+    }
+    let up = Upstream::start(0).unwrap();
+    let p = up.port;
+    config(&w, &format!("allow_ports = [{p}]\nallow_cidrs = [\"127.0.0.1/32\"]\n"));
+    let host = format!("localhost:{p}");
+    let cases: [(&str, String); 5] = [
+        ("plain", format!("Host: {host}\r\n")),
+        ("bare-lf", format!("Host: {host}\nHost: evil.example\r\n")),
+        ("two-hosts", format!("Host: {host}\r\nHost: evil.example\r\n")),
+        ("folded", format!("Host: {host}\r\nX-A: b\r\n  Host: evil.example\r\n")),
+        ("cl-te", format!("Host: {host}\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n")),
+    ];
+    let mut script = String::new();
+    for (way, target, dial) in [("proxied", format!("http://{host}"), "127.0.0.1/${PROXY_HP#*:}".to_string()), ("captured", String::new(), format!("203.0.113.7/{p}"))] {
+        for (case, headers) in &cases {
+            let req = format!("GET {target}/{way}-{case} HTTP/1.1\r\n{headers}Connection: close\r\n\r\n");
+            std::fs::write(w.ws.join(format!("{way}-{case}.req")), req).unwrap();
+            script += &format!("echo '== {way}-{case}'; (exec 3<>/dev/tcp/{dial} && cat {way}-{case}.req >&3 && timeout 3 head -c 200 <&3); echo; ");
+        }
+    }
+    script += "true";
+    let o = allowlisted(&w, &["--allow-domain", "localhost", "--json"], &script);
+    let v = parse_one_json(&o);
+    let out = v["stdout"].as_str().unwrap_or_default();
+    assert_eq!(up.paths(), ["/proxied-plain", "/captured-plain"], "only the plain requests reach the upstream{}", o.describe());
+    // Each refusal is told in HTTP: a 400 where the proxy cannot read the request, a 403 where
+    // it reads it and refuses what it carries (a captured connection's Content-Length with
+    // Transfer-Encoding, judged once its one Host named the host).
+    for way in ["proxied", "captured"] {
+        for (case, _) in cases.iter().skip(1) {
+            let part = out.split(&format!("== {way}-{case}\n")).nth(1).and_then(|r| r.split("== ").next()).unwrap_or_default();
+            assert!(part.contains("400 Bad Request") || part.contains("403 Forbidden"), "{way} {case}: not refused in HTTP{}", o.describe());
+        }
+    }
+}
+
 #[test]
 fn a_tunnel_is_dialled_only_when_what_it_carries_names_the_allowed_host() {
     let name = "a_tunnel_is_dialled_only_when_what_it_carries_names_the_allowed_host";

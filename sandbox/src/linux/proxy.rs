@@ -193,7 +193,12 @@ fn transparent(mut c: TcpStream, allow: &Allowlist, events: &Events, dest: Socke
         }
         None => match read_named(&mut c, port) {
             Ok(named) => named,
-            Err(why) => return refused(ev, Refusal::Protocol, format!("a connection to the address {dest} that names no host: {why}")),
+            Err((why, http)) => {
+                if http {
+                    unreadable(&mut c, &why);
+                }
+                return refused(ev, Refusal::Protocol, format!("a connection to the address {dest} that names no host: {why}"));
+            }
         },
     };
     ev.host.clone_from(&host);
@@ -235,19 +240,19 @@ fn transparent(mut c: TcpStream, allow: &Allowlist, events: &Events, dest: Socke
 
 /// Reads a captured connection's opening until it names a host: a whole TLS ClientHello's
 /// server name, or a whole HTTP request head's one `Host` (its port must be `port`). Returns the
-/// name and the bytes read.
-fn read_named(c: &mut TcpStream, port: u16) -> Result<(String, Vec<u8>), String> {
+/// name and the bytes read; else why not, and whether the client spoke HTTP (it is then told so).
+fn read_named(c: &mut TcpStream, port: u16) -> Result<(String, Vec<u8>), (String, bool)> {
     let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
         match opening_name(&buf, port) {
             Named::Host(h) => return Ok((h, buf)),
-            Named::Nothing(why) => return Err(why),
+            Named::Nothing(why) => return Err((why, looks_like_http(&buf))),
             Named::Partial => {}
         }
         match c.read(&mut chunk) {
-            Ok(0) | Err(_) => return Err("the client sent nothing the proxy could read".into()),
+            Ok(0) | Err(_) => return Err(("the client sent nothing the proxy could read".into(), false)),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
@@ -578,12 +583,23 @@ fn http_request(c: &mut TcpStream) -> Option<Request> {
             Head::Partial => {}
             Head::Ready(r) => return Some(r),
             Head::Bad(why) => {
-                let body = format!("localgpt-sandbox: the proxy refused a request it cannot read unambiguously ({why}).\n");
-                answer(c, "400 Bad Request", &body);
+                unreadable(c, why);
                 return None;
             }
         }
     }
+}
+
+/// Answers an HTTP client whose request the proxy refused to read (`400`, with why).
+fn unreadable(c: &mut TcpStream, why: &str) {
+    answer(c, "400 Bad Request", &format!("localgpt-sandbox: the proxy refused a request it cannot read unambiguously ({why}).\n"));
+}
+
+/// Whether `buf` starts as an HTTP request does (a method: capital letters, then a space), so
+/// that a refusal can be told to the client in HTTP.
+fn looks_like_http(buf: &[u8]) -> bool {
+    let method = buf.iter().take_while(|b| b.is_ascii_uppercase()).count();
+    (1..=16).contains(&method) && buf.get(method) == Some(&b' ')
 }
 
 fn split_host_port(s: &str, default: u16) -> Option<(String, u16)> {
@@ -763,6 +779,16 @@ fn splice_once(fd_in: i32, fd_out: i32, len: usize) -> isize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_http_opening_is_told_its_refusal_in_http_and_nothing_else_is() {
+        for http in [&b"GET / HTTP/1.1\r\nHost: a\nHost: b\r\n\r\n"[..], b"POST /x HTTP/1.1\r\n", b"OPTIONS * HTTP/1.1\r\n"] {
+            assert!(looks_like_http(http), "{}", String::from_utf8_lossy(http));
+        }
+        for other in [&b"SSH-2.0-OpenSSH_9.2p1\r\n"[..], b"\x16\x03\x01", b"", b" GET / HTTP/1.1", b"get / HTTP/1.1", b"GETGETGETGETGETGETGET / HTTP/1.1"] {
+            assert!(!looks_like_http(other), "{}", String::from_utf8_lossy(other));
+        }
+    }
 
     #[test]
     fn a_captured_connection_is_named_by_its_opening() {
