@@ -194,7 +194,7 @@ pub struct ProtectedSet {
     pub in_scratch: Vec<Unprotectable>,
     /// Where a repository made in a scratch directory above a writable root (`/tmp/x/.git` for
     /// the workspace `/tmp/x/ws`) would be found by the host's git run in that root: the host's
-    /// at Standard level, where the command can make one ([`scratch_ancestors`]). Private for
+    /// at Standard level, where the command can make one (`Protector::where_git_looks`). Private for
     /// the run at Full: the planner protects them below Full only.
     pub scratch_ancestors: Vec<ProtectedPath>,
     /// The files git's configuration includes that lie inside a protected git directory: the
@@ -419,7 +419,7 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     let mut included: Vec<PathBuf> = names.into_iter().map(|(q, _)| q).collect();
     included.sort();
     included.dedup();
-    let scratch_ancestors = scratch_ancestors(p.resolver, &roots, &p.scratch);
+    let scratch_ancestors = p.where_git_looks(&roots, &git_roots);
     let Protector { mut out, bad, in_scratch, records, .. } = p;
     drop_covered(&mut out);
     let git_config_files = included.into_iter().filter(|f| out.iter().any(|q| q.kind == ProtectedKind::GitDir && f.starts_with(&q.path))).collect();
@@ -427,48 +427,67 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, nested_hook_names: hook_names, git_config_files, in_scratch, scratch_ancestors, walk_records: records, git_listings: listings }
 }
 
-/// Why a repository in a scratch directory above a writable root is reviewed ([`scratch_ancestors`]).
+/// Why a repository in a scratch directory above a writable root is reviewed ([`Protector::where_git_looks`]).
 pub const SCRATCH_ANCESTOR_WHY: &str = "in a scratch directory above a writable root (the host's at Standard level): a repository made here is the one the host's git finds from that root (git status in the workspace would run its fsmonitor, its hooks); reviewed as a new repository after the run";
 
-/// The repositories a command could make where the host's git, run in a writable root, would
-/// find them: in each directory above the root that lies in a scratch directory (`/tmp`,
-/// `/dev/shm`, which every level below Full shares with the host). Git looks for a repository
-/// upward from where it runs and stops at the first one, so for a root that is no repository of
-/// its own (or whose own one the command removes) a `.git` made in `/tmp/x` becomes the
-/// repository of `/tmp/x/ws`, and a `HEAD` beside `objects/` and `refs/` makes `/tmp/x` one
-/// itself (a bare repository). Each such directory gets its `.git` and `HEAD` protected (as
-/// absent paths: what the run makes there is reviewed as a new repository, or kept pending);
-/// one that holds a `HEAD` already also gets `config`, `commondir` and `hooks`, git's other
-/// code-running files of a bare repository. An existing `.git` is the repository around the
-/// root, which the root's own protections cover already.
-fn scratch_ancestors(resolver: &mut PathResolver, roots: &[PathBuf], scratch: &[PathBuf]) -> Vec<ProtectedPath> {
-    let mut out: Vec<ProtectedPath> = Vec::new();
-    for root in roots {
-        for a in root.ancestors().skip(1).filter(|a| scratch.iter().any(|s| a.starts_with(s))) {
-            if resolver.lexists(&a.join(".git")) {
-                continue;
-            }
-            let head = resolver.lstat_kind(&a.join("HEAD"));
-            let mut names = vec![(".git", ProtectedKind::GitDir), ("HEAD", ProtectedKind::File)];
-            if head.is_some() {
-                names.extend([("config", ProtectedKind::File), ("commondir", ProtectedKind::File), ("hooks", ProtectedKind::Dir)]);
-            }
-            for (n, kind) in names {
-                let path = a.join(n);
-                if out.iter().any(|q| q.path == path) {
-                    continue;
-                }
-                let present = resolver.lstat_kind(&path);
-                let kind = match present {
-                    Some(FileKind::Dir) if kind != ProtectedKind::File => kind,
-                    Some(FileKind::File) => ProtectedKind::File,
-                    _ => kind,
-                };
-                out.push(ProtectedPath { path, kind, absent: present.is_none(), private: false, reason: SCRATCH_ANCESTOR_WHY.into(), keys: Vec::new() });
+/// Why a writable root that is no repository has its `HEAD` protected ([`Protector::where_git_looks`]).
+pub const ROOT_BARE_WHY: &str = "a writable root that is no repository: a HEAD made beside objects/ and refs/ makes the root itself a bare repository, whose config (core.pager, core.sshCommand) the user's next git log or git fetch in it runs; reviewed after the run";
+
+/// In `dir`, which git would take for a repository if a run made one there: `HEAD` (a bare
+/// repository is a directory holding `HEAD`, `objects/` and `refs/`), and where a `HEAD` stands
+/// already git's other code-running files of a bare repository (`config`, `commondir`,
+/// `hooks`), each as it is at launch (absent, or present).
+fn bare_repository_names(resolver: &mut PathResolver, dir: &Path, reason: &str, out: &mut Vec<ProtectedPath>) {
+    let head = resolver.lstat_kind(&dir.join("HEAD"));
+    let mut names = vec![("HEAD", ProtectedKind::File)];
+    if head.is_some() {
+        names.extend([("config", ProtectedKind::File), ("commondir", ProtectedKind::File), ("hooks", ProtectedKind::Dir)]);
+    }
+    for (n, kind) in names {
+        let path = dir.join(n);
+        if out.iter().any(|q| q.path == path) {
+            continue;
+        }
+        let present = resolver.lstat_kind(&path);
+        let kind = if present == Some(FileKind::File) { ProtectedKind::File } else { kind };
+        out.push(ProtectedPath { path, kind, absent: present.is_none(), private: false, reason: reason.into(), keys: Vec::new() });
+    }
+}
+
+impl Protector<'_> {
+    /// Where the host's git, run in a writable root, would find a repository the run made. Git
+    /// looks upward from where it runs and stops at the first one, checking in each directory
+    /// for a `.git` and then whether the directory itself is a repository (a bare one: `HEAD`
+    /// beside `objects/` and `refs/`). So:
+    ///
+    /// * a root that is no repository at launch (no `.git`, which the protected names cover)
+    ///   could be made one itself: its `HEAD` is protected (and, where one stands already, its
+    ///   `config`, `commondir` and `hooks`), at every level;
+    /// * each directory above a root that lies in a scratch directory (`/tmp`, `/dev/shm`, which
+    ///   every level below Full shares with the host) could get a `.git` or be made a bare
+    ///   repository: `/tmp/x/.git` becomes the repository of the workspace `/tmp/x/ws`. Those are
+    ///   returned, for the planner to protect below Full (private for the run at Full). A
+    ///   directory holding a `.git` at launch is the repository around the root, which the
+    ///   root's own protections cover.
+    fn where_git_looks(&mut self, roots: &[PathBuf], git_roots: &[PathBuf]) -> Vec<ProtectedPath> {
+        for root in roots.iter().filter(|r| !git_roots.contains(r)) {
+            if !self.resolver.lexists(&root.join(".git")) {
+                bare_repository_names(self.resolver, root, ROOT_BARE_WHY, &mut self.out);
             }
         }
+        let mut out: Vec<ProtectedPath> = Vec::new();
+        for root in roots {
+            for a in root.ancestors().skip(1).filter(|a| self.scratch.iter().any(|s| a.starts_with(s))) {
+                let dotgit = a.join(".git");
+                if self.resolver.lexists(&dotgit) || out.iter().any(|q| q.path == dotgit) {
+                    continue;
+                }
+                out.push(ProtectedPath { path: dotgit, kind: ProtectedKind::GitDir, absent: true, private: false, reason: SCRATCH_ANCESTOR_WHY.into(), keys: Vec::new() });
+                bare_repository_names(self.resolver, a, SCRATCH_ANCESTOR_WHY, &mut out);
+            }
+        }
+        out
     }
-    out
 }
 
 /// Why a writable root that is a git directory is protected whole.
@@ -1437,12 +1456,13 @@ mod tests {
 
     /// A workspace in `/tmp` that is no repository: where git run in it would find one the
     /// command made (a `.git`, or a `HEAD` that makes the directory a bare repository) in each
-    /// directory above it in the scratch directory, as absent paths; none elsewhere. A
+    /// directory above it in the scratch directory, as absent paths, and the workspace's own
+    /// `HEAD`; none elsewhere. A
     /// directory holding a `HEAD` already gets git's other code-running files too, and one
     /// holding a `.git` (the repository around the workspace) none.
     #[cfg(target_os = "linux")]
     #[test]
-    fn repositories_above_a_workspace_in_a_scratch_directory_are_where_the_review_looks() {
+    fn where_git_would_find_a_repository_a_run_made_is_where_the_review_looks() {
         let d = tempfile::tempdir_in("/tmp").unwrap();
         let top = std::fs::canonicalize(d.path()).unwrap();
         let (ws, home) = (top.join("a/ws"), top.join("home"));
@@ -1463,6 +1483,11 @@ mod tests {
         assert_eq!(got(&top.join("hooks")), Some((ProtectedKind::Dir, true, true)));
         assert!(set.scratch_ancestors.iter().all(|x| x.path.starts_with("/tmp") && !x.path.starts_with(&ws)), "{:?}", set.scratch_ancestors);
         assert!(!set.paths.iter().any(|x| x.reason == SCRATCH_ANCESTOR_WHY), "the planner adds them below Full only");
+        // The workspace itself, no repository: its HEAD (a bare repository made of it), at every level.
+        assert!(set.paths.iter().any(|x| x.path == ws.join("HEAD") && x.absent && x.kind == ProtectedKind::File && x.reason == ROOT_BARE_WHY), "{:?}", set.paths);
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        assert!(!protected_paths(&mut PathResolver::new(), &policy).paths.iter().any(|x| x.reason == ROOT_BARE_WHY), "a repository's own .git comes first");
+        std::fs::remove_dir(ws.join(".git")).unwrap();
         // The repository around the workspace: its own protections, nothing here for it.
         std::fs::create_dir_all(top.join("a/.git")).unwrap();
         let set = protected_paths(&mut PathResolver::new(), &policy);
@@ -1633,8 +1658,9 @@ mod tests {
         let p = protected_paths(&mut PathResolver::new(), &policy).paths;
         let got: Vec<String> = p.iter().map(|x| x.path.strip_prefix(&ws).unwrap().display().to_string()).collect();
         // `.vscode/sub` lies in `.vscode`; `.vscode-x` only shares its bytes; `./.vscode` is
-        // the same path as `.vscode` (protected once); `.git/hooks` is `.git`.
-        assert_eq!(got, [".vscode", ".vscode-x", ".git"]);
+        // the same path as `.vscode` (protected once); `.git/hooks` is `.git`. (`HEAD`: the
+        // workspace is no repository, and a run could make it a bare one.)
+        assert_eq!(got, [".vscode", ".vscode-x", ".git", "HEAD"]);
     }
 
     #[test]
