@@ -427,10 +427,10 @@ pub fn protected_paths(resolver: &mut PathResolver, policy: &SandboxPolicy) -> P
     ProtectedSet { paths: out, unprotectable: bad, nested_walks: walks, nested_names, nested_hook_names: hook_names, git_config_files, in_scratch, scratch_ancestors, walk_records: records, git_listings: listings }
 }
 
-/// Why a repository in a scratch directory above a writable root is reviewed ([`Protector::where_git_looks`]).
+/// Why a repository in a scratch directory above a writable root is reviewed (`Protector::where_git_looks`).
 pub const SCRATCH_ANCESTOR_WHY: &str = "in a scratch directory above a writable root (the host's at Standard level): a repository made here is the one the host's git finds from that root (git status in the workspace would run its fsmonitor, its hooks); reviewed as a new repository after the run";
 
-/// Why a writable root that is no repository has its `HEAD` protected ([`Protector::where_git_looks`]).
+/// Why a writable root that is no repository has its `HEAD` protected (`Protector::where_git_looks`).
 pub const ROOT_BARE_WHY: &str = "a writable root that is no repository: a HEAD made beside objects/ and refs/ makes the root itself a bare repository, whose config (core.pager, core.sshCommand) the user's next git log or git fetch in it runs; reviewed after the run";
 
 /// In `dir`, which git would take for a repository if a run made one there: `HEAD` (a bare
