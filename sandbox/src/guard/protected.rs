@@ -449,7 +449,12 @@ fn bare_repository_names(resolver: &mut PathResolver, dir: &Path, reason: &str, 
             continue;
         }
         let present = resolver.lstat_kind(&path);
-        let kind = if present == Some(FileKind::File) { ProtectedKind::File } else { kind };
+        // What stands there at launch, as it is (a project's own `config/` directory).
+        let kind = match present {
+            Some(FileKind::File) => ProtectedKind::File,
+            Some(FileKind::Dir) => ProtectedKind::Dir,
+            _ => kind,
+        };
         out.push(ProtectedPath { path, kind, absent: present.is_none(), private: false, reason: reason.into(), keys: Vec::new() });
     }
 }
@@ -1457,9 +1462,9 @@ mod tests {
     /// A workspace in `/tmp` that is no repository: where git run in it would find one the
     /// command made (a `.git`, or a `HEAD` that makes the directory a bare repository) in each
     /// directory above it in the scratch directory, as absent paths, and the workspace's own
-    /// `HEAD`; none elsewhere. A
-    /// directory holding a `HEAD` already gets git's other code-running files too, and one
-    /// holding a `.git` (the repository around the workspace) none.
+    /// `HEAD`; none elsewhere. A directory holding a `HEAD` already gets git's other
+    /// code-running files too (as they stand), and one holding a `.git` (the repository around
+    /// the workspace) none.
     #[cfg(target_os = "linux")]
     #[test]
     fn where_git_would_find_a_repository_a_run_made_is_where_the_review_looks() {
@@ -1469,6 +1474,7 @@ mod tests {
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::create_dir_all(&home).unwrap();
         std::fs::write(top.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::create_dir(top.join("hooks")).unwrap();
         let s = SandboxSettings { home: Some(home), ..Default::default() };
         let policy = build_sandbox_policy(&ws, &s).unwrap();
         let set = protected_paths(&mut PathResolver::new(), &policy);
@@ -1480,7 +1486,7 @@ mod tests {
         for n in ["config", "commondir"] {
             assert_eq!(got(&top.join(n)), Some((ProtectedKind::File, true, true)), "{n}");
         }
-        assert_eq!(got(&top.join("hooks")), Some((ProtectedKind::Dir, true, true)));
+        assert_eq!(got(&top.join("hooks")), Some((ProtectedKind::Dir, false, true)));
         assert!(set.scratch_ancestors.iter().all(|x| x.path.starts_with("/tmp") && !x.path.starts_with(&ws)), "{:?}", set.scratch_ancestors);
         assert!(!set.paths.iter().any(|x| x.reason == SCRATCH_ANCESTOR_WHY), "the planner adds them below Full only");
         // The workspace itself, no repository: its HEAD (a bare repository made of it), at every level.
