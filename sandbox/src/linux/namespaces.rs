@@ -244,12 +244,15 @@ fn private_dev(ns: &NamespacePlan, cut: &[ProtectionId], console: bool) -> Resul
     let held = ns.dev_nodes.iter().map(|n| Held::open(n)).collect::<Result<Vec<_>, _>>()?;
     // (An ablation build without `other-terminals` keeps the host's devpts, the user's terminals.)
     let host_pts = if crate::ablation::is(cut, ProtectionId::OtherTerminals) { Some(Held::open(Path::new("/dev/pts"))?) } else { None };
-    let terminal = console.then(|| {
-        terminal_by_path().inspect_err(|e| {
+    let terminal = if console {
+        let found = terminal_by_path();
+        if let Err(e) = &found {
             crate::run::report::send(&Report::Warning(SetupWarning::TerminalUnnamed { message: format!("the command's terminal has no name under /dev (`tty` says it is none): {e}") }));
-        })
-    });
-    let terminal = terminal.and_then(Result::ok);
+        }
+        found.ok()
+    } else {
+        None
+    };
     let dev = Path::new("/dev");
     let size = 64 * 1024 + ns.config_overlays.iter().map(|o| o.content.len() + 4096).sum::<usize>();
     mount(Some("tmpfs"), dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some(&format!("mode=0755,size={size}")))?;
