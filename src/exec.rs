@@ -258,7 +258,8 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
 }
 
 /// Where the walk service is to be started after the run, and the roots it is to walk first: it
-/// is on, did not answer now, and a root large enough to be worth asking it about was walked here.
+/// is on, did not answer now, and a root large enough to be worth asking it about was walked here,
+/// or git listed a worktree for lint-staged (the service keeps that listing).
 #[cfg(target_os = "linux")]
 fn walk_service_to_start(plan: &localgpt_sandbox::plan::Plan) -> Option<(std::path::PathBuf, Vec<localgpt_sandbox::guard::walkd::Request>)> {
     use localgpt_sandbox::guard::walkd;
@@ -266,10 +267,12 @@ fn walk_service_to_start(plan: &localgpt_sandbox::plan::Plan) -> Option<(std::pa
     if !walkd::enabled() || walks.iter().any(|w| w.service.is_some()) {
         return None;
     }
+    // (And the worktrees git lists for lint-staged: their listing is kept there.)
     let warm: Vec<walkd::Request> = walks
         .iter()
         .filter(|w| w.listings.len() >= walkd::MIN_DIRS)
         .map(|w| walkd::Request::Walk { root: w.root.clone(), names: plan.nested_names.clone(), budget: w.budget as u64 })
+        .chain(plan.git_listings.iter().map(|l| walkd::Request::List { root: l.worktree.clone(), names: l.names.clone() }))
         .collect();
     (!warm.is_empty()).then(|| plan.walk_records.clone().map(|d| (d, warm))).flatten()
 }

@@ -458,6 +458,61 @@ fn the_walk_service_sees_what_changed_between_runs_and_during_one() {
     unsafe { libc::kill(pid, libc::SIGTERM) };
 }
 
+/// Where the hooks run lint-staged, the walk service keeps git's listing of its configurations
+/// (`guard::listing`) and gives it again while nothing changed that could change it: the
+/// service watches the worktree's directories (checked in its fdinfo), a configuration the host
+/// makes deeper than the walk between runs is protected in the next run (the command's change to
+/// it does not land), and one the command makes in a tree the walk skips is taken back (kept
+/// pending). Checked from outside: the files on the host, `sandbox pending`. Bare, both land.
+#[test]
+fn the_walk_service_keeps_gits_listing_for_lint_staged_and_sees_what_changes_it() {
+    let w = World::new();
+    let init = w.bare(
+        "git init -q . && mkdir -p .husky/_ build a/b/c/d/e && printf 'npx lint-staged\\n' > .husky/pre-commit \
+         && printf '#!/bin/sh\\n. \"$(dirname \"$0\")/h\"\\n' > .husky/_/pre-commit && chmod +x .husky/_/pre-commit \
+         && git config core.hooksPath .husky/_ && echo '{\"name\": \"w\"}' > package.json && echo ok",
+    );
+    assert!(init.stdout.contains("ok"), "{}", init.describe());
+    let with_service = |snippet: &str| {
+        let mut cmd = w.sandbox_cmd(&[], &["bash", "-c", snippet]);
+        cmd.env("LOCALGPT_SANDBOX_WALK_SERVICE", "1").env("LOCALGPT_SANDBOX_WALK_SERVICE_IDLE", "30");
+        run(cmd, snippet)
+    };
+    // The first run asks git and starts the service.
+    let o = with_service("true");
+    assert_eq!(o.code(), Some(0), "{}", o.describe());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while walk_service_watches(&w).is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Past the racy window of the stamps (the index and config were just written), the next run's
+    // listing is kept: its directories are watched.
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(with_service("true").code(), Some(0));
+    let (pid, watches) = walk_service_watches(&w).expect("the walk service serves the world");
+    assert!(watches >= 8, "the service watches {watches} directories, not the worktree's");
+    // The host makes a configuration deeper than the walk goes, between runs.
+    let deep = w.ws.join("a/b/c/d/e/.lintstagedrc");
+    fs::write(&deep, "{\"*.js\": \"true\"}\n").unwrap();
+    let o = with_service("echo '{\"*\": \"touch /tmp/lint-staged-ran\"}' > a/b/c/d/e/.lintstagedrc; true");
+    assert_eq!(fs::read_to_string(&deep).unwrap(), "{\"*.js\": \"true\"}\n", "the change to a configuration the host made between runs landed\n{}", o.describe());
+    // The command makes one in a directory the walk skips.
+    let made = w.ws.join("build/gen/.lintstagedrc.json");
+    let o = with_service("mkdir -p build/gen && echo '{\"*\": \"touch /tmp/lint-staged-ran\"}' > build/gen/.lintstagedrc.json && echo MADE");
+    assert!(o.stdout.contains("MADE"), "{}", o.describe());
+    assert!(!made.exists(), "a configuration made in a skipped directory during the run landed\n{}", o.describe());
+    let pending = run(w.localgpt_cmd(&["sandbox", "pending"]), "pending");
+    assert!(pending.stdout.contains("build/gen/.lintstagedrc.json"), "the made configuration is a pending change\n{}", pending.describe());
+    // The service answered those runs.
+    let (pid2, _) = walk_service_watches(&w).expect("the walk service still serves the world");
+    assert_eq!(pid, pid2, "the same service answered");
+    // Bare, both land.
+    let b = w.bare("echo changed > a/b/c/d/e/.lintstagedrc && mkdir -p build/gen2 && echo '{}' > build/gen2/.lintstagedrc.json && echo LANDED");
+    assert!(b.stdout.contains("LANDED") && fs::read_to_string(&deep).unwrap() == "changed\n" && w.ws.join("build/gen2/.lintstagedrc.json").exists(), "{}", b.describe());
+    // SAFETY: a signal to the world's own service.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+}
+
 /// With the walk service on, a launch walk that runs out of its budget is recorded as far as it
 /// went, so that later launches go further until the whole root is protected (as without the
 /// service): a run whose launch the service answered must not write its own (empty) reads over

@@ -535,6 +535,30 @@ fn make_big_repo(big: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The large repository ([`make_big_repo`]) as a JavaScript project whose hooks run lint-staged
+/// (husky 9: `core.hooksPath = .husky/_`, `.husky/pre-commit` running `npx lint-staged`, a
+/// `package.json` with a `lint-staged` key), made of hard links to its files (no copy of the
+/// 200 000 files; nothing writes them). lint-staged reads its configuration wherever git lists
+/// one, so every run asks git what it lists (launch and after the run), or the walk service
+/// keeps git's answer (`guard::listing`). `Ok(false)` without git (no listing to measure).
+fn make_lint_staged_repo(big: &Path, to: &Path) -> Result<bool, String> {
+    let git = |args: &[&str]| std::process::Command::new("git").arg("-C").arg(to).args(args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).status().is_ok_and(|s| s.success());
+    if !big.join(".git/index").exists() {
+        return Ok(false);
+    }
+    let cp = std::process::Command::new("cp").arg("-al").arg(big).arg(to).status().map_err(|e| format!("cp -al: {e}"))?;
+    if !cp.success() {
+        return Err(format!("cp -al {} {} failed", big.display(), to.display()));
+    }
+    std::fs::create_dir_all(to.join(".husky/_")).map_err(|e| format!("create .husky/_: {e}"))?;
+    std::fs::write(to.join(".husky/pre-commit"), "npx lint-staged\n").map_err(|e| format!("write .husky/pre-commit: {e}"))?;
+    std::fs::write(to.join(".husky/_/pre-commit"), "#!/bin/sh\n. \"$(dirname \"$0\")/h\"\n").map_err(|e| format!("write .husky/_/pre-commit: {e}"))?;
+    std::fs::set_permissions(to.join(".husky/_/pre-commit"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).map_err(|e| format!("chmod: {e}"))?;
+    std::fs::write(to.join("package.json"), "{\"name\": \"big\", \"lint-staged\": {\"*.js\": \"eslint --fix\"}}\n").map_err(|e| format!("write package.json: {e}"))?;
+    // (git config writes a new file: the hard link to the first repository's config is left.)
+    Ok(git(&["config", "core.hooksPath", ".husky/_"]))
+}
+
 /// (variant id, label, (parent peak RSS MiB, child peak RSS MiB)) of the memory probe.
 type MemProbe = (String, String, Option<(f64, f64)>);
 
@@ -591,6 +615,8 @@ fn run(o: &Opts) -> Result<bool, String> {
     let big = root.join("repo200k");
     make_big_repo(&big)?;
     let big_s = big.to_string_lossy().into_owned();
+    let big_ls = root.join("repo200k-lint-staged");
+    let big_ls_s = make_lint_staged_repo(&big, &big_ls)?.then(|| big_ls.to_string_lossy().into_owned());
     // The walk service (`guard::walkd`, on by default; set here so that a caller's
     // LOCALGPT_SANDBOX_WALK_SERVICE=0 does not change what is measured) for every run of the
     // bench: in the empty workspace it is not asked (a small root is walked in the process), in
@@ -704,7 +730,14 @@ fn run(o: &Opts) -> Result<bool, String> {
                 if let Some(i) = in_big.iter().position(|a| a == "--workspace") {
                     in_big[i + 1] = big_s.clone();
                 }
-                add(ci, &format!("{l}+repo200k"), format!("localgpt {l} in a repository of {BIG_DIRS} directories and 200 000 files"), true, How::Spawn(in_big));
+                add(ci, &format!("{l}+repo200k"), format!("localgpt {l} in a repository of {BIG_DIRS} directories and 200 000 files"), true, How::Spawn(in_big.clone()));
+                if let Some(ls) = &big_ls_s {
+                    let mut in_ls = in_big;
+                    if let Some(i) = in_ls.iter().position(|a| a == "--workspace") {
+                        in_ls[i + 1] = ls.clone();
+                    }
+                    add(ci, &format!("{l}+repo200k-lint-staged"), format!("localgpt {l} in that repository with lint-staged in its hooks"), true, How::Spawn(in_ls));
+                }
             }
             use localgpt_sandbox::run::HelperStart;
             let lib_policy = |level: &str| -> Result<Box<localgpt_sandbox::SandboxPolicy>, String> {
@@ -1176,6 +1209,15 @@ fn analyse(
             goals.insert(format!("repo200k_{l}"), json!({"goal": format!("a repository of {BIG_DIRS} directories and 200 000 files adds ≤ {GOAL_REPO_MS} ms over the empty workspace ({l}, p50)"), "added_p50_ms": a50, "met": met}));
             let _ = writeln!(goal_lines, "| 200 000-file repository ≤ {GOAL_REPO_MS} ms over empty (p50, {l}, walk service on) | {} ms | {} |", f(a50), if met { "**met**" } else { "**not met**" });
         }
+        // The same repository with lint-staged in its hooks: git's listing of its configurations
+        // at launch and after the run (kept by the walk service while nothing changes it).
+        if let (Some(b), Some(g)) = (t(l), t(&format!("{l}+repo200k-lint-staged"))) {
+            let (a50, a99) = (r3(g.p50 - b.p50), r3(g.p99 - b.p99));
+            growth.insert(format!("repo200k_lint_staged_{l}"), json!({"level": l, "workspace": format!("the {BIG_DIRS}-directory repository with lint-staged in its hooks (husky 9), the walk service on"), "added_p50_ms": a50, "added_p99_ms": a99}));
+            let met = a50 <= GOAL_REPO_MS;
+            goals.insert(format!("repo200k_lint_staged_{l}"), json!({"goal": format!("that repository with lint-staged in its hooks adds ≤ {GOAL_REPO_MS} ms over the empty workspace ({l}, p50)"), "added_p50_ms": a50, "met": met}));
+            let _ = writeln!(goal_lines, "| the same with lint-staged in its hooks ≤ {GOAL_REPO_MS} ms over empty (p50, {l}, walk service on) | {} ms | {} |", f(a50), if met { "**met**" } else { "**not met**" });
+        }
     }
     if let Some(g) = growth.get("paths_100") {
         let a = g["added_p50_ms"].as_f64().unwrap_or(f64::NAN);
@@ -1323,9 +1365,11 @@ fn analyse(
                 g["workspace"].as_str().unwrap_or(""), f(g["added_p50_ms"].as_f64().unwrap_or(f64::NAN)), f(g["added_p99_ms"].as_f64().unwrap_or(f64::NAN)));
         }
         for l in ["full", "standard"] {
-            if let Some(g) = growth.get(&format!("repo200k_{l}")) {
-                let _ = writeln!(md, "In {} at {l}, against the empty workspace, same run: **+{} ms** at p50, +{} ms at p99.\n",
-                    g["workspace"].as_str().unwrap_or(""), f(g["added_p50_ms"].as_f64().unwrap_or(f64::NAN)), f(g["added_p99_ms"].as_f64().unwrap_or(f64::NAN)));
+            for k in [format!("repo200k_{l}"), format!("repo200k_lint_staged_{l}")] {
+                if let Some(g) = growth.get(&k) {
+                    let _ = writeln!(md, "In {} at {l}, against the empty workspace, same run: **+{} ms** at p50, +{} ms at p99.\n",
+                        g["workspace"].as_str().unwrap_or(""), f(g["added_p50_ms"].as_f64().unwrap_or(f64::NAN)), f(g["added_p99_ms"].as_f64().unwrap_or(f64::NAN)));
+                }
             }
         }
     }

@@ -290,10 +290,11 @@ fn fuzz_the_walk_service_wire() {
     use crate::guard::walkd::{Answer, Request};
     let req = Request::Walk { root: "/w/ws".into(), names: vec![".git".into(), ".vscode".into()], budget: 50_000 }.encode();
     let after = Request::After { root: "/w/ws".into(), names: vec![".git".into()], token: 3 }.encode();
+    let list = Request::List { root: "/w/ws".into(), names: vec!["package.json".into()] }.encode();
     let ans = Answer::encode(Some(&Answer { token: 4, found: vec![("/w/ws/a/.git".into(), true)], repos: vec!["/w/ws/r".into()], stopped: Some("/w/ws/big".into()), from_records: 2, looked_at: 3 }));
     let mut rng = Rng::new();
     for i in 0..cases(30_000) {
-        let seed = [&req, &after, &ans][i % 3];
+        let seed = [&req, &after, &list, &ans][i % 4];
         let b = rng.mutate(seed);
         if let Some(r) = Request::decode(&b) {
             assert_eq!(r.encode(), b, "{r:?}");

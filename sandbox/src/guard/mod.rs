@@ -34,6 +34,8 @@ pub mod protected;
 pub mod records;
 #[cfg(target_os = "linux")]
 pub mod walkd;
+#[cfg(target_os = "linux")]
+mod listing;
 internal_mod!(review);
 internal_mod!(gitoracle);
 internal_mod!(pending);

@@ -256,11 +256,19 @@ pub fn files_named_anywhere(root: &Path, names: &[String]) -> Vec<PathBuf> {
     out
 }
 
-/// The files of `l` that git lists inside its root.
+/// The files of `l` that git lists inside its root: the walk service's answer where it is on and
+/// answers (`records`: the directory its socket is in, when no command of the run can write
+/// there; it keeps git's answer while nothing changed that could change it), else git's.
 ///
 /// # Errors
 /// `gitoracle::listed_files`'s.
-pub fn git_listed(l: &GitListing) -> Result<Vec<PathBuf>, String> {
+pub fn git_listed(l: &GitListing, records: Option<&Path>) -> Result<Vec<PathBuf>, String> {
+    #[cfg(target_os = "linux")]
+    if let Some(files) = records.filter(|_| super::walkd::enabled()).and_then(|d| super::walkd::listed(d, &l.worktree, &l.names)) {
+        return Ok(files.into_iter().filter(|f| f.starts_with(&l.root)).collect());
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = records;
     let names: Vec<&str> = l.names.iter().map(String::as_str).collect();
     Ok(super::gitoracle::listed_files(&l.worktree, &names)?.into_iter().filter(|f| f.starts_with(&l.root)).collect())
 }
@@ -800,7 +808,7 @@ impl Protector<'_> {
     /// What git lists for `l` ([`git_listed`]) that is not protected yet, protected as the
     /// nested walk's finds are; a worktree git cannot list is reported.
     fn protect_listed(&mut self, l: &GitListing) {
-        match git_listed(l) {
+        match git_listed(l, self.records.as_deref()) {
             Ok(files) => {
                 // Protected already (inside a directory protected whole, too): looked up by each
                 // ancestor of a listed file, not by comparing every file with every protected

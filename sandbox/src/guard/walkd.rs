@@ -26,6 +26,11 @@
 //! answer) is the walk done in the process, as without a service; a service that fails between
 //! a launch and its review makes the review walk the whole root.
 //!
+//! It also keeps git's listing of a worktree where lint-staged is in force ([`Request::List`]): what
+//! git lists for its configurations, asked at launch and after every run, is given again while
+//! the kernel reports nothing that could change it (`super::listing` has the rules), so that a
+//! run that made no directory and no file of those names asks git nothing.
+//!
 //! It is on unless `LOCALGPT_SANDBOX_WALK_SERVICE=0` (the CLI starts it after a run that walked
 //! more than [`MIN_DIRS`] directories and did not find one), for roots whose records show more
 //! than about a hundred directories ([`MIN_RECORD`]: below, the walk in the process is cheaper
@@ -38,6 +43,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::listing::Lister;
 use super::nested::{walk_nested, Known, Listing, NestedWalk, WalkCache};
 
 /// The variable that turns the service off (`0`; on otherwise).
@@ -67,6 +73,10 @@ pub const MAX_WATCHES: usize = 200_000;
 /// The most roots it keeps (the least recently asked about goes first).
 const MAX_ROOTS: usize = 32;
 
+/// The most worktrees' git listings it keeps ([`Request::List`]; the least recently asked about
+/// goes first).
+const MAX_LISTS: usize = 8;
+
 /// The most changes it remembers per root (a token older than those is refused).
 const MAX_LOG: usize = 100_000;
 
@@ -74,7 +84,7 @@ const MAX_LOG: usize = 100_000;
 const MAX_MESSAGE: u64 = 64 << 20;
 
 /// The wire's version (part of the socket's name, with the walk's rules).
-const PROTOCOL: &[u8] = b"localgpt-walkd 1";
+const PROTOCOL: &[u8] = b"localgpt-walkd 2";
 
 /// Whether the service is on for this process: unless [`ENV`] is `0`.
 #[must_use]
@@ -111,6 +121,16 @@ pub enum Request {
         names: Vec<String>,
         /// What the launch walk's answer gave.
         token: u64,
+    },
+    /// What git lists now in the worktree `root` for a hook manager that reads `names` wherever
+    /// git lists one (lint-staged: `gitoracle::listed_files`); the answer's [`Answer::found`]
+    /// holds the files (none a directory). The service keeps git's answer while nothing changed
+    /// that could change it (the rules: `guard::listing`).
+    List {
+        /// The worktree (canonical).
+        root: PathBuf,
+        /// The names listed (any case).
+        names: Vec<String>,
     },
 }
 
@@ -175,6 +195,7 @@ impl Request {
         let (op, root, names, n) = match self {
             Request::Walk { root, names, budget } => (b'W', root, names, *budget),
             Request::After { root, names, token } => (b'A', root, names, *token),
+            Request::List { root, names } => (b'L', root, names, 0),
         };
         b.push(op);
         b.extend_from_slice(&n.to_le_bytes());
@@ -203,6 +224,8 @@ impl Request {
         match op {
             b'W' => Some(Request::Walk { root, names, budget: n }),
             b'A' => Some(Request::After { root, names, token: n }),
+            // (Nothing else in its number: one reading of each message.)
+            b'L' if n == 0 => Some(Request::List { root, names }),
             _ => None,
         }
     }
@@ -310,6 +333,16 @@ pub fn ask(dir: &Path, req: &Request) -> Option<Option<Answer>> {
     let mut b = Vec::new();
     s.take(MAX_MESSAGE).read_to_end(&mut b).ok()?;
     Answer::decode(&b)
+}
+
+/// What git lists in the worktree `worktree` for `names` ([`Request::List`]), from the service
+/// listening in `dir`: `None` when there is none to ask, it refused (git could not list them
+/// there: the caller asks git itself, for its message), or it answered with anything but files
+/// in that worktree.
+#[must_use]
+pub fn listed(dir: &Path, worktree: &Path, names: &[String]) -> Option<Vec<PathBuf>> {
+    let a = ask(dir, &Request::List { root: worktree.to_path_buf(), names: names.to_vec() })??;
+    (a.repos.is_empty() && a.stopped.is_none() && a.found.iter().all(|(p, dir)| !dir && p.starts_with(worktree) && p != worktree)).then(|| a.found.into_iter().map(|(p, _)| p).collect())
 }
 
 /// Starts the service (`exe sandbox walk-service`, in a session of its own, no standard streams)
@@ -443,6 +476,7 @@ impl Facts {
 struct Service {
     dir: PathBuf,
     roots: Vec<Root>,
+    lists: Vec<Lister>,
     seq: u64,
     watches: usize,
 }
@@ -692,12 +726,32 @@ impl Service {
         Some(self.roots.len() - 1)
     }
 
+    /// What git lists in `root` for `names` ([`Request::List`]).
+    fn list(&mut self, root: &Path, names: &[String]) -> Option<Answer> {
+        let i = match self.lists.iter().position(|l| l.worktree == root && l.names == names) {
+            Some(i) => i,
+            None => {
+                if self.lists.len() == MAX_LISTS {
+                    let oldest = self.lists.iter().enumerate().min_by_key(|(_, l)| l.used).map(|(i, _)| i)?;
+                    self.lists.remove(oldest);
+                }
+                self.lists.push(Lister::new(root, names));
+                self.lists.len() - 1
+            }
+        };
+        // The watches the walks and the other listings hold count against the same bound.
+        let others = self.roots.iter().map(|r| r.wds.len()).sum::<usize>() + self.lists.iter().enumerate().filter(|(k, _)| *k != i).map(|(_, l)| l.watched).sum::<usize>();
+        let files = self.lists[i].list(MAX_WATCHES.saturating_sub(others)).ok()?;
+        Some(Answer { found: files.into_iter().map(|f| (f, false)).collect(), ..Answer::default() })
+    }
+
     fn handle(&mut self, req: &Request) -> Option<Answer> {
         let (root, names) = match req {
             Request::Walk { root, names, .. } | Request::After { root, names, .. } => (root, names),
+            Request::List { root, names } => return self.list(root, names),
         };
         let i = self.root(root, names)?;
-        self.watches = self.roots.iter().map(|r| r.wds.len()).sum();
+        self.watches = self.roots.iter().map(|r| r.wds.len()).sum::<usize>() + self.lists.iter().map(|l| l.watched).sum::<usize>();
         let seq = &mut self.seq;
         let r = &mut self.roots[i];
         r.used = Instant::now();
@@ -728,6 +782,7 @@ impl Service {
                 let walk = r.refresh(&since, &mut self.watches);
                 Some(Root::answer(&walk, *token))
             }
+            Request::List { .. } => None,
         }
     }
 }
@@ -752,7 +807,7 @@ pub fn serve(dir: &Path, warm: &[Request]) -> Result<(), String> {
     };
     // The roots it was asked to walk first, before it listens: meanwhile runs walk in their
     // process.
-    let mut svc = Service { dir: dir.to_path_buf(), roots: Vec::new(), seq: 0, watches: 0 };
+    let mut svc = Service { dir: dir.to_path_buf(), roots: Vec::new(), lists: Vec::new(), seq: 0, watches: 0 };
     for r in warm {
         let _ = svc.handle(r);
     }
@@ -770,6 +825,11 @@ pub fn serve(dir: &Path, warm: &[Request]) -> Result<(), String> {
         // The kernel's reports are read as they come (its queue is bounded: an overflow forgets).
         let first_root = fds.len();
         fds.extend(svc.roots.iter().map(|r| libc::pollfd { fd: r.ino.as_raw_fd(), events: libc::POLLIN, revents: 0 }));
+        let first_list = fds.len();
+        let listed: Vec<usize> = svc.lists.iter().enumerate().filter_map(|(k, l)| l.fd().map(|fd| (k, fd))).map(|(k, fd)| {
+            fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+            k
+        }).collect();
         // SAFETY: poll over our descriptors.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 2000) };
         if n < 0 {
@@ -782,15 +842,25 @@ pub fn serve(dir: &Path, warm: &[Request]) -> Result<(), String> {
             for r in &mut svc.roots {
                 r.forget(seq);
             }
+            for l in &mut svc.lists {
+                l.forget();
+            }
             if let Some(mut m) = mounts.as_ref() {
                 let _ = std::io::Seek::seek(&mut m, std::io::SeekFrom::Start(0));
                 let _ = std::io::copy(&mut m, &mut std::io::sink());
             }
         }
-        for (k, f) in fds[first_root..].iter().enumerate() {
+        for (k, f) in fds[first_root..first_list].iter().enumerate() {
             if f.revents & libc::POLLIN != 0 {
                 if let Some(r) = svc.roots.get_mut(k) {
                     r.drain(&mut svc.seq);
+                }
+            }
+        }
+        for (k, f) in listed.iter().zip(&fds[first_list..]) {
+            if f.revents & libc::POLLIN != 0 {
+                if let Some(l) = svc.lists.get_mut(*k) {
+                    l.drain();
                 }
             }
         }
@@ -844,7 +914,7 @@ mod tests {
         }
         let names = vec![".git".to_string(), ".vscode".to_string()];
         let n: Vec<&str> = names.iter().map(String::as_str).collect();
-        let mut svc = Service { dir: d.path().join("records"), roots: Vec::new(), seq: 0, watches: 0 };
+        let mut svc = Service { dir: d.path().join("records"), roots: Vec::new(), lists: Vec::new(), seq: 0, watches: 0 };
         let walk = |svc: &mut Service| svc.handle(&Request::Walk { root: root.clone(), names: names.clone(), budget: 1_000_000 }).expect("an answer");
         let scratch = || walk_nested(&root, &n, 1_000_000, Known::Launch(None));
         let same = |a: &Answer, why: &str| {
@@ -895,6 +965,7 @@ mod tests {
         let reqs = [
             Request::Walk { root: "/w/ws".into(), names: vec![".git".into(), ".vscode".into()], budget: 50_000 },
             Request::After { root: "/w/a b\nc".into(), names: vec![".git".into()], token: 7 },
+            Request::List { root: "/w/ws".into(), names: vec!["package.json".into(), ".lintstagedrc".into()] },
         ];
         for r in &reqs {
             let b = r.encode();

@@ -1575,7 +1575,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
     // One git could not list (made to fail, perhaps) has every file of those names in its root
     // reviewed so, whatever git would show.
     for l in &plan.git_listings {
-        let files = crate::guard::protected::git_listed(l).unwrap_or_else(|e| {
+        let files = crate::guard::protected::git_listed(l, plan.walk_records.as_deref()).unwrap_or_else(|e| {
             out.notes.push(format!(
                 "{} after the run ({e}): every file of their names in {} that was not protected at launch was reviewed as made during the run",
                 crate::guard::protected::LISTING_FAILED.replace("this worktree", &root_name(&l.worktree, ws)),
