@@ -124,13 +124,69 @@ fn anywhere_pathspec(name: &str) -> String {
 /// A message when no trusted git is found, git refuses (not a repository, a broken index: its
 /// own message), a path it lists is not in the worktree, or it does not answer within its bounds.
 pub fn listed_files(worktree: &Path, names: &[&str]) -> Result<Vec<PathBuf>, String> {
+    ls_files(worktree, names.iter().map(|n| anywhere_pathspec(n).into()).collect())
+}
+
+/// [`listed_files`] limited to parts of the worktree: the files of `names` (any case) at any
+/// depth below each directory of `dirs`, and each file of `files` (exactly that path), all inside
+/// `worktree`. What git lists there is what it lists there in a whole listing (the same
+/// options; its pathspecs only limit where it looks). Nothing asked, nothing listed.
+///
+/// # Errors
+/// As [`listed_files`]; a path not inside `worktree`.
+#[cfg(unix)]
+pub fn listed_files_in(worktree: &Path, names: &[&str], dirs: &[PathBuf], files: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let rel = |p: &Path| p.strip_prefix(worktree).map(|r| r.as_os_str().as_bytes().to_vec()).map_err(|_| format!("{} is not in the worktree {}", p.display(), worktree.display()));
+    let mut specs: Vec<std::ffi::OsString> = Vec::new();
+    for d in dirs {
+        let r = rel(d)?;
+        for n in names {
+            specs.push(if r.is_empty() { anywhere_pathspec(n).into() } else { std::ffi::OsString::from_vec(below_pathspec(&r, n)) });
+        }
+    }
+    for f in files {
+        let r = rel(f)?;
+        if r.is_empty() {
+            return Err(format!("{} is the worktree, not a file in it", f.display()));
+        }
+        let mut spec = b":(literal)".to_vec();
+        spec.extend_from_slice(&r);
+        specs.push(std::ffi::OsString::from_vec(spec));
+    }
+    if specs.is_empty() {
+        return Ok(Vec::new());
+    }
+    ls_files(worktree, specs)
+}
+
+/// The pathspec that matches `name` (any case) at any depth below the worktree's directory
+/// `rel` (its bytes, each of git's glob characters `\`, `*`, `?` and `[` escaped: a directory
+/// a command named `*` stands for itself).
+#[cfg(unix)]
+fn below_pathspec(rel: &[u8], name: &str) -> Vec<u8> {
+    let mut spec = b":(glob,icase)".to_vec();
+    for (i, part) in [rel, b"/**/".as_slice(), name.as_bytes()].into_iter().enumerate() {
+        for &b in part {
+            // (The `**` between them is the pattern's own.)
+            if i != 1 && matches!(b, b'\\' | b'*' | b'?' | b'[') {
+                spec.push(b'\\');
+            }
+            spec.push(b);
+        }
+    }
+    spec
+}
+
+/// `git ls-files` of the worktree for `pathspecs`, as [`listed_files`] runs it.
+fn ls_files(worktree: &Path, pathspecs: Vec<std::ffi::OsString>) -> Result<Vec<PathBuf>, String> {
     let git = trusted_git().ok_or("no trusted git on PATH to list them with")?;
     let mut args: Vec<std::ffi::OsString> = ["-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false", "-c", "safe.directory=*", "--no-optional-locks", "--work-tree=."]
         .iter()
         .chain(&["ls-files", "-z", "--full-name", "--cached", "--others", "--exclude-per-directory=.gitignore", "--"])
         .map(std::ffi::OsString::from)
         .collect();
-    args.extend(names.iter().map(|n| anywhere_pathspec(n).into()));
+    args.extend(pathspecs);
     let out = run(git, &args, Some(worktree), None)?;
     parse_listed(worktree, &out)
 }

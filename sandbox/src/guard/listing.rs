@@ -19,10 +19,15 @@
 //! directory is read), and reports every entry made, removed or moved in them; the index, the
 //! configuration files, every `.gitignore` and git itself are stamped (device, inode, size,
 //! modification and change time: no command can set a change time back). A kept answer is given
-//! again only when the kernel reported nothing that could change it ([`changes_listing`]) and
-//! every stamp still holds; anything else is git asked again, with everything watched and
-//! stamped again first. A stamp whose change time lies within [`RACY_WINDOW_NS`] of when it was
-//! taken could miss a change in the same clock tick: the answer is then given but not kept.
+//! again while every stamp holds and the kernel reported nothing that could change it
+//! ([`effect`]). A file of the names made, removed or moved, or a directory made or removed, is
+//! listed again by itself (git asked about that path, or below that directory: what it lists
+//! elsewhere cannot have changed; a directory made is watched first); anything else — a
+//! directory moved, a `.gitignore` or `.git` made, removed, moved or changed, the index or the
+//! configuration changed, a lost report, more than a few places at once — is the whole worktree
+//! listed again, with everything watched and stamped again first. A stamp whose change time lies
+//! within [`RACY_WINDOW_NS`] of when it was taken could miss a change in the same clock tick: the
+//! answer is then given but not kept.
 //!
 //! Not kept at all (git is asked every time, as without a service): a worktree with a mount point
 //! below it (the kernel's reports are per filesystem), more than [`MAX_LISTED_DIRS`]
@@ -66,19 +71,59 @@ pub(crate) fn stamp(p: &Path) -> Option<Stamp> {
     Some(Stamp { id: (m.dev(), m.ino()), size: m.size(), mtime_ns: time_ns(m.mtime(), m.mtime_nsec()), ctime_ns: time_ns(m.ctime(), m.ctime_nsec()) })
 }
 
-/// Whether a report of the kernel about a watched directory of the worktree (`mask`, and the
-/// name of the entry it concerns) could change what git lists for `names`: the watch or its
-/// queue lost, the directory itself removed or moved, a directory made, removed or moved in it
-/// (it may hold one of the names), or an entry named one of `names`, `.gitignore` or `.git` (any
-/// case) made, removed or moved. Anything else (a file of another name made, removed or
-/// renamed) changes nothing git lists for them.
-#[must_use]
-pub(crate) fn changes_listing(mask: u32, name: &[u8], names: &[String]) -> bool {
-    if mask & (libc::IN_Q_OVERFLOW | libc::IN_IGNORED | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_UNMOUNT | libc::IN_ISDIR) != 0 {
-        return true;
-    }
-    names.iter().map(String::as_bytes).chain([b".gitignore".as_slice(), b".git"]).any(|n| n.eq_ignore_ascii_case(name))
+/// What a report of the kernel about a watched directory calls for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Effect {
+    /// Nothing git lists for the names can have changed.
+    Nothing,
+    /// Anything may have: git lists the whole worktree again (a lost report, a directory moved
+    /// in, out or within the worktree — the paths of what lies below it changed —, a
+    /// `.gitignore` or a `.git` made, removed or moved, the worktree itself removed).
+    Whole,
+    /// A directory made: watched, with everything below it, and listed there.
+    Made(PathBuf),
+    /// A directory removed: listed there again (the index may still list files below it).
+    Removed(PathBuf),
+    /// A file of one of the names made, removed or moved: listed at that path again.
+    File(PathBuf),
+    /// The watch is gone (its directory was removed: its parent's report says what changed).
+    Unwatched,
 }
+
+/// What a report of the kernel about the watched directory `dir` (`root`: the worktree itself)
+/// calls for: `mask`, and the name of the entry it concerns. A file of another name made,
+/// removed or renamed changes nothing git lists for `names`.
+#[must_use]
+pub(crate) fn effect(mask: u32, name: &[u8], dir: &Path, root: bool, names: &[String]) -> Effect {
+    let entry = || dir.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name));
+    if mask & (libc::IN_Q_OVERFLOW | libc::IN_UNMOUNT | libc::IN_MOVE_SELF) != 0 {
+        return Effect::Whole;
+    }
+    if mask & libc::IN_IGNORED != 0 {
+        return Effect::Unwatched;
+    }
+    if mask & libc::IN_DELETE_SELF != 0 {
+        return if root { Effect::Whole } else { Effect::Nothing };
+    }
+    if mask & (libc::IN_MOVED_FROM | libc::IN_MOVED_TO) != 0 && mask & libc::IN_ISDIR != 0 {
+        return Effect::Whole;
+    }
+    if name.eq_ignore_ascii_case(b".gitignore") || name.eq_ignore_ascii_case(b".git") {
+        return Effect::Whole;
+    }
+    if mask & libc::IN_ISDIR != 0 {
+        return if mask & libc::IN_CREATE != 0 { Effect::Made(entry()) } else { Effect::Removed(entry()) };
+    }
+    if names.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(name)) {
+        return Effect::File(entry());
+    }
+    Effect::Nothing
+}
+
+/// The most directories made or removed, and files of the names, that git lists again by
+/// themselves (beyond: the whole worktree): each directory is one pathspec per name.
+const MAX_AREAS: usize = 8;
+const MAX_FILES: usize = 64;
 
 /// The paths whose stamps a kept answer depends on besides the `.gitignore` files: the `.git`
 /// entry (a file naming the git directory), the index, the repository's configuration files and
@@ -143,8 +188,14 @@ pub(crate) struct Lister {
     id: Option<(u64, u64)>,
     /// The kernel's reports about the watched directories.
     ino: Option<OwnedFd>,
+    /// Watch → the directory it watches.
+    wds: std::collections::HashMap<i32, PathBuf>,
     /// How many directories are watched.
     pub watched: usize,
+    /// What the reports read since the answer was kept call for.
+    pending: Vec<Effect>,
+    /// How many times the whole worktree was listed (the tests).
+    wholes: u64,
     /// What the kept answer depends on.
     stamps: Vec<(PathBuf, Option<Stamp>)>,
     /// The kept answer.
@@ -158,14 +209,16 @@ pub(crate) struct Lister {
 
 impl Lister {
     pub(crate) fn new(worktree: &Path, names: &[String]) -> Lister {
-        Lister { worktree: worktree.to_path_buf(), names: names.to_vec(), id: None, ino: None, watched: 0, stamps: Vec::new(), files: None, used: Instant::now(), racy_ns: RACY_WINDOW_NS }
+        Lister { worktree: worktree.to_path_buf(), names: names.to_vec(), id: None, ino: None, wds: std::collections::HashMap::new(), watched: 0, pending: Vec::new(), wholes: 0, stamps: Vec::new(), files: None, used: Instant::now(), racy_ns: RACY_WINDOW_NS }
     }
 
     /// Forgets the kept answer and every watch.
     pub(crate) fn forget(&mut self) {
         self.files = None;
         self.ino = None;
+        self.wds.clear();
         self.watched = 0;
+        self.pending.clear();
         self.stamps.clear();
     }
 
@@ -174,12 +227,13 @@ impl Lister {
         self.ino.as_ref().map(AsRawFd::as_raw_fd)
     }
 
-    /// Reads the kernel's reports; on one that could change the answer it is forgotten.
-    /// Returns whether one was read.
+    /// Reads the kernel's reports: what they call for is kept for the next request; on one
+    /// that calls for a whole listing the answer is forgotten. Returns whether one calls for
+    /// anything.
     pub(crate) fn drain(&mut self) -> bool {
         let Some(fd) = self.fd() else { return false };
         let mut buf = vec![0u8; 64 << 10];
-        let mut changed = false;
+        let mut any = false;
         loop {
             // SAFETY: read into our buffer of its length.
             let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
@@ -195,13 +249,31 @@ impl Lister {
                 let name = &buf[off + head..(off + head + ev.len as usize).min(n)];
                 let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
                 off += head + ev.len as usize;
-                changed |= changes_listing(ev.mask, name, &self.names);
+                let e = match self.wds.get(&ev.wd) {
+                    Some(dir) => effect(ev.mask, name, dir, *dir == self.worktree, &self.names),
+                    // (An overflow has no watch; a report of a watch already gone is not ours.)
+                    None if ev.mask & libc::IN_Q_OVERFLOW != 0 => Effect::Whole,
+                    None => Effect::Nothing,
+                };
+                match e {
+                    Effect::Nothing => {}
+                    Effect::Unwatched => {
+                        self.wds.remove(&ev.wd);
+                    }
+                    e => {
+                        any = true;
+                        if e == Effect::Whole {
+                            self.files = None;
+                        }
+                        if self.files.is_some() {
+                            self.pending.push(e);
+                        }
+                    }
+                }
             }
         }
-        if changed {
-            self.files = None;
-        }
-        changed
+        self.watched = self.wds.len();
+        any
     }
 
     /// Every stamp as it was taken.
@@ -222,12 +294,13 @@ impl Lister {
             self.id = id;
         }
         self.drain();
-        if let Some(files) = &self.files {
-            if self.stamps_hold() {
-                return Ok(files.clone());
+        if self.files.is_some() && self.stamps_hold() {
+            if let Some(files) = self.relist(max_watches.min(MAX_LISTED_DIRS)) {
+                return Ok(files);
             }
         }
         self.forget();
+        self.wholes += 1;
         // Everything watched, then stamped, then git asked: a change after its watch or stamp
         // is reported or shows in the stamp; one before is what git reads.
         let keepable = self.watch_tree(max_watches.min(MAX_LISTED_DIRS));
@@ -264,6 +337,71 @@ impl Lister {
         Ok(files)
     }
 
+    /// The kept answer with what the reports since call for applied: the directories made
+    /// watched, and git asked about those and the ones removed and about the files of the names
+    /// made, removed or moved, by themselves. `None` when that cannot be done so (too many of
+    /// them, a directory made that cannot be watched, git refusing): the whole worktree is then
+    /// listed again.
+    fn relist(&mut self, max: usize) -> Option<Vec<PathBuf>> {
+        let pending = std::mem::take(&mut self.pending);
+        if pending.is_empty() {
+            return self.files.clone();
+        }
+        let (mut dirs, mut files): (Vec<PathBuf>, Vec<PathBuf>) = (Vec::new(), Vec::new());
+        let mut made: Vec<PathBuf> = Vec::new();
+        for e in pending {
+            match e {
+                Effect::Made(p) => {
+                    made.push(p.clone());
+                    dirs.push(p);
+                }
+                Effect::Removed(p) => dirs.push(p),
+                Effect::File(p) => files.push(p),
+                Effect::Whole | Effect::Nothing | Effect::Unwatched => return None,
+            }
+        }
+        // A directory inside another one asked about is covered by it.
+        dirs.sort();
+        dirs.dedup_by(|b, a| b.starts_with(a));
+        files.retain(|f| !dirs.iter().any(|d| f.starts_with(d)));
+        files.sort();
+        files.dedup();
+        if dirs.len() > MAX_AREAS || files.len() > MAX_FILES {
+            return None;
+        }
+        // Watched before git reads them (a change after the watch is reported).
+        let raw = self.fd()?;
+        let mut ignores = Vec::new();
+        made.sort();
+        made.dedup_by(|b, a| b.starts_with(a));
+        for d in &made {
+            ignores.extend(self.watch_below(raw, d, max, true)?);
+        }
+        let taken = now_ns();
+        let new_stamps: Vec<(PathBuf, Option<Stamp>)> = ignores.into_iter().map(|p| {
+            let s = stamp(&p);
+            (p, s)
+        }).collect();
+        let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
+        let listed = super::gitoracle::listed_files_in(&self.worktree, &names, &dirs, &files).ok()?;
+        // The index or a `.gitignore` changed while git read them: what it lists elsewhere may
+        // have too (the whole worktree, then).
+        if !self.stamps_hold() {
+            return None;
+        }
+        let mut out: std::collections::BTreeSet<PathBuf> = self.files.take()?.into_iter().filter(|f| !dirs.iter().any(|d| f.starts_with(d)) && !files.contains(f)).collect();
+        out.extend(listed);
+        let out: Vec<PathBuf> = out.into_iter().collect();
+        if new_stamps.iter().any(|(_, s)| s.is_some_and(|s| s.ctime_ns >= taken - self.racy_ns)) {
+            // Answered, not kept: a `.gitignore` just made could change in its clock tick.
+            self.forget();
+            return Some(out);
+        }
+        self.stamps.extend(new_stamps);
+        self.files = Some(out.clone());
+        Some(out)
+    }
+
     /// Watches every directory of the worktree but those named `.git` (each before it is read),
     /// with a fresh queue: the `.gitignore` files found, or `None` when the answer cannot be
     /// kept (more than `max` directories, one that cannot be watched or read, a `.gitignore`
@@ -278,30 +416,42 @@ impl Lister {
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let raw = fd.as_raw_fd();
         self.ino = Some(fd);
+        let root = self.worktree.clone();
+        self.watch_below(raw, &root, max, false)
+    }
+
+    /// Watches `top` and every directory below it but those named exactly `.git` (as git skips
+    /// them; a `.GIT` is listed where the case matters), each before it is read: the `.gitignore`
+    /// files found, or `None` (see [`Lister::watch_tree`]). `gone_ok`: a `top` removed since it
+    /// was reported made is nothing to watch (its removal is reported too).
+    fn watch_below(&mut self, raw: i32, top: &Path, max: usize, gone_ok: bool) -> Option<Vec<PathBuf>> {
         let mut ignores = Vec::new();
-        let mut queue = vec![self.worktree.clone()];
+        let mut queue = vec![top.to_path_buf()];
         while let Some(dir) = queue.pop() {
-            if self.watched >= max {
+            if self.wds.len() >= max || self.ignores_count() + ignores.len() > MAX_IGNORE_FILES {
                 return None;
             }
             let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
             // SAFETY: inotify_add_watch on our descriptor with a NUL-terminated path.
-            if unsafe { libc::inotify_add_watch(raw, c.as_ptr(), MASK) } < 0 {
+            let wd = unsafe { libc::inotify_add_watch(raw, c.as_ptr(), MASK) };
+            if wd < 0 {
+                if gone_ok && dir == top && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
+                    return Some(ignores);
+                }
                 return None;
             }
-            self.watched += 1;
+            self.wds.insert(wd, dir.clone());
+            self.watched = self.wds.len();
             for e in std::fs::read_dir(&dir).ok()? {
                 let e = e.ok()?;
                 let name = e.file_name();
                 let t = e.file_type().ok()?;
                 if t.is_dir() {
-                    // Exactly `.git`, as git skips it (a `.GIT` is listed into where the case
-                    // matters, so it is watched).
                     if name != ".git" {
                         queue.push(e.path());
                     }
                 } else if name.eq_ignore_ascii_case(".gitignore") {
-                    if !t.is_file() || ignores.len() >= MAX_IGNORE_FILES {
+                    if !t.is_file() {
                         return None;
                     }
                     ignores.push(e.path());
@@ -309,6 +459,11 @@ impl Lister {
             }
         }
         Some(ignores)
+    }
+
+    /// How many `.gitignore` files the kept answer depends on.
+    fn ignores_count(&self) -> usize {
+        self.stamps.iter().filter(|(p, _)| p.file_name().is_some_and(|n| n.eq_ignore_ascii_case(".gitignore"))).count()
     }
 }
 
@@ -321,27 +476,34 @@ mod tests {
     }
 
     #[test]
-    fn only_what_could_change_the_listing_forgets_it() {
+    fn each_report_calls_for_what_it_could_change() {
         let n = names();
-        for (mask, name, changes) in [
-            (libc::IN_CREATE, "main.rs", false),
-            (libc::IN_MOVED_TO, "x.tmp", false),
-            (libc::IN_DELETE, "notes.txt", false),
-            (libc::IN_CREATE, "package.json", true),
-            (libc::IN_MOVED_TO, "PACKAGE.JSON", true),
-            (libc::IN_DELETE, ".lintstagedrc", true),
-            (libc::IN_CREATE, ".gitignore", true),
-            (libc::IN_MOVED_FROM, ".GitIgnore", true),
-            (libc::IN_CREATE, ".git", true),
-            (libc::IN_CREATE | libc::IN_ISDIR, "build", true),
-            (libc::IN_MOVED_TO | libc::IN_ISDIR, "src", true),
-            (libc::IN_DELETE_SELF, "", true),
-            (libc::IN_MOVE_SELF, "", true),
-            (libc::IN_IGNORED, "", true),
-            (libc::IN_Q_OVERFLOW, "", true),
-            (libc::IN_UNMOUNT, "", true),
+        let d = Path::new("/w/a");
+        let e = |p: &str| d.join(p);
+        for (mask, name, root, want) in [
+            (libc::IN_CREATE, "main.rs", false, Effect::Nothing),
+            (libc::IN_MOVED_TO, "x.tmp", false, Effect::Nothing),
+            (libc::IN_DELETE, "notes.txt", false, Effect::Nothing),
+            (libc::IN_CREATE, "package.json", false, Effect::File(e("package.json"))),
+            (libc::IN_MOVED_TO, "PACKAGE.JSON", false, Effect::File(e("PACKAGE.JSON"))),
+            (libc::IN_MOVED_FROM, "package.json", false, Effect::File(e("package.json"))),
+            (libc::IN_DELETE, ".lintstagedrc", false, Effect::File(e(".lintstagedrc"))),
+            (libc::IN_CREATE, ".gitignore", false, Effect::Whole),
+            (libc::IN_MOVED_FROM, ".GitIgnore", false, Effect::Whole),
+            (libc::IN_CREATE, ".git", false, Effect::Whole),
+            (libc::IN_CREATE | libc::IN_ISDIR, ".Git", false, Effect::Whole),
+            (libc::IN_CREATE | libc::IN_ISDIR, "build", false, Effect::Made(e("build"))),
+            (libc::IN_DELETE | libc::IN_ISDIR, "build", false, Effect::Removed(e("build"))),
+            (libc::IN_MOVED_TO | libc::IN_ISDIR, "src", false, Effect::Whole),
+            (libc::IN_MOVED_FROM | libc::IN_ISDIR, "src", false, Effect::Whole),
+            (libc::IN_DELETE_SELF, "", false, Effect::Nothing),
+            (libc::IN_DELETE_SELF, "", true, Effect::Whole),
+            (libc::IN_MOVE_SELF, "", false, Effect::Whole),
+            (libc::IN_IGNORED, "", false, Effect::Unwatched),
+            (libc::IN_Q_OVERFLOW, "", false, Effect::Whole),
+            (libc::IN_UNMOUNT, "", false, Effect::Whole),
         ] {
-            assert_eq!(changes_listing(mask, name.as_bytes(), &n), changes, "{mask:#x} {name}");
+            assert_eq!(effect(mask, name.as_bytes(), d, root, &n), want, "{mask:#x} {name}");
         }
     }
 
@@ -386,29 +548,56 @@ mod tests {
         settle();
         same(&mut l, "first");
         assert!(l.files.is_some(), "kept");
-        let steps: &[(&str, &dyn Fn(&Path))] = &[
-            ("a config made deep", &|r| std::fs::write(r.join("a/b/c/.lintstagedrc"), "{}").unwrap()),
-            ("a directory made holding one", &|r| {
-                std::fs::create_dir_all(r.join("new/x")).unwrap();
-                std::fs::write(r.join("new/x/package.json"), "{}").unwrap();
-            }),
-            ("a subtree moved", &|r| std::fs::rename(r.join("new"), r.join("moved")).unwrap()),
-            ("the .gitignore rewritten in place", &|r| std::fs::write(r.join(".gitignore"), "moved/\n").unwrap()),
-            ("the .gitignore removed", &|r| std::fs::remove_file(r.join(".gitignore")).unwrap()),
-            ("a file added to the index", &|r| {
-                let _ = r;
-                git(&["add", "-f", "ignored/package.json"]);
-            }),
-            ("a config removed", &|r| std::fs::remove_file(r.join("a/b/c/.lintstagedrc")).unwrap()),
-            // git skips exactly `.git`: a `.GIT` is an ordinary directory to it, watched here.
-            ("a .GIT directory made", &|r| std::fs::create_dir_all(r.join(".GIT/x")).unwrap()),
-            ("a config made inside it", &|r| std::fs::write(r.join(".GIT/x/package.json"), "{}").unwrap()),
+        // (why, change, whether git lists the whole worktree again: else only where it changed)
+        let steps: &[(&str, &dyn Fn(&Path), bool)] = &[
+            ("a config made deep", &|r| std::fs::write(r.join("a/b/c/.lintstagedrc"), "{}").unwrap(), false),
+            ("a file of another name made", &|r| std::fs::write(r.join("a/b/notes.txt"), "x").unwrap(), false),
+            (
+                "a directory made holding one",
+                &|r| {
+                    std::fs::create_dir_all(r.join("new/x")).unwrap();
+                    std::fs::write(r.join("new/x/package.json"), "{}").unwrap();
+                },
+                false,
+            ),
+            (
+                "a directory named with glob characters made holding one",
+                &|r| {
+                    std::fs::create_dir_all(r.join("g*[1]?/y")).unwrap();
+                    std::fs::write(r.join("g*[1]?/y/package.json"), "{}").unwrap();
+                },
+                false,
+            ),
+            ("a subtree moved", &|r| std::fs::rename(r.join("new"), r.join("moved")).unwrap(), true),
+            ("the .gitignore rewritten in place", &|r| std::fs::write(r.join(".gitignore"), "moved/\n").unwrap(), true),
+            ("the .gitignore removed", &|r| std::fs::remove_file(r.join(".gitignore")).unwrap(), true),
+            ("a file added to the index", &|_| git(&["add", "-f", "ignored/package.json", "moved/x/package.json"]), true),
+            ("a directory removed whose config the index lists", &|r| std::fs::remove_dir_all(r.join("moved")).unwrap(), false),
+            ("a config removed", &|r| std::fs::remove_file(r.join("a/b/c/.lintstagedrc")).unwrap(), false),
+            ("a config renamed to another name", &|r| std::fs::rename(r.join("package.json"), r.join("package.json.bak")).unwrap(), false),
+            ("and back", &|r| std::fs::rename(r.join("package.json.bak"), r.join("package.json")).unwrap(), false),
+            // git skips exactly `.git`: a `.GIT` is an ordinary directory to it, watched here (made,
+            // it is listed whole again, as any name `.git` is whatever its case).
+            ("a .GIT directory made", &|r| std::fs::create_dir_all(r.join(".GIT/x")).unwrap(), true),
+            ("a config made inside it", &|r| std::fs::write(r.join(".GIT/x/package.json"), "{}").unwrap(), false),
+            (
+                "a directory made and removed, another made deep",
+                &|r| {
+                    std::fs::create_dir_all(r.join("tmp1/z")).unwrap();
+                    std::fs::remove_dir_all(r.join("tmp1")).unwrap();
+                    std::fs::create_dir_all(r.join("a/b/c/d/e/f")).unwrap();
+                    std::fs::write(r.join("a/b/c/d/e/f/.LINTSTAGEDRC"), "{}").unwrap();
+                },
+                false,
+            ),
         ];
-        for (why, change) in steps {
+        for (why, change, whole) in steps {
+            let before = l.wholes;
             change(&ws);
             settle();
             same(&mut l, why);
             assert!(l.files.is_some(), "{why}: kept");
+            assert_eq!(l.wholes > before, *whole, "{why}: the whole worktree listed again");
             same(&mut l, &format!("{why}, asked again"));
         }
     }
