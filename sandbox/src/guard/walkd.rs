@@ -34,7 +34,8 @@
 //! It is on unless `LOCALGPT_SANDBOX_WALK_SERVICE=0` (the CLI starts it after a run that walked
 //! more than [`MIN_DIRS`] directories and did not find one), for roots whose records show more
 //! than about a hundred directories ([`MIN_RECORD`]: below, the walk in the process is cheaper
-//! than a round trip), and leaves after ten minutes without a request.
+//! than a round trip), and leaves after ten minutes without a request, or once its socket is
+//! gone (the records' directory removed).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -887,7 +888,9 @@ pub fn serve(dir: &Path, warm: &[Request]) -> Result<(), String> {
                 }
             }
         }
-        if last.elapsed() > idle {
+        // No request for a while, or no client can reach it any more (its socket was removed,
+        // with the records' directory: a test's home removed after its run).
+        if last.elapsed() > idle || (n == 0 && std::fs::symlink_metadata(&sock).is_err()) {
             break;
         }
     }
