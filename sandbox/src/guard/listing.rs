@@ -31,7 +31,8 @@
 //!
 //! Not kept at all (git is asked every time, as without a service): a worktree with a mount point
 //! below it (the kernel's reports are per filesystem), more than [`MAX_LISTED_DIRS`]
-//! directories or more `.gitignore` files than [`MAX_IGNORE_FILES`], a `.gitignore` that is not
+//! directories or more `.gitignore` files than [`MAX_IGNORE_FILES`] (or more than the user's
+//! watches allow: then it is not walked again either), a `.gitignore` that is not
 //! a regular file, a repository configuration that includes other files (their changes are not
 //! watched), or a filesystem whose change times are not kept. A lost report (the kernel's queue
 //! overflowed) or a change of the mount table forgets the answer.
@@ -196,6 +197,10 @@ pub(crate) struct Lister {
     pending: Vec<Effect>,
     /// How many times the whole worktree was listed (the tests).
     wholes: u64,
+    /// The worktree has more directories than may be watched (or the kernel refused a watch):
+    /// git is asked every time, without watching anything (a walk that stops at the bound
+    /// would cost as much again as git's listing, for nothing).
+    too_large: bool,
     /// What the kept answer depends on.
     stamps: Vec<(PathBuf, Option<Stamp>)>,
     /// The kept answer.
@@ -209,7 +214,7 @@ pub(crate) struct Lister {
 
 impl Lister {
     pub(crate) fn new(worktree: &Path, names: &[String]) -> Lister {
-        Lister { worktree: worktree.to_path_buf(), names: names.to_vec(), id: None, ino: None, wds: std::collections::HashMap::new(), watched: 0, pending: Vec::new(), wholes: 0, stamps: Vec::new(), files: None, used: Instant::now(), racy_ns: RACY_WINDOW_NS }
+        Lister { worktree: worktree.to_path_buf(), names: names.to_vec(), id: None, ino: None, wds: std::collections::HashMap::new(), watched: 0, pending: Vec::new(), wholes: 0, too_large: false, stamps: Vec::new(), files: None, used: Instant::now(), racy_ns: RACY_WINDOW_NS }
     }
 
     /// Forgets the kept answer and every watch.
@@ -303,7 +308,7 @@ impl Lister {
         self.wholes += 1;
         // Everything watched, then stamped, then git asked: a change after its watch or stamp
         // is reported or shows in the stamp; one before is what git reads.
-        let keepable = self.watch_tree(max_watches.min(MAX_LISTED_DIRS));
+        let keepable = if self.too_large { None } else { self.watch_tree(max_watches.min(MAX_LISTED_DIRS)) };
         let taken = now_ns();
         let stamps: Option<Vec<(PathBuf, Option<Stamp>)>> = keepable.and_then(|ignores| {
             let mut paths = stamped_paths(&self.worktree)?;
@@ -429,15 +434,19 @@ impl Lister {
         let mut queue = vec![top.to_path_buf()];
         while let Some(dir) = queue.pop() {
             if self.wds.len() >= max || self.ignores_count() + ignores.len() > MAX_IGNORE_FILES {
+                self.too_large = true;
                 return None;
             }
             let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
             // SAFETY: inotify_add_watch on our descriptor with a NUL-terminated path.
             let wd = unsafe { libc::inotify_add_watch(raw, c.as_ptr(), MASK) };
             if wd < 0 {
-                if gone_ok && dir == top && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
+                let e = std::io::Error::last_os_error().raw_os_error();
+                if gone_ok && dir == top && e == Some(libc::ENOENT) {
                     return Some(ignores);
                 }
+                // The user's watches are used up: as too large.
+                self.too_large |= e == Some(libc::ENOSPC);
                 return None;
             }
             self.wds.insert(wd, dir.clone());
@@ -632,6 +641,10 @@ mod tests {
         // Too many directories to watch: answered, not kept.
         let mut small = Lister::new(&ws, &names());
         assert_eq!(small.list(1).unwrap().len(), 2);
-        assert!(small.files.is_none() && small.fd().is_none());
+        assert!(small.files.is_none() && small.fd().is_none() && small.too_large);
+        // ... and not walked again: git's answer, nothing watched.
+        std::fs::write(ws.join("a/.lintstagedrc"), "{}").unwrap();
+        assert_eq!(small.list(1000).unwrap().len(), 3);
+        assert!(small.files.is_none() && small.fd().is_none() && small.watched == 0);
     }
 }
