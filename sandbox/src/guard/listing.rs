@@ -72,6 +72,31 @@ pub(crate) fn stamp(p: &Path) -> Option<Stamp> {
     Some(Stamp { id: (m.dev(), m.ino()), size: m.size(), mtime_ns: time_ns(m.mtime(), m.mtime_nsec()), ctime_ns: time_ns(m.ctime(), m.ctime_nsec()) })
 }
 
+/// Reads every report queued on the `inotify` descriptor `fd` (non-blocking) and gives each to
+/// `each`: its watch, its mask and the name of the entry it concerns (empty for the directory
+/// itself). The walk service's roots and listings read their queues with it.
+pub(crate) fn read_events(fd: i32, mut each: impl FnMut(i32, u32, &[u8])) {
+    let mut buf = vec![0u8; 64 << 10];
+    let head = std::mem::size_of::<libc::inotify_event>();
+    loop {
+        // SAFETY: read into our buffer of its length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        let Ok(n) = usize::try_from(n) else { break };
+        if n == 0 {
+            break;
+        }
+        let mut off = 0usize;
+        while off + head <= n {
+            // SAFETY: the kernel wrote a whole event here; read unaligned.
+            let ev: libc::inotify_event = unsafe { std::ptr::read_unaligned(buf.as_ptr().add(off).cast()) };
+            let name = &buf[off + head..(off + head + ev.len as usize).min(n)];
+            let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
+            off += head + ev.len as usize;
+            each(ev.wd, ev.mask, name);
+        }
+    }
+}
+
 /// What a report of the kernel about a watched directory calls for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Effect {
@@ -191,8 +216,6 @@ pub(crate) struct Lister {
     ino: Option<OwnedFd>,
     /// Watch → the directory it watches.
     wds: std::collections::HashMap<i32, PathBuf>,
-    /// How many directories are watched.
-    pub watched: usize,
     /// What the reports read since the answer was kept call for.
     pending: Vec<Effect>,
     /// How many times the whole worktree was listed (the tests).
@@ -214,7 +237,7 @@ pub(crate) struct Lister {
 
 impl Lister {
     pub(crate) fn new(worktree: &Path, names: &[String]) -> Lister {
-        Lister { worktree: worktree.to_path_buf(), names: names.to_vec(), id: None, ino: None, wds: std::collections::HashMap::new(), watched: 0, pending: Vec::new(), wholes: 0, too_large: false, stamps: Vec::new(), files: None, used: Instant::now(), racy_ns: RACY_WINDOW_NS }
+        Lister { worktree: worktree.to_path_buf(), names: names.to_vec(), id: None, ino: None, wds: std::collections::HashMap::new(), pending: Vec::new(), wholes: 0, too_large: false, stamps: Vec::new(), files: None, used: Instant::now(), racy_ns: RACY_WINDOW_NS }
     }
 
     /// Forgets the kept answer and every watch.
@@ -222,9 +245,13 @@ impl Lister {
         self.files = None;
         self.ino = None;
         self.wds.clear();
-        self.watched = 0;
         self.pending.clear();
         self.stamps.clear();
+    }
+
+    /// How many directories are watched.
+    pub(crate) fn watched(&self) -> usize {
+        self.wds.len()
     }
 
     /// The descriptor the kernel reports on, while something is watched.
@@ -237,47 +264,30 @@ impl Lister {
     /// anything.
     pub(crate) fn drain(&mut self) -> bool {
         let Some(fd) = self.fd() else { return false };
-        let mut buf = vec![0u8; 64 << 10];
         let mut any = false;
-        loop {
-            // SAFETY: read into our buffer of its length.
-            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-            let Ok(n) = usize::try_from(n) else { break };
-            if n == 0 {
-                break;
-            }
-            let head = std::mem::size_of::<libc::inotify_event>();
-            let mut off = 0usize;
-            while off + head <= n {
-                // SAFETY: the kernel wrote a whole event here; read unaligned.
-                let ev: libc::inotify_event = unsafe { std::ptr::read_unaligned(buf.as_ptr().add(off).cast()) };
-                let name = &buf[off + head..(off + head + ev.len as usize).min(n)];
-                let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
-                off += head + ev.len as usize;
-                let e = match self.wds.get(&ev.wd) {
-                    Some(dir) => effect(ev.mask, name, dir, *dir == self.worktree, &self.names),
-                    // (An overflow has no watch; a report of a watch already gone is not ours.)
-                    None if ev.mask & libc::IN_Q_OVERFLOW != 0 => Effect::Whole,
-                    None => Effect::Nothing,
-                };
-                match e {
-                    Effect::Nothing => {}
-                    Effect::Unwatched => {
-                        self.wds.remove(&ev.wd);
+        read_events(fd, |wd, mask, name| {
+            let e = match self.wds.get(&wd) {
+                Some(dir) => effect(mask, name, dir, *dir == self.worktree, &self.names),
+                // (An overflow has no watch; a report of a watch already gone is not ours.)
+                None if mask & libc::IN_Q_OVERFLOW != 0 => Effect::Whole,
+                None => Effect::Nothing,
+            };
+            match e {
+                Effect::Nothing => {}
+                Effect::Unwatched => {
+                    self.wds.remove(&wd);
+                }
+                e => {
+                    any = true;
+                    if e == Effect::Whole {
+                        self.files = None;
                     }
-                    e => {
-                        any = true;
-                        if e == Effect::Whole {
-                            self.files = None;
-                        }
-                        if self.files.is_some() {
-                            self.pending.push(e);
-                        }
+                    if self.files.is_some() {
+                        self.pending.push(e);
                     }
                 }
             }
-        }
-        self.watched = self.wds.len();
+        });
         any
     }
 
@@ -450,7 +460,6 @@ impl Lister {
                 return None;
             }
             self.wds.insert(wd, dir.clone());
-            self.watched = self.wds.len();
             for e in std::fs::read_dir(&dir).ok()? {
                 let e = e.ok()?;
                 let name = e.file_name();
@@ -630,7 +639,7 @@ mod tests {
         let first = l.list(1000).unwrap();
         assert_eq!(first, vec![ws.join("a/package.json")]);
         assert!(l.files.is_some(), "kept: nothing racy, nothing changed");
-        assert!(l.watched >= 3, "{} directories watched", l.watched);
+        assert!(l.watched() >= 3, "{} directories watched", l.watched());
         std::fs::write(ws.join("a/b/notes.txt"), "x").unwrap();
         assert_eq!(l.list(1000).unwrap(), first);
         assert!(l.files.is_some(), "a file of another name changes nothing");
@@ -645,6 +654,6 @@ mod tests {
         // ... and not walked again: git's answer, nothing watched.
         std::fs::write(ws.join("a/.lintstagedrc"), "{}").unwrap();
         assert_eq!(small.list(1000).unwrap().len(), 3);
-        assert!(small.files.is_none() && small.fd().is_none() && small.watched == 0);
+        assert!(small.files.is_none() && small.fd().is_none() && small.watched() == 0);
     }
 }

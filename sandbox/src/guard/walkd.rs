@@ -549,46 +549,30 @@ impl Root {
     /// and read again by the next walk (what was recorded below a subdirectory of it that was
     /// made, removed or moved is forgotten: another directory may be at that path now).
     fn drain(&mut self, seq: &mut u64) {
-        let mut buf = vec![0u8; 64 << 10];
         let mut gone: Vec<PathBuf> = Vec::new();
-        loop {
-            // SAFETY: read into our buffer of its length.
-            let n = unsafe { libc::read(self.ino.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            let Ok(n) = usize::try_from(n) else { break };
-            if n == 0 {
-                break;
-            }
-            let mut off = 0usize;
-            let head = std::mem::size_of::<libc::inotify_event>();
-            while off + head <= n {
-                // SAFETY: the kernel wrote a whole event here; read unaligned.
-                let ev: libc::inotify_event = unsafe { std::ptr::read_unaligned(buf.as_ptr().add(off).cast()) };
-                let name = &buf[off + head..(off + head + ev.len as usize).min(n)];
-                let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
-                off += head + ev.len as usize;
-                if ev.mask & libc::IN_Q_OVERFLOW != 0 {
-                    *seq += 1;
-                    self.forget(*seq);
-                    gone.clear();
-                    continue;
-                }
-                let Some((path, depth)) = self.wds.get(&ev.wd).cloned() else { continue };
-                if ev.mask & libc::IN_IGNORED != 0 {
-                    self.wds.remove(&ev.wd);
-                }
+        super::listing::read_events(self.ino.as_raw_fd(), |wd, mask, name| {
+            if mask & libc::IN_Q_OVERFLOW != 0 {
                 *seq += 1;
-                self.cache.remove(path.as_os_str().as_encoded_bytes());
-                self.log.push((*seq, path.clone(), depth));
-                if ev.mask & (libc::IN_DELETE_SELF | libc::IN_MOVE_SELF) != 0 {
-                    gone.push(path.clone());
-                } else {
-                    self.pending.insert(path.clone(), depth);
-                }
-                if ev.mask & libc::IN_ISDIR != 0 && !name.is_empty() {
-                    gone.push(path.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name)));
-                }
+                self.forget(*seq);
+                gone.clear();
+                return;
             }
-        }
+            let Some((path, depth)) = self.wds.get(&wd).cloned() else { return };
+            if mask & libc::IN_IGNORED != 0 {
+                self.wds.remove(&wd);
+            }
+            *seq += 1;
+            self.cache.remove(path.as_os_str().as_encoded_bytes());
+            self.log.push((*seq, path.clone(), depth));
+            if mask & (libc::IN_DELETE_SELF | libc::IN_MOVE_SELF) != 0 {
+                gone.push(path.clone());
+            } else {
+                self.pending.insert(path.clone(), depth);
+            }
+            if mask & libc::IN_ISDIR != 0 && !name.is_empty() {
+                gone.push(path.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name)));
+            }
+        });
         if self.log.len() > MAX_LOG {
             let cut = self.log.len() - MAX_LOG;
             self.floor = self.floor.max(self.log[cut - 1].0);
@@ -741,7 +725,7 @@ impl Service {
             }
         };
         // The watches the walks and the other listings hold count against the same bound.
-        let others = self.roots.iter().map(|r| r.wds.len()).sum::<usize>() + self.lists.iter().enumerate().filter(|(k, _)| *k != i).map(|(_, l)| l.watched).sum::<usize>();
+        let others = self.roots.iter().map(|r| r.wds.len()).sum::<usize>() + self.lists.iter().enumerate().filter(|(k, _)| *k != i).map(|(_, l)| l.watched()).sum::<usize>();
         let files = self.lists[i].list(MAX_WATCHES.saturating_sub(others)).ok()?;
         Some(Answer { found: files.into_iter().map(|f| (f, false)).collect(), ..Answer::default() })
     }
@@ -752,7 +736,7 @@ impl Service {
             Request::List { root, names } => return self.list(root, names),
         };
         let i = self.root(root, names)?;
-        self.watches = self.roots.iter().map(|r| r.wds.len()).sum::<usize>() + self.lists.iter().map(|l| l.watched).sum::<usize>();
+        self.watches = self.roots.iter().map(|r| r.wds.len()).sum::<usize>() + self.lists.iter().map(Lister::watched).sum::<usize>();
         let seq = &mut self.seq;
         let r = &mut self.roots[i];
         r.used = Instant::now();
