@@ -353,14 +353,14 @@ fn detect_cgroup(mountinfo: &str, own: &str, controller: &str) -> Option<CgroupP
                 let path = f.next()?;
                 ctrls.split(',').any(|c| c == controller).then(|| path.to_string())
             })?;
-            let base = PathBuf::from(mount_point).join(rel.trim_start_matches('/'));
+            let base = crate::host::mount_point(mount_point.as_bytes()).join(rel.trim_start_matches('/'));
             if base.join("cgroup.procs").exists() && writable_by_caller(&base) {
                 return Some(CgroupPids { base, version: "v1".into() });
             }
         }
         if fstype == "cgroup2" {
             let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-            let base = PathBuf::from(mount_point).join(rel.trim_start_matches('/'));
+            let base = crate::host::mount_point(mount_point.as_bytes()).join(rel.trim_start_matches('/'));
             let ctl = std::fs::read_to_string(base.join("cgroup.subtree_control")).unwrap_or_default();
             // Only where the controller is already delegated to children of our own cgroup and
             // we may write.

@@ -96,3 +96,38 @@ pub(crate) fn read_small(path: &str) -> Option<String> {
     f.read_to_end(&mut buf).ok()?;
     String::from_utf8(buf).ok()
 }
+
+/// A mount point as a mount table writes it (`/proc/self/mountinfo`'s fifth field): the kernel's
+/// `\ooo` escapes (of spaces, tabs, newlines and backslashes) decoded; any other byte kept.
+#[must_use]
+pub fn mount_point(field: &[u8]) -> PathBuf {
+    let b = field;
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push(b[i + 1..i + 4].iter().fold(0u8, |n, c| n.wrapping_mul(8).wrapping_add(c - b'0')));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    #[cfg(unix)]
+    return PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(out));
+    #[cfg(not(unix))]
+    return PathBuf::from(String::from_utf8_lossy(&out).into_owned());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mount_point;
+    use std::path::Path;
+
+    #[test]
+    fn mount_table_escapes_are_decoded() {
+        assert_eq!(mount_point(br"/a\040b\134c\011d\012"), Path::new("/a b\\c\td\n"));
+        assert_eq!(mount_point(br"/a\04"), Path::new(r"/a\04"));
+        assert_eq!(mount_point(br"/a\9999"), Path::new(r"/a\9999"));
+    }
+}

@@ -18,7 +18,9 @@
 //! directory of the worktree but the `.git` ones (`inotify`, each watch placed before the
 //! directory is read), and reports every entry made, removed or moved in them; the index, the
 //! configuration files, every `.gitignore` and git itself are stamped (device, inode, size,
-//! modification and change time: no command can set a change time back). A kept answer is given
+//! modification and change time: no command can set a change time back), a `.git` directory by
+//! its device and inode only (what git writes in it at a fetch changes nothing listed; its
+//! replacement is an entry named `.git` reported by its parent's watch). A kept answer is given
 //! again while every stamp holds and the kernel reported nothing that could change it
 //! ([`effect`]). A file of the names made, removed or moved, or a directory made or removed, is
 //! listed again by itself (git asked about that path, or below that directory: what it lists
@@ -70,6 +72,17 @@ pub(crate) fn stamp(p: &Path) -> Option<Stamp> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::symlink_metadata(p).ok()?;
     Some(Stamp { id: (m.dev(), m.ino()), size: m.size(), mtime_ns: time_ns(m.mtime(), m.mtime_nsec()), ctime_ns: time_ns(m.ctime(), m.ctime_nsec()) })
+}
+
+/// The stamp a kept listing depends on for `p`: a directory named `.git` by its identity only
+/// (what git writes in it, `FETCH_HEAD` at each fetch, changes nothing git lists: the index and
+/// the configuration are stamped by themselves, and the directory's replacement is reported by
+/// its parent's watch as an entry named `.git`); anything else by its whole [`stamp`] (a `.git`
+/// file names the git directory: rewritten, it may name another).
+fn kept_stamp(p: &Path) -> Option<Stamp> {
+    let s = stamp(p)?;
+    let dir = p.file_name().is_some_and(|n| n == ".git") && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    Some(if dir { Stamp { id: s.id, size: 0, mtime_ns: 0, ctime_ns: 0 } } else { s })
 }
 
 /// Reads every report queued on the `inotify` descriptor `fd` (non-blocking) and gives each to
@@ -182,26 +195,9 @@ fn includes_others(paths: &[PathBuf]) -> bool {
 fn mount_below(root: &Path) -> bool {
     let Ok(info) = std::fs::read("/proc/self/mountinfo") else { return true };
     info.split(|b| *b == b'\n').filter_map(|l| l.split(|b| *b == b' ').nth(4)).any(|field| {
-        let p = PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(unescape_octal(field)));
+        let p = crate::host::mount_point(field);
         p != root && p.starts_with(root)
     })
-}
-
-/// `\ooo` escapes decoded (as the kernel writes spaces, tabs, newlines and backslashes in a
-/// mount table).
-fn unescape_octal(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push(b[i + 1..i + 4].iter().fold(0u8, |n, c| n.wrapping_mul(8).wrapping_add(c - b'0')));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    out
 }
 
 /// One worktree's listing, as the service keeps it.
@@ -293,7 +289,7 @@ impl Lister {
 
     /// Every stamp as it was taken.
     fn stamps_hold(&self) -> bool {
-        self.stamps.iter().all(|(p, s)| stamp(p) == *s)
+        self.stamps.iter().all(|(p, s)| kept_stamp(p) == *s)
     }
 
     /// What git lists now ([`super::gitoracle::listed_files`]): the kept answer while it holds,
@@ -327,7 +323,7 @@ impl Lister {
             }
             paths.extend(ignores);
             Some(paths.into_iter().map(|p| {
-                let s = stamp(&p);
+                let s = kept_stamp(&p);
                 (p, s)
             }).collect())
         });
@@ -394,7 +390,7 @@ impl Lister {
         }
         let taken = now_ns();
         let new_stamps: Vec<(PathBuf, Option<Stamp>)> = ignores.into_iter().map(|p| {
-            let s = stamp(&p);
+            let s = kept_stamp(&p);
             (p, s)
         }).collect();
         let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
@@ -525,13 +521,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn mount_table_escapes_are_decoded() {
-        assert_eq!(unescape_octal(br"/a\040b\134c\011"), b"/a b\\c\t".to_vec());
-        assert_eq!(unescape_octal(br"/a\04"), br"/a\04".to_vec());
-        assert_eq!(unescape_octal(br"/a\9999"), br"/a\9999".to_vec());
-    }
-
     /// The kept answer is git's after every kind of change that changes git's (made between two
     /// requests, as a run or the host makes them), and is kept across requests when nothing did.
     #[test]
@@ -598,6 +587,18 @@ mod tests {
             // it is listed whole again, as any name `.git` is whatever its case).
             ("a .GIT directory made", &|r| std::fs::create_dir_all(r.join(".GIT/x")).unwrap(), true),
             ("a config made inside it", &|r| std::fs::write(r.join(".GIT/x/package.json"), "{}").unwrap(), false),
+            // What git writes in its directory at a fetch lists nothing again; the directory
+            // replaced by another lists the whole worktree.
+            ("a file git makes in .git", &|r| std::fs::write(r.join(".git/FETCH_HEAD"), "").unwrap(), false),
+            (
+                "the .git directory replaced by a copy",
+                &|r| {
+                    std::fs::rename(r.join(".git"), r.join(".git-old")).unwrap();
+                    assert!(std::process::Command::new("cp").arg("-a").arg(r.join(".git-old")).arg(r.join(".git")).status().unwrap().success());
+                    std::fs::remove_dir_all(r.join(".git-old")).unwrap();
+                },
+                true,
+            ),
             (
                 "a directory made and removed, another made deep",
                 &|r| {

@@ -140,16 +140,12 @@ fn remount_bind(target: &Path, readonly: bool) -> Result<(), String> {
         .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() > 5 && Path::new(&unescape(f[4])) == target).then(|| f[5].to_string())
+            (f.len() > 5 && crate::host::mount_point(f[4].as_bytes()) == target).then(|| f[5].to_string())
         })
         .next_back()
         .unwrap_or_default();
     let ro = if readonly { libc::MS_RDONLY } else { 0 };
     mount(None, target, None, libc::MS_REMOUNT | libc::MS_BIND | ro | locked_flags(&opts), None)
-}
-
-fn unescape(s: &str) -> String {
-    s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 }
 
 /// Makes every mount read-only (recursive from `/`).
@@ -163,8 +159,8 @@ fn make_all_readonly() -> Result<(), String> {
         if f.len() < 6 {
             continue;
         }
-        let target = unescape(f[4]);
-        mount(None, Path::new(&target), None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | locked_flags(f[5]), None)?;
+        let target = crate::host::mount_point(f[4].as_bytes());
+        mount(None, &target, None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | locked_flags(f[5]), None)?;
     }
     Ok(())
 }
