@@ -458,6 +458,68 @@ fn the_walk_service_sees_what_changed_between_runs_and_during_one() {
     unsafe { libc::kill(pid, libc::SIGTERM) };
 }
 
+/// A directory the walk cannot read (its owner took the read permission away: mode 0311, still
+/// entered by name, as git enters it) hides nothing, with the walk service on: the service does
+/// not answer for a root while it cannot read one of its directories (it could neither know nor
+/// watch what is in it), and the run walks it itself. At launch such a directory is said ("NOT
+/// PROTECTED"); after a run, one of the user's is given its owner's reading back and read. A
+/// repository the command makes inside one it made unreadable, and one it makes inside one the
+/// host made unreadable between runs, are taken back (kept pending): their hooks do not land.
+/// Checked from outside: the hooks on the host, the directory's mode, `sandbox pending`. Bare,
+/// both hooks land. (As root every directory is readable: the same checks hold, through the
+/// ordinary walk.)
+#[test]
+fn a_directory_made_unreadable_hides_no_repository_from_the_review() {
+    let w = World::new();
+    let root = unsafe { libc::geteuid() } == 0;
+    let init = w.bare("for i in $(seq 1 300); do mkdir -p t/d$i/e; done; git init -q . && echo ok");
+    assert!(init.stdout.contains("ok"), "{}", init.describe());
+    let with_service = |snippet: &str| {
+        let mut cmd = w.sandbox_cmd(&[], &["bash", "-c", snippet]);
+        cmd.env("LOCALGPT_SANDBOX_WALK_SERVICE", "1").env("LOCALGPT_SANDBOX_WALK_SERVICE_IDLE", "30");
+        run(cmd, snippet)
+    };
+    for _ in 0..2 {
+        assert_eq!(with_service("true").code(), Some(0));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while walk_service_watches(&w).is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let (pid, _) = walk_service_watches(&w).expect("the walk service serves the world");
+    let mode = |p: &str| fs::symlink_metadata(w.ws.join(p)).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777).unwrap();
+    // The command makes the repository, then hides it.
+    let hook = "printf '#!/bin/sh\\necho PWNED\\n' > $R/.git/hooks/pre-commit && chmod +x $R/.git/hooks/pre-commit";
+    let o = with_service(&format!("R=t/d9/hid/child && git init -q $R && {hook} && chmod 0311 t/d9/hid && echo MADE"));
+    assert!(o.stdout.contains("MADE"), "{}", o.describe());
+    assert!(!w.ws.join("t/d9/hid/child/.git/hooks/pre-commit").exists(), "the hook of a repository hidden in a directory made unreadable landed\n{}", o.describe());
+    if !root {
+        assert_eq!(mode("t/d9/hid"), 0o711, "the directory's owner reading is given back\n{}", o.describe());
+        assert!(o.stderr.contains("t/d9/hid: its read permission had been taken away"), "said\n{}", o.describe());
+    }
+    // The host takes a directory's read permission away between runs: said at launch; the
+    // command makes a repository in it all the same.
+    fs::set_permissions(w.ws.join("t/d5"), std::os::unix::fs::PermissionsExt::from_mode(0o311)).unwrap();
+    let o = with_service(&format!("R=t/d5/x && git init -q $R && {hook} && echo MADE"));
+    assert!(o.stdout.contains("MADE"), "{}", o.describe());
+    assert!(!w.ws.join("t/d5/x/.git/hooks/pre-commit").exists(), "the hook of a repository made in a directory unreadable at launch landed\n{}", o.describe());
+    if !root {
+        assert!(o.stderr.contains("NOT PROTECTED") && o.stderr.contains("t/d5 (not readable by you"), "said at launch\n{}", o.describe());
+    }
+    let pending = run(w.localgpt_cmd(&["sandbox", "pending"]), "pending");
+    assert!(pending.stdout.contains("t/d9/hid/child/.git") && pending.stdout.contains("t/d5/x/.git"), "both repositories are pending changes\n{}", pending.describe());
+    // The service answers again once it can read the whole root (the same one: it was not
+    // stopped by what it could not read).
+    assert_eq!(with_service("true").code(), Some(0));
+    let (pid2, _) = walk_service_watches(&w).expect("the walk service still serves the world");
+    assert_eq!(pid, pid2, "the same service");
+    // Bare, both hooks land.
+    let b = w.bare(&format!("chmod 0755 t/d9/hid && R=t/d9/hid/c2 && git init -q $R && {hook} && chmod 0755 t/d5 && R=t/d5/x2 && git init -q $R && {hook} && echo LANDED"));
+    assert!(b.stdout.contains("LANDED") && w.ws.join("t/d9/hid/c2/.git/hooks/pre-commit").exists() && w.ws.join("t/d5/x2/.git/hooks/pre-commit").exists(), "{}", b.describe());
+    // SAFETY: a signal to the world's own service.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+}
+
 /// Where the hooks run lint-staged, the walk service keeps git's listing of its configurations
 /// (`guard::listing`) and gives it again while nothing changed that could change it: the
 /// service watches the worktree's directories (checked in its fdinfo), a configuration the host

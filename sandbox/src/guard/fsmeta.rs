@@ -101,6 +101,46 @@ pub fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
     }
 }
 
+/// Gives the directory at `path` (its last name not followed) its owner's read and search
+/// permission back, where this user owns it and it lacks either; `Ok(false)` when it had both
+/// (what was refused lies elsewhere). The review after a run reads the workspace as the user,
+/// and a command may take the read permission of a directory it owns away (mode 0311: git
+/// still finds a `.git` or a hook in it by name, without listing it) to hide what it made there
+/// from that review; as the directory's owner, the review may always give it back. Windows has
+/// no such bits: `Ok(false)`.
+///
+/// # Errors
+/// A path that is not a directory, or not this user's (`PermissionDenied`: only its owner may
+/// change its mode); the `lstat` or `fchmodat`'s.
+pub fn let_owner_read(path: &Path) -> std::io::Result<bool> {
+    let m = std::fs::symlink_metadata(path)?;
+    if !m.is_dir() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a directory"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions.
+        if m.uid() != unsafe { libc::geteuid() } {
+            return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "another user's directory"));
+        }
+        let mode = m.mode() & 0o7777;
+        if mode & 0o500 == 0o500 {
+            return Ok(false);
+        }
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        // SAFETY: a NUL-terminated path; a link as its last name is refused (EOPNOTSUPP), not
+        // followed.
+        if unsafe { libc::fchmodat(libc::AT_FDCWD, c.as_ptr(), (mode | 0o500) as libc::mode_t, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(true)
+    }
+    #[cfg(not(unix))]
+    Ok(false)
+}
+
 /// Options that create a new file with permission bits `mode` (Unix; ignored on Windows, where
 /// [`set_mode`] applies them after the write).
 pub fn with_mode(o: &mut OpenOptions, mode: u32) -> &mut OpenOptions {
@@ -170,6 +210,35 @@ pub fn entry_ino(e: &std::fs::DirEntry) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A directory of the user's without its owner's read or search bit gets both back, its
+    /// other bits kept; one that has them is left alone; a link is refused, not followed; as
+    /// root, another user's directory is refused (only its owner may give it back).
+    #[cfg(unix)]
+    #[test]
+    fn the_owner_gets_its_directory_s_reading_back_and_nothing_else_changes() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = crate::test_dir();
+        let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+        let hid = d.path().join("hid");
+        std::fs::create_dir(&hid).unwrap();
+        std::fs::set_permissions(&hid, std::fs::Permissions::from_mode(0o1311)).unwrap();
+        assert!(let_owner_read(&hid).unwrap());
+        assert_eq!(mode(&hid), 0o1711);
+        assert!(!let_owner_read(&hid).unwrap(), "already readable");
+        assert_eq!(mode(&hid), 0o1711);
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&hid, &link).unwrap();
+        std::fs::set_permissions(&hid, std::fs::Permissions::from_mode(0o311)).unwrap();
+        assert!(let_owner_read(&link).is_err(), "a link is not followed");
+        assert_eq!(mode(&hid), 0o311);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&hid, Some(65534), None).unwrap();
+            assert_eq!(let_owner_read(&hid).unwrap_err().kind(), std::io::ErrorKind::PermissionDenied);
+            assert_eq!(mode(&hid), 0o311);
+        }
+    }
 
     #[test]
     fn identity_follows_a_rename_and_tells_files_apart() {

@@ -178,6 +178,10 @@ pub struct NestedWalk {
     pub repos: Vec<PathBuf>,
     /// The directory where the launch walk ran out of its budget, if it did.
     pub stopped: Option<PathBuf>,
+    /// The directories it could not read for want of permission (and their depths): what they
+    /// hold was not looked at. After a run, [`read_unreadable`] gives those the user owns their
+    /// owner's reading back and reads them.
+    pub unreadable: Vec<(PathBuf, usize)>,
     /// Every directory it looked at (read, or held by its record), with what it holds.
     pub listings: Vec<Listing>,
     /// How many of them came from the records of earlier walks.
@@ -252,7 +256,14 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
                         out.stopped = Some(dir);
                         break;
                     }
-                    Err(_) => continue,
+                    Err(e) => {
+                        // Gone since (removed, replaced by a file or a link): nothing below it.
+                        // Not readable: said, never taken for empty.
+                        if e.kind() == std::io::ErrorKind::PermissionDenied {
+                            out.unreadable.push((dir, depth));
+                        }
+                        continue;
+                    }
                 }
             }
         };
@@ -287,6 +298,39 @@ pub fn walk_nested(root: &Path, names: &[&str], budget: usize, known: Known<'_>)
     out
 }
 
+
+/// After a run: the directories of `walk` it could not read ([`NestedWalk::unreadable`]) that
+/// this user owns given their owner's reading back (`guard::fsmeta::let_owner_read`) and
+/// read, with everything below them (whole: no record of them is trusted), what that finds
+/// added to `walk`. The directories given back are returned; those left (another user's, or
+/// refused for another reason) stay in `walk.unreadable`.
+///
+/// A command may take its own directory's read permission away (mode 0311) so that a walk run
+/// as the user cannot see what it made there, while git, entering it by name, finds a `.git`
+/// in it. As the directory's owner, the review may always give it back.
+pub fn read_unreadable(root: &Path, names: &[&str], walk: &mut NestedWalk) -> Vec<PathBuf> {
+    let mut given = Vec::new();
+    let none = WalkCache::default();
+    loop {
+        // (Each turn gives at least one directory back, or ends: one given back that still
+        // cannot be read is not given back again.)
+        let (now, left): (Vec<(PathBuf, usize)>, Vec<(PathBuf, usize)>) = std::mem::take(&mut walk.unreadable).into_iter().partition(|(d, _)| super::fsmeta::let_owner_read(d).unwrap_or(false));
+        walk.unreadable = left;
+        if now.is_empty() {
+            return given;
+        }
+        given.extend(now.iter().map(|(d, _)| d.clone()));
+        let more = walk_nested(root, names, usize::MAX, Known::Changed(&now, &none));
+        walk.found.extend(more.found);
+        walk.found.sort();
+        walk.found.dedup();
+        walk.repos.extend(more.repos);
+        walk.repos.sort();
+        walk.repos.dedup();
+        walk.listings.extend(more.listings);
+        walk.unreadable.extend(more.unreadable);
+    }
+}
 
 /// The directory at `path` (a real one, no link followed), or `None`.
 #[must_use]

@@ -899,6 +899,10 @@ impl Protector<'_> {
 
 pub use super::nested::{walk_nested, Known, Listing, NestedWalk, NESTED_DEPTH, NESTED_ENTRIES, NESTED_SKIP};
 
+/// Why a directory the launch walk could not read is reported: a command could make a
+/// repository in it that git, entering it by name, would find.
+pub const NESTED_UNREADABLE: &str = "not readable by you: the protected names in it (a repository's `.git`, an editor's tasks) were not looked for; make it readable (chmod u+rx) to have them protected";
+
 /// What [`NESTED_STOPPED`] starts with: the nested walk ran out of its budget.
 pub const NESTED_STOPPED: &str = "the nested walk stopped after";
 
@@ -967,7 +971,8 @@ fn launch_walk(records: Option<&Path>, root: &Path, names: &[&str], budget: usiz
             let req = super::walkd::Request::Walk { root: root.to_path_buf(), names: names.iter().map(|n| (*n).to_string()).collect(), budget: budget as u64 };
             if let Some(Some(a)) = super::walkd::ask(dir, &req) {
                 let from_records = usize::try_from(a.from_records).unwrap_or(usize::MAX);
-                return (NestedWalk { found: a.found, repos: a.repos, stopped: a.stopped, listings: Vec::new(), from_records }, Some(a.token));
+                // (The service answers only for a root it could read whole.)
+                return (NestedWalk { found: a.found, repos: a.repos, stopped: a.stopped, listings: Vec::new(), from_records, unreadable: Vec::new() }, Some(a.token));
             }
         }
         let mut cache = records.and_then(|d| super::nested::load(d, root, names));
@@ -984,9 +989,14 @@ fn launch_walk(records: Option<&Path>, root: &Path, names: &[&str], budget: usiz
 /// [`NESTED_DEPTH`]), each protected as what it is, and the submodules git would enter. A walk
 /// that runs out of its budget is reported (the rest of the root is not looked at).
 fn nested_protected(p: &mut Protector<'_>, root: &Path, names: &[&str], hook_names: &[String], budget: usize) -> RootWalk {
-    let (NestedWalk { found, repos, stopped, listings, from_records, .. }, service) = launch_walk(p.records.as_deref(), root, names, budget);
+    let (NestedWalk { found, repos, stopped, listings, from_records, unreadable }, service) = launch_walk(p.records.as_deref(), root, names, budget);
     let walk = RootWalk { root: root.to_path_buf(), listings, from_records, budget, stopped: stopped.is_some(), service };
     let first = p.out.len();
+    // Said, never taken for empty (the user's tree is not changed before a run: after one, a
+    // directory of the user's that changed is given its owner's reading back and read).
+    for (dir, _) in unreadable {
+        p.bad.push(Unprotectable { path: dir, why: NESTED_UNREADABLE.to_string() });
+    }
     for (path, dir) in found {
         let n = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let (kind, keys, why) = nested_protection(&n, dir, hook_names);

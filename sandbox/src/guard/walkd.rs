@@ -429,6 +429,11 @@ struct Root {
     floor: u64,
     used: Instant,
     unsaved: bool,
+    /// Directories the last walk could not read (and their depths): what they hold is neither
+    /// known nor watched (a watch needs the permission to read), so the service does not answer
+    /// for the root while one of them stays so; the client walks it itself, and says so, or
+    /// after a run gives its owner's reading back ([`super::nested::read_unreadable`]).
+    unreadable: Vec<(PathBuf, usize)>,
 }
 
 /// The protected names found, and the directories git discovers as repositories.
@@ -516,6 +521,7 @@ impl Root {
             floor: 0,
             used: Instant::now(),
             unsaved: false,
+            unreadable: Vec::new(),
         })
     }
 
@@ -741,14 +747,37 @@ impl Service {
         let r = &mut self.roots[i];
         r.used = Instant::now();
         r.drain(seq);
+        // A directory the last walk could not read is tried again (one open each): while one
+        // stays so, nothing is answered for the root; once none does, the root is walked whole
+        // (nothing below them was read or watched).
+        if !r.unreadable.is_empty() {
+            if r.unreadable.iter().any(|(d, _)| std::fs::read_dir(d).is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)) {
+                return None;
+            }
+            r.unreadable.clear();
+            r.facts = None;
+            if matches!(req, Request::After { .. }) {
+                return None;
+            }
+        }
+        // A walk that met one: not answered (the client walks the root itself).
+        let answerable = |r: &mut Root, walk: NestedWalk| -> Option<NestedWalk> {
+            if walk.unreadable.is_empty() {
+                return Some(walk);
+            }
+            r.unreadable = walk.unreadable;
+            r.facts = None;
+            None
+        };
         match req {
             Request::Walk { budget, .. } => {
                 let token = *seq;
                 if r.facts.is_none() {
                     let walk = r.whole(&self.dir, usize::try_from(*budget).unwrap_or(usize::MAX), &mut self.watches);
-                    return Some(Root::answer(&walk, token));
+                    return answerable(r, walk).map(|walk| Root::answer(&walk, token));
                 }
-                r.refresh(&[], &mut self.watches);
+                let walk = r.refresh(&[], &mut self.watches);
+                answerable(r, walk)?;
                 let f = r.facts.as_ref()?;
                 let looked_at = (r.cache.len() + r.volatile.len()) as u64;
                 Some(Answer { token, found: f.found.iter().map(|(p, d)| (p.clone(), *d)).collect(), repos: f.repos.iter().cloned().collect(), stopped: None, from_records: r.cache.len() as u64, looked_at })
@@ -765,7 +794,7 @@ impl Service {
                     since.push((p.clone(), *d));
                 }
                 let walk = r.refresh(&since, &mut self.watches);
-                Some(Root::answer(&walk, *token))
+                answerable(r, walk).map(|walk| Root::answer(&walk, *token))
             }
             Request::List { .. } => None,
         }

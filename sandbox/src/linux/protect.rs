@@ -823,16 +823,52 @@ enum State {
 /// be seen, by mode and change time, but not undone: it is reported).
 const SNAPSHOT_BYTES: usize = 8 << 20;
 
+/// The directories the review after a run could not read at first for want of permission:
+/// each one whose read permission this user (its owner) gave back, and each one it could not.
+#[derive(Default)]
+pub(crate) struct Unread {
+    /// Given their owner's reading back ([`crate::guard::fsmeta::let_owner_read`]), then read.
+    pub given: Vec<PathBuf>,
+    /// Still unreadable (another user's): what they hold was not reviewed.
+    pub left: Vec<PathBuf>,
+}
+
+impl Unread {
+    /// What the report says of them, each path as `rel` shows it.
+    pub(crate) fn notes(&self, rel: impl Fn(&Path) -> String) -> Vec<String> {
+        let given = self.given.iter().map(|d| format!("{}: its read permission had been taken away (which hides what it holds from a review run as you, while git still finds a `.git` or a hook in it by name); given back to its owner (u+rx) and reviewed", rel(d)));
+        let left = self.left.iter().map(|d| format!("{}: not readable by you and not yours to make readable: what it holds was not reviewed", rel(d)));
+        given.chain(left).collect()
+    }
+}
+
+/// Reads the directory `dir` for the review; after the run (`unread`), one this user may not read
+/// is given its owner's reading back first where it is the user's, and counted in `unread`
+/// either way. At launch (`None`) nothing is changed.
+fn read_dir_reviewed(dir: &Path, unread: Option<&mut Unread>) -> std::io::Result<std::fs::ReadDir> {
+    match (std::fs::read_dir(dir), unread) {
+        (Err(e), Some(u)) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            if crate::guard::fsmeta::let_owner_read(dir).unwrap_or(false) {
+                u.given.push(dir.to_path_buf());
+                return std::fs::read_dir(dir);
+            }
+            u.left.push(dir.to_path_buf());
+            Err(e)
+        }
+        (r, _) => r,
+    }
+}
+
 /// The entries of a `.git` directory that matter to the review: everything but git's data
 /// directories (`objects/` except `objects/info`, `refs/`, `logs/`, `reftable/`, `lfs/`,
 /// `rr-cache/`) of the git directory itself and of every directory in it that holds a `HEAD` (a
 /// submodule's or worktree's git directory): the same names elsewhere (a submodule named `refs`)
 /// are walked.
-fn walk_review(root: &Path, git: bool) -> Vec<(PathBuf, std::fs::Metadata)> {
+fn walk_review(root: &Path, git: bool, mut unread: Option<&mut Unread>) -> Vec<(PathBuf, std::fs::Metadata)> {
     let mut out = Vec::new();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(root.join(&rel)) else { continue };
+        let Ok(rd) = read_dir_reviewed(&root.join(&rel), unread.as_deref_mut()) else { continue };
         let gitdir = git && (rel.as_os_str().is_empty() || std::fs::symlink_metadata(root.join(&rel).join("HEAD")).is_ok());
         for e in rd.flatten() {
             let r = rel.join(e.file_name());
@@ -848,7 +884,7 @@ fn walk_review(root: &Path, git: bool) -> Vec<(PathBuf, std::fs::Metadata)> {
                 // git's data is not walked (refs and objects can be many), but a repository
                 // planted in it is (git run there reads its config): the review holds it back.
                 if skip {
-                    stack.extend(repositories_below(root, &r));
+                    stack.extend(repositories_below(root, &r, unread.as_deref_mut()));
                 }
             }
             out.push((r, m));
@@ -864,11 +900,11 @@ fn walk_review(root: &Path, git: bool) -> Vec<(PathBuf, std::fs::Metadata)> {
 /// listing); a directory of loose objects (`objects/ab`) is listed only where its link count
 /// says it has subdirectories (git makes none there; a file system that does not count them,
 /// such as btrfs, has them all listed).
-fn repositories_below(root: &Path, rel: &Path) -> Vec<PathBuf> {
+fn repositories_below(root: &Path, rel: &Path, mut unread: Option<&mut Unread>) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![rel.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(root.join(&d)) else { continue };
+        let Ok(rd) = read_dir_reviewed(&root.join(&d), unread.as_deref_mut()) else { continue };
         let objects = d.as_os_str() == "objects";
         for e in rd.flatten() {
             if !e.file_type().is_ok_and(|t| t.is_dir()) {
@@ -1042,7 +1078,7 @@ impl Snapshot {
                     id = Some((m.dev(), m.ino()));
                     dirs.push(dir_meta(PathBuf::new(), &m));
                 }
-                let e = walk_review(&p.path, git)
+                let e = walk_review(&p.path, git, None)
                     .into_iter()
                     .map(|(r, m)| {
                         if m.is_dir() {
@@ -1342,7 +1378,11 @@ impl Reviewer<'_> {
         let before: HashMap<&Path, &State> = snap.entries.iter().map(|(r, s)| (r.as_path(), s)).collect();
         let ctimes: HashMap<&Path, (i64, i64)> = snap.ctimes.iter().map(|(r, s, ns)| (r.as_path(), (*s, *ns))).collect();
         let settled: HashMap<&Path, (u64, u64, i64, i64)> = snap.settled.iter().map(|(r, d, i, s, ns)| (r.as_path(), (*d, *i, *s, *ns))).collect();
-        let now: Vec<(PathBuf, State)> = walk_review(root, git).into_iter().map(|(r, m)| {
+        let mut unread = Unread::default();
+        let walked = walk_review(root, git, Some(&mut unread));
+        let notes = unread.notes(|d| self.rel(d));
+        self.out.notes.extend(notes);
+        let now: Vec<(PathBuf, State)> = walked.into_iter().map(|(r, m)| {
             // The launch's inode at its launch change time, clearly before the start, is what it
             // was (any write, chmod, link or rename since moved it to the run's time): not read
             // again.
@@ -1532,10 +1572,14 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
                 None => Some(walk_nested(&w.root, &names, usize::MAX, Known::AfterRun(&w.listings))),
             };
             // The service answered (it keeps its own records), or the root was read here.
-            let (walk, by_service) = match walk {
+            let (mut walk, by_service) = match walk {
                 Some(walk) => (walk, w.service.is_some()),
                 None => (walk_nested(&w.root, &names, usize::MAX, Known::Launch(None)), false),
             };
+            // A directory the walk could not read is the user's to read again, or said.
+            let given = crate::guard::nested::read_unreadable(&w.root, &names, &mut walk);
+            let unread = Unread { given, left: walk.unreadable.iter().map(|(d, _)| d.clone()).collect() };
+            out.notes.extend(unread.notes(|d| d.strip_prefix(ws).unwrap_or(d).display().to_string()));
             for f in walk.found {
                 if !found.iter().any(|(p, _)| *p == f.0) {
                     found.push(f);
