@@ -520,6 +520,29 @@ fn a_directory_made_unreadable_hides_no_repository_from_the_review() {
     unsafe { libc::kill(pid, libc::SIGTERM) };
 }
 
+/// A hook written into the workspace's `.git/hooks` which the command then made unreadable
+/// (mode 0311: git still runs a hook it finds by name) is neither applied nor lost: at every
+/// level it is not on the host afterwards and `sandbox pending` keeps it. (At Full the review
+/// reads the private copy's upper layer, where the unprivileged user met the unreadable
+/// directory and dropped the hook unseen: not applied, but lost. As root every directory is
+/// readable.) Bare, the hook lands.
+#[test]
+fn a_hook_in_a_directory_made_unreadable_is_kept_pending_not_lost() {
+    let w = World::new();
+    let init = w.bare("git init -q . && echo ok");
+    assert!(init.stdout.contains("ok"), "{}", init.describe());
+    let snippet = "printf '#!/bin/sh\\necho PWNED\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && chmod 0311 .git/hooks && echo MADE";
+    let o = w.sandboxed(snippet);
+    assert!(o.stdout.contains("MADE"), "{}", o.describe());
+    let hook = w.ws.join(".git/hooks/pre-commit");
+    assert!(fs::symlink_metadata(&hook).is_err(), "the hook landed\n{}", o.describe());
+    let pending = run(w.localgpt_cmd(&["sandbox", "pending"]), "pending");
+    assert!(pending.stdout.contains(".git/hooks/pre-commit"), "the hook is kept pending, not lost\n{}\n{}", o.describe(), pending.describe());
+    let b = w.bare("chmod 0755 .git/hooks; printf '#!/bin/sh\\necho x\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && chmod 0311 .git/hooks && echo LANDED");
+    assert!(b.stdout.contains("LANDED") && fs::symlink_metadata(&hook).is_ok(), "{}", b.describe());
+    let _ = fs::set_permissions(w.ws.join(".git/hooks"), std::os::unix::fs::PermissionsExt::from_mode(0o755));
+}
+
 /// Where the hooks run lint-staged, the walk service keeps git's listing of its configurations
 /// (`guard::listing`) and gives it again while nothing changed that could change it: the
 /// service watches the worktree's directories (checked in its fdinfo), a configuration the host

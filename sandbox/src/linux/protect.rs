@@ -404,11 +404,13 @@ fn classify_upper(p: &Path) -> Upper {
 }
 
 /// The changed entries of an upper layer: (path relative to it, what), parents before children.
-fn walk_upper(upper: &Path) -> Vec<(PathBuf, Upper)> {
+/// A directory of it the command made unreadable is given its owner's reading back first
+/// (counted in `unread`): what it holds is reviewed, never dropped unseen.
+fn walk_upper(upper: &Path, unread: &mut Unread) -> Vec<(PathBuf, Upper)> {
     let mut out = Vec::new();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(upper.join(&rel)) else { continue };
+        let Ok(rd) = read_dir_reviewed(&upper.join(&rel), Some(&mut *unread)) else { continue };
         let mut names: Vec<_> = rd.flatten().map(|e| e.file_name()).collect();
         names.sort();
         for n in names.into_iter().rev() {
@@ -718,7 +720,11 @@ impl Reviewer<'_> {
     }
 
     fn review(&mut self, protected: &ProtectedPath, root: &Path, upper: &Path) {
-        let entries = walk_upper(upper);
+        let mut unread = Unread::default();
+        let entries = walk_upper(upper, &mut unread);
+        // (Said of the real directory the private copy stands for.)
+        let notes = unread.notes(|d| self.rel(&root.join(d.strip_prefix(upper).unwrap_or(d))));
+        self.out.notes.extend(notes);
         // Under an opaque (replaced) directory every entry is new: ancestors first, which the
         // sort gives.
         for (rel, u) in &entries {
