@@ -100,8 +100,7 @@ pub(crate) fn read_small(path: &str) -> Option<String> {
 /// A mount point as a mount table writes it (`/proc/self/mountinfo`'s fifth field): the kernel's
 /// `\ooo` escapes (of spaces, tabs, newlines and backslashes) decoded; any other byte kept.
 #[must_use]
-pub fn mount_point(field: &[u8]) -> PathBuf {
-    let b = field;
+pub fn mount_point(b: &[u8]) -> PathBuf {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {

@@ -67,21 +67,22 @@ pub(crate) struct Stamp {
     ctime_ns: i128,
 }
 
-/// The stamp of the file at `p` (no link followed), `None` when there is none.
-pub(crate) fn stamp(p: &Path) -> Option<Stamp> {
+/// The stamp of what `m` (a file's `lstat`) describes.
+fn stamp_of(m: &std::fs::Metadata) -> Stamp {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::symlink_metadata(p).ok()?;
-    Some(Stamp { id: (m.dev(), m.ino()), size: m.size(), mtime_ns: time_ns(m.mtime(), m.mtime_nsec()), ctime_ns: time_ns(m.ctime(), m.ctime_nsec()) })
+    Stamp { id: (m.dev(), m.ino()), size: m.size(), mtime_ns: time_ns(m.mtime(), m.mtime_nsec()), ctime_ns: time_ns(m.ctime(), m.ctime_nsec()) }
 }
 
-/// The stamp a kept listing depends on for `p`: a directory named `.git` by its identity only
+/// The stamp a kept listing depends on for `p` (no link followed; `None` when there is no file
+/// there): a directory named `.git` by its identity only
 /// (what git writes in it, `FETCH_HEAD` at each fetch, changes nothing git lists: the index and
 /// the configuration are stamped by themselves, and the directory's replacement is reported by
-/// its parent's watch as an entry named `.git`); anything else by its whole [`stamp`] (a `.git`
+/// its parent's watch as an entry named `.git`); anything else by its whole stamp (a `.git`
 /// file names the git directory: rewritten, it may name another).
 fn kept_stamp(p: &Path) -> Option<Stamp> {
-    let s = stamp(p)?;
-    let dir = p.file_name().is_some_and(|n| n == ".git") && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    let m = std::fs::symlink_metadata(p).ok()?;
+    let s = stamp_of(&m);
+    let dir = m.is_dir() && p.file_name().is_some_and(|n| n == ".git");
     Some(if dir { Stamp { id: s.id, size: 0, mtime_ns: 0, ctime_ns: 0 } } else { s })
 }
 

@@ -601,7 +601,7 @@ impl Reviewer<'_> {
     }
 
     fn rel(&self, p: &Path) -> String {
-        p.strip_prefix(self.ws).unwrap_or(p).display().to_string()
+        rel_to(self.ws, p)
     }
 
     /// Whether `path`, made during the run where a protected `.git` was absent, is the `.git`
@@ -829,13 +829,19 @@ enum State {
 /// be seen, by mode and change time, but not undone: it is reported).
 const SNAPSHOT_BYTES: usize = 8 << 20;
 
+/// `p` as a note shows it: relative to the workspace `ws` when inside it.
+fn rel_to(ws: &Path, p: &Path) -> String {
+    p.strip_prefix(ws).unwrap_or(p).display().to_string()
+}
+
 /// The directories the review after a run could not read at first for want of permission:
 /// each one whose read permission this user (its owner) gave back, and each one it could not.
 #[derive(Default)]
 pub(crate) struct Unread {
     /// Given their owner's reading back ([`crate::guard::fsmeta::let_owner_read`]), then read.
     pub given: Vec<PathBuf>,
-    /// Still unreadable (another user's): what they hold was not reviewed.
+    /// Still unreadable (another user's, or refused although its owner may read it): what they
+    /// hold was not reviewed.
     pub left: Vec<PathBuf>,
 }
 
@@ -1585,7 +1591,7 @@ pub fn review_new_nested(plan: &crate::plan::Plan, start: SystemTime, out: &mut 
             // A directory the walk could not read is the user's to read again, or said.
             let given = crate::guard::nested::read_unreadable(&w.root, &names, &mut walk);
             let unread = Unread { given, left: walk.unreadable.iter().map(|(d, _)| d.clone()).collect() };
-            out.notes.extend(unread.notes(|d| d.strip_prefix(ws).unwrap_or(d).display().to_string()));
+            out.notes.extend(unread.notes(|d| rel_to(ws, d)));
             for f in walk.found {
                 if !found.iter().any(|(p, _)| *p == f.0) {
                     found.push(f);
