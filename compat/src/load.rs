@@ -148,7 +148,9 @@ pub fn parse_corpus(sources: &[(String, String)], fixtures: Vec<String>) -> Resu
             normalise.extend(spec.normalise.iter().copied());
             normalise.sort();
             normalise.dedup();
-            for r in &spec.replace {
+            let mut replace = file.defaults.replace.clone();
+            replace.extend(spec.replace.iter().cloned());
+            for r in &replace {
                 if let Err(e) = Regex::new(&r.re) {
                     problems.push(here(&format!("replace regex {:?}: {e}", r.re)));
                 }
@@ -233,7 +235,7 @@ pub fn parse_corpus(sources: &[(String, String)], fixtures: Vec<String>) -> Resu
                 exit_code: spec.exit_code,
                 requires,
                 normalise,
-                replace: spec.replace,
+                replace,
                 compare: spec.compare,
                 why: spec.why,
                 timeout,
@@ -362,6 +364,22 @@ mod tests {
         let b = &c.groups[0].commands[1];
         assert_eq!((b.fixture.as_str(), b.timeout, b.exit_code), ("empty", 3, 2));
         assert_eq!(b.normalise, vec![Normalisation::Paths, Normalisation::Hashes]);
+    }
+
+    #[test]
+    fn a_group_s_replacements_come_before_the_command_s() {
+        let c = one(
+            "g",
+            "group: g\ntitle: G\ndefaults: {fixture: empty, replace: [{re: '^Blocking .*\\n', with: ''}]}\ncommands:\n  - {name: a, run: ls, replace: [{re: 'x', with: 'y'}]}\n  - {name: b, run: ls}\n",
+        )
+        .unwrap();
+        let [a, b] = [&c.groups[0].commands[0], &c.groups[0].commands[1]];
+        assert_eq!(a.replace.iter().map(|r| r.re.as_str()).collect::<Vec<_>>(), ["^Blocking .*\\n", "x"]);
+        assert_eq!(b.replace.len(), 1);
+        let out = crate::normalise::normalise("  Compiling\nBlocking on lock\nx\n", &a.normalise, &a.replace, &crate::normalise::PathContext::default());
+        assert_eq!(out, "  Compiling\ny\n");
+        let p = problems(one("g", "group: g\ntitle: G\ndefaults: {fixture: empty, replace: [{re: '(', with: ''}]}\ncommands:\n  - {name: a, run: ls}\n"));
+        assert!(p.iter().any(|x| x.contains("a: replace regex")), "{p:?}");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! ```yaml
 //! group: coreutils                 # unique; equals the file stem
 //! title: Coreutils and text tools
-//! defaults:                        # optional; every field of a command may be defaulted here
+//! defaults:                        # optional: fixture, requires, normalise, timeout and replace
+//!                                  # (requires, normalise and replace add to each command's)
 //!   fixture: empty
 //!   normalise: [paths]
 //! commands:
@@ -62,6 +63,10 @@ pub struct Defaults {
     pub normalise: Vec<Normalisation>,
     /// Default timeout.
     pub timeout: Option<u64>,
+    /// Replacements applied to every command's output before its own (environmental lines the
+    /// group's tool prints under contention, such as cargo's lock waits).
+    #[serde(default)]
+    pub replace: Vec<Replace>,
 }
 
 /// One command as written.

@@ -848,9 +848,21 @@ pub(crate) struct Unread {
 impl Unread {
     /// What the report says of them, each path as `rel` shows it.
     pub(crate) fn notes(&self, rel: impl Fn(&Path) -> String) -> Vec<String> {
-        let given = self.given.iter().map(|d| format!("{}: its read permission had been taken away (which hides what it holds from a review run as you, while git still finds a `.git` or a hook in it by name); given back to its owner (u+rx) and reviewed", rel(d)));
-        let left = self.left.iter().map(|d| format!("{}: not readable by you and not yours to make readable: what it holds was not reviewed", rel(d)));
+        // (One given back that still could not be read is said once, as not reviewed.)
+        let given = self.given.iter().filter(|d| !self.left.contains(d)).map(|d| format!("{}: its read permission had been taken away (which hides what it holds from a review run as you, while git still finds a `.git` or a hook in it by name); given back to its owner (u+rx) and reviewed", rel(d)));
+        let left = self.left.iter().map(|d| format!("{}: {}: what it holds was not reviewed", rel(d), why_unread(d)));
         given.chain(left).collect()
+    }
+}
+
+/// Why the directory `d` stays unreadable to this user, for a note.
+fn why_unread(d: &Path) -> &'static str {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::symlink_metadata(d) {
+        // SAFETY: geteuid has no preconditions.
+        Ok(m) if m.uid() == unsafe { libc::geteuid() } => "yours, yet reading it is refused although its mode lets you (an ACL or a security module)",
+        Ok(_) => "another user's, not readable by you and not yours to make readable",
+        Err(_) => "not readable by you",
     }
 }
 
@@ -862,7 +874,11 @@ fn read_dir_reviewed(dir: &Path, unread: Option<&mut Unread>) -> std::io::Result
         (Err(e), Some(u)) if e.kind() == std::io::ErrorKind::PermissionDenied => {
             if crate::guard::fsmeta::let_owner_read(dir).unwrap_or(false) {
                 u.given.push(dir.to_path_buf());
-                return std::fs::read_dir(dir);
+                let again = std::fs::read_dir(dir);
+                if again.is_err() {
+                    u.left.push(dir.to_path_buf());
+                }
+                return again;
             }
             u.left.push(dir.to_path_buf());
             Err(e)
@@ -1766,6 +1782,32 @@ mod tests {
         assert_eq!(process_start(pid), None);
         child.wait().unwrap();
         assert_eq!(process_start(pid), None);
+    }
+
+    #[test]
+    fn an_unreadable_directory_is_said_once_with_why_it_stays_unread() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = std::env::temp_dir().join(format!("lg-unread-{}", std::process::id()));
+        let (mine, back, gone) = (t.join("mine"), t.join("back"), t.join("gone"));
+        std::fs::create_dir_all(&mine).unwrap();
+        std::fs::create_dir_all(&back).unwrap();
+        std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let u = Unread { given: vec![back.clone(), mine.clone()], left: vec![mine.clone(), gone.clone()] };
+        let notes = u.notes(|d| rel_to(&t, d));
+        assert_eq!(notes.len(), 3, "{notes:#?}");
+        assert!(notes[0].starts_with("back: its read permission had been taken away") && notes[0].ends_with("and reviewed"), "{notes:#?}");
+        // Given back yet refused (its owner may read it): not said reviewed, nor another user's.
+        assert_eq!(notes[1], "mine: yours, yet reading it is refused although its mode lets you (an ACL or a security module): what it holds was not reviewed");
+        assert_eq!(notes[2], "gone: not readable by you: what it holds was not reviewed");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let theirs = t.join("theirs");
+            std::fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::lchown(&theirs, Some(65534), Some(65534)).unwrap();
+            let notes = Unread { given: vec![], left: vec![theirs] }.notes(|d| rel_to(&t, d));
+            assert_eq!(notes, ["theirs: another user's, not readable by you and not yours to make readable: what it holds was not reviewed"]);
+        }
+        std::fs::remove_dir_all(&t).unwrap();
     }
 
     #[test]
